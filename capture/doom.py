@@ -1,0 +1,320 @@
+"""`DoomGame`: the ViZDoom engine in-process as a `gymnasium.Env`.
+
+Headless or windowed, deterministic by seed, telemetry from game variables (`position`, `angle`,
+`pitch`, `frame_time_ms`), ground-truth `objects` with screen boxes from the labels buffer. On the
+park scenario each episode starts at one of the park's start points (random unless chosen with
+`reset(options={"start": …})`) facing a random direction.
+
+`frame_time_ms` is a wall-clock reading, the one thing in `info` that differs between two runs
+of the same seed and actions; `frame_timing=False` leaves it out, for exact comparisons such as
+Gymnasium's determinism check.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import vizdoom as vzd
+
+from playtester.capture.errors import UserError
+from playtester.capture.keymap import KeyMap
+from playtester.capture.park.layout import ParkLayout, parse_actor
+
+TICRATE = 35
+
+KEY_BUTTONS: dict[str, vzd.Button] = {
+    "w": vzd.Button.MOVE_FORWARD,
+    "s": vzd.Button.MOVE_BACKWARD,
+    "a": vzd.Button.MOVE_LEFT,
+    "d": vzd.Button.MOVE_RIGHT,
+    "left": vzd.Button.TURN_LEFT,
+    "right": vzd.Button.TURN_RIGHT,
+    "up": vzd.Button.LOOK_UP,
+    "down": vzd.Button.LOOK_DOWN,
+    "space": vzd.Button.JUMP,
+    "ctrl": vzd.Button.ATTACK,
+    "e": vzd.Button.USE,
+    "c": vzd.Button.CROUCH,
+    "shift": vzd.Button.SPEED,
+    **{str(d): getattr(vzd.Button, f"SELECT_WEAPON{d}") for d in range(1, 10)},
+}
+"""How key names drive the engine: the same bindings a human uses in the engine's window."""
+
+RESOLUTIONS = {
+    "160x120": vzd.ScreenResolution.RES_160X120,
+    "256x192": vzd.ScreenResolution.RES_256X192,
+    "320x240": vzd.ScreenResolution.RES_320X240,
+    "400x300": vzd.ScreenResolution.RES_400X300,
+    "640x480": vzd.ScreenResolution.RES_640X480,
+    "800x600": vzd.ScreenResolution.RES_800X600,
+}
+
+_VARIABLES = [
+    vzd.GameVariable.POSITION_X, vzd.GameVariable.POSITION_Y, vzd.GameVariable.POSITION_Z,
+    vzd.GameVariable.ANGLE, vzd.GameVariable.PITCH,
+]
+
+
+def iwad_path(name: str) -> Path:
+    """A WAD shipped with ViZDoom (`freedoom2`, `freedoom1`)."""
+    return Path(os.path.dirname(vzd.__file__)) / f"{name}.wad"
+
+
+@dataclass
+class DoomScenario:
+    """What the engine loads: the base game, an optional scenario PWAD, the map."""
+
+    spec: str
+    iwad: Path
+    map: str
+    pwad: Path | None = None
+    layout: ParkLayout | None = None
+    """Ground truth of a generated park (start points, OOIs, pathways), when there is one."""
+    map_png: Path | None = None
+    args: list[str] = field(default_factory=list)
+
+
+def wrap_angle(deg: float) -> float:
+    """An angle difference folded into (-180, 180]."""
+    d = (deg + 180.0) % 360.0 - 180.0
+    return 180.0 if d == -180.0 else d
+
+
+class DoomGame(gym.Env):
+    """ViZDoom as a Gymnasium env: RGB frames in, `Discrete(n)` key-map actions out."""
+
+    metadata = {"render_modes": ["rgb_array", "human"], "render_fps": TICRATE / 4}
+
+    def __init__(
+        self,
+        scenario: DoomScenario,
+        *,
+        keymap: KeyMap | None = None,
+        resolution: str = "320x240",
+        frame_skip: int = 4,
+        render_mode: str | None = None,
+        max_steps: int | None = None,
+        spectator: bool = False,
+        labels: bool = True,
+        random_start: bool = True,
+        frame_timing: bool = True,
+    ) -> None:
+        if resolution not in RESOLUTIONS:
+            raise UserError(f"resolution {resolution!r}: use one of {', '.join(RESOLUTIONS)}")
+        if frame_skip < 1:
+            raise UserError(f"frame skip {frame_skip}: use a whole number of tics of at least 1")
+        if render_mode not in (None, *self.metadata["render_modes"]):
+            raise UserError(f"render mode {render_mode!r}: use rgb_array or human")
+        self.scenario = scenario
+        self.keymap = keymap or KeyMap.default()
+        unknown = sorted(k for k in self.keymap.keys if k not in KEY_BUTTONS)
+        if unknown:
+            raise UserError(
+                f"key map {self.keymap.name!r}: the Doom backend has no binding for {', '.join(unknown)}; "
+                f"it binds {', '.join(KEY_BUTTONS)}"
+            )
+        self.frame_skip = int(frame_skip)
+        self.render_mode = render_mode
+        self.max_steps = max_steps
+        self.spectator = spectator
+        self.labels = labels
+        self.random_start = random_start
+        self.frame_timing = frame_timing
+        self.metadata = dict(self.metadata, render_fps=TICRATE / self.frame_skip)
+
+        self.buttons: list[vzd.Button] = []
+        for key in sorted(self.keymap.keys, key=list(KEY_BUTTONS).index):
+            if KEY_BUTTONS[key] not in self.buttons:
+                self.buttons.append(KEY_BUTTONS[key])
+        for extra in (vzd.Button.TURN_LEFT, vzd.Button.TURN_RIGHT):  # used to face a start angle
+            if extra not in self.buttons:
+                self.buttons.append(extra)
+        self._vectors = []
+        for action in self.keymap.actions:
+            vec = [0.0] * len(self.buttons)
+            for key in action.keys:
+                vec[self.buttons.index(KEY_BUTTONS[key])] = 1.0
+            self._vectors.append(vec)
+        self._noop = [0.0] * len(self.buttons)
+
+        w, h = (int(v) for v in resolution.split("x"))
+        self.observation_space = gym.spaces.Box(0, 255, shape=(h, w, 3), dtype=np.uint8)
+        self.action_space = gym.spaces.Discrete(self.keymap.n)
+        self.game = self._make_engine(resolution, visible=render_mode == "human" or spectator)
+        self._frame = np.zeros((h, w, 3), dtype=np.uint8)
+        self._steps = 0
+        self._started = False
+
+    # -- engine -------------------------------------------------------------------------------
+    def _make_engine(self, resolution: str, *, visible: bool) -> vzd.DoomGame:
+        if visible and not os.environ.get("DISPLAY"):
+            raise UserError(
+                "the Doom window needs a display: DISPLAY is not set; run under Xvfb "
+                "(xvfb-run playtester …) or use the headless mode"
+            )
+        game = vzd.DoomGame()
+        game.set_doom_game_path(str(self.scenario.iwad))
+        if self.scenario.pwad is not None:
+            game.set_doom_scenario_path(str(self.scenario.pwad))
+        game.set_doom_map(self.scenario.map)
+        game.set_screen_resolution(RESOLUTIONS[resolution])
+        game.set_screen_format(vzd.ScreenFormat.RGB24)
+        game.set_labels_buffer_enabled(self.labels)
+        game.set_render_hud(False)
+        game.set_render_weapon(False)
+        game.set_render_crosshair(False)
+        game.set_render_messages(False)
+        game.set_render_particles(False)
+        game.set_render_effects_sprites(False)
+        game.set_window_visible(visible)
+        game.set_sound_enabled(False)
+        game.set_mode(vzd.Mode.SPECTATOR if self.spectator else vzd.Mode.PLAYER)
+        game.set_available_buttons(self.buttons)
+        game.set_available_game_variables(_VARIABLES)
+        game.set_episode_timeout(0)
+        game.add_game_args("+sv_cheats 1 +freelook 1")
+        for arg in self.scenario.args:
+            game.add_game_args(arg)
+        try:
+            game.init()
+        except Exception as e:  # the engine says why in its own words
+            raise UserError(f"game {self.scenario.spec!r} could not start: {e}") from None
+        return game
+
+    # -- gymnasium API ------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        options = options or {}
+        self.game.set_seed(int(self.np_random.integers(0, 2**31 - 1)))
+        self.game.new_episode()
+        self._steps = 0
+        self._started = True
+        start = self._choose_start(options.get("start"))
+        if start is not None:
+            x, y, angle = start
+            self.game.send_game_command(f"warp {int(round(x))} {int(round(y))}")
+            self.game.make_action(self._noop, 1)
+            self.face(angle)
+        state = self.game.get_state()
+        return self._observe(state), self._info(state, 0.0)
+
+    def _choose_start(self, start: Any) -> tuple[float, float, float] | None:
+        """`(x, y, angle)` to start from, or None for the map's own start."""
+        layout = self.scenario.layout
+        if start is None:
+            if layout is None or not self.random_start or not layout.starts:
+                return None
+            start = int(self.np_random.integers(len(layout.starts)))
+        if isinstance(start, (int, np.integer)):
+            if layout is None or not (0 <= start < len(layout.starts)):
+                n = 0 if layout is None else len(layout.starts)
+                raise UserError(f"start {start}: this game has {n} start points")
+            s = layout.starts[int(start)]
+            return s.x, s.y, float(self.np_random.uniform(0, 360))
+        x, y, *rest = start
+        return float(x), float(y), float(rest[0]) if rest else float(self.np_random.uniform(0, 360))
+
+    def face(self, angle: float, tolerance: float = 2.0) -> None:
+        """Turn on the spot until the view points at `angle` degrees (within a turn tic)."""
+        left = self._noop.copy()
+        left[self.buttons.index(vzd.Button.TURN_LEFT)] = 1.0
+        right = self._noop.copy()
+        right[self.buttons.index(vzd.Button.TURN_RIGHT)] = 1.0
+        for _ in range(64):
+            diff = wrap_angle(angle - self.game.get_game_variable(vzd.GameVariable.ANGLE))
+            if abs(diff) <= tolerance:
+                break
+            tics = max(1, min(8, int(abs(diff) / 3.5)))
+            self.game.make_action(left if diff > 0 else right, tics)
+            self.game.make_action(self._noop, 2)  # let the turn settle before measuring
+
+    def step(self, action):
+        if not self._started:
+            raise RuntimeError("call reset() before step()")
+        if not self.action_space.contains(action):
+            raise ValueError(f"action {action!r} is not in {self.action_space}")
+        t0 = time.perf_counter()
+        reward = self.game.make_action(self._vectors[int(action)], self.frame_skip)
+        frame_time_ms = (time.perf_counter() - t0) * 1000.0
+        self._steps += 1
+        finished = self.game.is_episode_finished()
+        terminated = bool(finished or self.game.is_player_dead())
+        truncated = bool(self.max_steps is not None and self._steps >= self.max_steps and not terminated)
+        state = None if finished else self.game.get_state()
+        return self._observe(state), float(reward), terminated, truncated, self._info(state, frame_time_ms)
+
+    def render(self):
+        if self.render_mode == "rgb_array":
+            return self._frame.copy()
+        return None
+
+    def close(self) -> None:
+        game = getattr(self, "game", None)
+        if game is not None:
+            game.close()
+            self.game = None
+
+    # -- observation and telemetry --------------------------------------------------------------
+    def _observe(self, state) -> np.ndarray:
+        if state is not None and state.screen_buffer is not None:
+            self._frame = state.screen_buffer
+        return self._frame
+
+    def _info(self, state, frame_time_ms: float) -> dict[str, Any]:
+        info: dict[str, Any] = {"step": self._steps}
+        if self.frame_timing:
+            info["frame_time_ms"] = frame_time_ms
+        if state is None:
+            return info
+        x, y, z, angle, pitch = (float(v) for v in state.game_variables)
+        info.update(position=(x, y, z), angle=angle % 360.0, pitch=pitch)
+        if self.labels:
+            info["objects"] = self._objects(state)
+        return info
+
+    def _objects(self, state) -> list[dict[str, Any]]:
+        """Visible objects with their screen boxes `[x0, y0, x1, y1]` (pixels, end exclusive)."""
+        layout = self.scenario.layout
+        objects = []
+        for label in state.labels:
+            parsed = parse_actor(label.object_name)
+            if layout is not None and parsed is None:
+                continue  # on the park only OOIs count
+            kind, bug = parsed if parsed else (label.object_name, None)
+            pos = (float(label.object_position_x), float(label.object_position_y), float(label.object_position_z))
+            obj = {
+                "id": int(label.object_id),
+                "class": kind,
+                "bug": bug,
+                "position": pos,
+                "box": [int(label.x), int(label.y), int(label.x + label.width), int(label.y + label.height)],
+            }
+            if layout is not None:
+                obj["ooi"] = nearest_ooi(layout, pos[0], pos[1])
+            objects.append(obj)
+        return objects
+
+    @property
+    def position(self) -> tuple[float, float, float]:
+        return tuple(float(self.game.get_game_variable(v)) for v in _VARIABLES[:3])  # type: ignore[return-value]
+
+    @property
+    def angle(self) -> float:
+        return float(self.game.get_game_variable(vzd.GameVariable.ANGLE)) % 360.0
+
+
+def nearest_ooi(layout: ParkLayout, x: float, y: float, within: float = 8.0) -> int | None:
+    """The ground-truth id of the OOI standing at `(x, y)`, or None."""
+    best, best_d = None, within
+    for o in layout.oois:
+        d = math.hypot(o.x - x, o.y - y)
+        if d <= best_d:
+            best, best_d = o.id, d
+    return best

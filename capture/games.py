@@ -1,0 +1,130 @@
+"""Game specs: one string names a backend and what it plays.
+
+    doom:park[:SEED[:COLSxROWS]]   the built-in park on ViZDoom (generated and cached)
+    doom:freedoom2:MAPxx           a stock Freedoom: Phase 2 level
+    doom:freedoom1:ExMy            a stock Freedoom: Phase 1 level
+    gym:ENV_ID                     any Gymnasium env that renders RGB frames
+
+Backends from later issues (the window backend) register themselves in `BACKENDS`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import gymnasium as gym
+
+from playtester.capture.errors import UserError
+from playtester.capture.keymap import KeyMap
+
+
+@dataclass(frozen=True)
+class Backend:
+    prefix: str
+    usage: str
+    description: str
+    make: Callable[[str, dict[str, Any]], gym.Env]
+    example: str
+
+
+def _parse_int(text: str, what: str, spec: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise UserError(f"game {spec!r}: {what} {text!r} is not a whole number") from None
+
+
+def park_config_from_spec(spec: str):
+    """The `ParkConfig` a `doom:park[:SEED[:COLSxROWS]]` spec names."""
+    from playtester.capture.park.layout import ParkConfig
+
+    parts = spec.split(":")
+    if len(parts) > 4:
+        raise UserError(f"game {spec!r}: use doom:park[:SEED[:COLSxROWS]]")
+    seed = _parse_int(parts[2], "seed", spec) if len(parts) > 2 and parts[2] != "" else 0
+    kwargs: dict[str, Any] = {"seed": seed}
+    if len(parts) > 3:
+        m = re.fullmatch(r"(\d+)x(\d+)", parts[3])
+        if not m:
+            raise UserError(f"game {spec!r}: size {parts[3]!r} should look like 24x24 (columns x rows of cells)")
+        kwargs["cols"], kwargs["rows"] = int(m.group(1)), int(m.group(2))
+    return ParkConfig(**kwargs)
+
+
+def doom_scenario(spec: str):
+    """The `DoomScenario` for a `doom:…` spec, generating the park when needed."""
+    from playtester.capture.doom import DoomScenario, iwad_path
+    from playtester.capture.park.build import build_park
+
+    parts = spec.split(":")
+    what = parts[1] if len(parts) > 1 else ""
+    if what == "park":
+        files = build_park(park_config_from_spec(spec))
+        return DoomScenario(
+            spec=spec, iwad=iwad_path("freedoom2"), map="MAP01", pwad=files.wad,
+            layout=files.layout(), map_png=files.map_png,
+        )
+    if what in ("freedoom2", "freedoom1"):
+        if len(parts) != 3:
+            example = "MAP01" if what == "freedoom2" else "E1M1"
+            raise UserError(f"game {spec!r}: name the level, e.g. doom:{what}:{example}")
+        level = parts[2].upper()
+        pattern = r"MAP(0[1-9]|[1-2][0-9]|3[0-2])" if what == "freedoom2" else r"E[1-4]M[1-9]"
+        if not re.fullmatch(pattern, level):
+            raise UserError(f"game {spec!r}: {what} has no level {parts[2]!r}")
+        return DoomScenario(spec=spec, iwad=iwad_path(what), map=level)
+    raise UserError(f"game {spec!r}: unknown Doom scenario {what!r}; use doom:park, doom:freedoom2:MAPxx or doom:freedoom1:ExMy")
+
+
+_DOOM_OPTIONS = {"resolution", "frame_skip", "spectator", "labels", "random_start"}
+
+
+def _make_doom(spec: str, options: dict[str, Any]) -> gym.Env:
+    from playtester.capture.doom import DoomGame
+
+    return DoomGame(doom_scenario(spec), **options)
+
+
+def _make_gym(spec: str, options: dict[str, Any]) -> gym.Env:
+    from playtester.capture.gym_game import GymGame
+
+    env_id = spec.split(":", 1)[1]
+    if not env_id:
+        raise UserError(f"game {spec!r}: name the env, e.g. gym:CartPole-v1")
+    options = {k: v for k, v in options.items() if k not in _DOOM_OPTIONS and k != "keymap"}
+    return GymGame(env_id, **options)
+
+
+BACKENDS: dict[str, Backend] = {
+    "doom": Backend(
+        prefix="doom",
+        usage="doom:park[:SEED[:COLSxROWS]] | doom:freedoom2:MAPxx | doom:freedoom1:ExMy",
+        description="ViZDoom in-process: the built-in park (seeded, cached) or stock Freedoom levels",
+        make=_make_doom,
+        example="doom:park:7",
+    ),
+    "gym": Backend(
+        prefix="gym",
+        usage="gym:ENV_ID",
+        description="any Gymnasium env that renders RGB frames (render_mode='rgb_array')",
+        make=_make_gym,
+        example="gym:CartPole-v1",
+    ),
+}
+
+
+def valid_specs() -> str:
+    return "; ".join(b.usage for b in BACKENDS.values())
+
+
+def make_game(spec: str, *, keymap: KeyMap | None = None, **options: Any) -> gym.Env:
+    """Start the game a spec names. Options go to the backend (`max_steps`, `render_mode`, …)."""
+    prefix = spec.split(":", 1)[0]
+    backend = BACKENDS.get(prefix)
+    if backend is None or ":" not in spec:
+        raise UserError(f"game {spec!r}: unknown game spec; valid specs are {valid_specs()}")
+    if keymap is not None:
+        options["keymap"] = keymap
+    return backend.make(spec, options)

@@ -1,0 +1,1 @@
+"""On-disk formats: demo episodes, COCO detection shots, and the data modules that read them."""

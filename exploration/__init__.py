@@ -1,0 +1,1 @@
+"""Exploration: recurrent PPO, ensemble RND, the preference reward and its adaptive mix."""

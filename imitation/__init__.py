@@ -1,0 +1,1 @@
+"""Imitation: the memory-augmented GRU policy, its DINO-style teacher, behaviour cloning, JSD scoring."""

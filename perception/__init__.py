@@ -1,0 +1,1 @@
+"""Perception: the few-shot OOI detector, OD masks, the masked inverse-dynamics feature encoder."""
