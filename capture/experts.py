@@ -1,0 +1,249 @@
+"""Scripted experts: stand-ins for human testers on the park, playing from telemetry.
+
+- `PathFollower` walks the pathway network from junction to junction (the golden path).
+- `Inspector` walks up to an OOI and circles it 360° keeping it in view (texture testing).
+
+Both choose among the key map's own actions (by name, so any map with the default names works)
+and add a little human-like jitter, so that demos show every action and the inverse-dynamics
+encoder has something to learn. They write ordinary demo episodes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from playtester.capture.doom import wrap_angle
+from playtester.capture.errors import UserError
+from playtester.capture.keymap import KeyMap
+from playtester.capture.park.layout import OOI, ParkLayout
+
+REQUIRED_ACTIONS = ("forward", "backward", "strafe_left", "strafe_right", "turn_left", "turn_right", "look_up", "look_down", "jump")
+
+
+class _Actions:
+    def __init__(self, keymap: KeyMap) -> None:
+        missing = [n for n in REQUIRED_ACTIONS if n not in keymap.names]
+        if missing:
+            raise UserError(f"key map {keymap.name!r}: the scripted experts need actions named {', '.join(missing)}")
+        for n in REQUIRED_ACTIONS:
+            setattr(self, n, keymap.index(n))
+        self.n = keymap.n
+
+
+def bearing(x0: float, y0: float, x1: float, y1: float) -> float:
+    """Degrees counter-clockwise from east of the direction from (x0, y0) to (x1, y1)."""
+    return math.degrees(math.atan2(y1 - y0, x1 - x0)) % 360.0
+
+
+@dataclass
+class _Steering:
+    """Turn toward a heading, then walk; shared by both experts."""
+
+    actions: _Actions
+    rng: np.random.Generator
+    jitter: float
+    turn_tolerance: float = 18.0
+
+    def toward(self, info: dict[str, Any], heading: float, *, walk: int | None = None) -> int:
+        pitch = float(info.get("pitch", 0.0))
+        if abs(pitch) > 6.0:  # look back to the horizon after a glance up or down
+            return self.actions.look_down if pitch < 0 else self.actions.look_up
+        if self.rng.random() < self.jitter:
+            return int(self.rng.choice([self.actions.look_up, self.actions.look_down, self.actions.jump,
+                                         self.actions.strafe_left, self.actions.strafe_right]))
+        err = wrap_angle(heading - float(info["angle"]))
+        if abs(err) > self.turn_tolerance:
+            return self.actions.turn_left if err > 0 else self.actions.turn_right
+        return self.actions.forward if walk is None else walk
+
+
+class PathFollower:
+    """Walks the pathway network: picks a far junction, follows the pathway cells to it, repeats."""
+
+    behavior = "path"
+
+    def __init__(self, layout: ParkLayout, keymap: KeyMap, rng: np.random.Generator, jitter: float = 0.06) -> None:
+        self.layout = layout
+        self.actions = _Actions(keymap)
+        self.rng = rng
+        self.steer = _Steering(self.actions, rng, jitter)
+        self.route: list[tuple[int, int]] = []
+        self.done = False
+        self._stuck_since: tuple[float, float, int] | None = None
+
+    def reset(self, info: dict[str, Any]) -> None:
+        self.route = []
+        self.done = False
+
+    def _plan(self, x: float, y: float) -> None:
+        here = self.layout.cell_of(x, y)
+        mask = self.layout.pathway_mask
+        if not mask[here[1], here[0]]:  # first get onto the network
+            cells = np.argwhere(mask)
+            d = np.abs(cells[:, 1] - here[0]) + np.abs(cells[:, 0] - here[1])
+            target = tuple(int(v) for v in cells[int(np.argmin(d))][::-1])
+            self.route = self.layout.route(here, target) or []
+            return
+        cells = [tuple(int(v) for v in c[::-1]) for c in np.argwhere(mask)]
+        far = [c for c in cells if abs(c[0] - here[0]) + abs(c[1] - here[1]) >= 8] or cells
+        for _ in range(10):
+            goal = far[int(self.rng.integers(len(far)))]
+            route = self.layout.route(here, goal, only=mask)
+            if route and len(route) > 1:
+                self.route = route
+                return
+        self.route = []
+
+    def act(self, info: dict[str, Any]) -> int:
+        x, y, _ = info["position"]
+        if self._is_stuck(x, y):
+            self.route = []
+            return int(self.rng.choice([self.actions.strafe_left, self.actions.strafe_right, self.actions.backward]))
+        while self.route:
+            cx, cy = self.layout.centre(*self.route[0])
+            if math.hypot(cx - x, cy - y) < 48.0 or (len(self.route) > 1 and self._passed(x, y)):
+                self.route.pop(0)
+            else:
+                break
+        if not self.route:
+            self._plan(x, y)
+            if not self.route:
+                return self.actions.turn_left
+        cx, cy = self.layout.centre(*self.route[0])
+        return self.steer.toward(info, bearing(x, y, cx, cy))
+
+    def _passed(self, x: float, y: float) -> bool:
+        """Whether the player is already in the cell after the next waypoint."""
+        return self.layout.cell_of(x, y) == self.route[1]
+
+    def _is_stuck(self, x: float, y: float) -> bool:
+        if self._stuck_since is None or math.hypot(x - self._stuck_since[0], y - self._stuck_since[1]) > 16:
+            self._stuck_since = (x, y, 0)
+            return False
+        sx, sy, n = self._stuck_since
+        self._stuck_since = (sx, sy, n + 1)
+        return n + 1 >= 12
+
+    def annotations(self, info: dict[str, Any]) -> dict[str, Any]:
+        x, y, _ = info["position"]
+        return {"on_path": self.layout.on_pathway(x, y)}
+
+
+@dataclass
+class CircleProgress:
+    """How far the player has gone around an OOI: the unwrapped sweep of its bearing."""
+
+    ooi: OOI
+    swept: float = 0.0
+    _last: float | None = None
+    steps_on_screen: int = 0
+    steps: int = 0
+    history: list[float] = field(default_factory=list)
+
+    def update(self, x: float, y: float, on_screen: bool) -> None:
+        b = bearing(self.ooi.x, self.ooi.y, x, y)
+        if self._last is not None:
+            self.swept += wrap_angle(b - self._last)
+        self._last = b
+        self.steps += 1
+        self.steps_on_screen += int(on_screen)
+        self.history.append(self.swept)
+
+    @property
+    def degrees(self) -> float:
+        return abs(self.swept)
+
+
+def ooi_on_screen(info: dict[str, Any], ooi_id: int) -> dict[str, Any] | None:
+    """The `objects` entry of an OOI when it is on screen."""
+    for obj in info.get("objects", ()):
+        if obj.get("ooi") == ooi_id:
+            return obj
+    return None
+
+
+class Inspector:
+    """Walks to an OOI, then circles it 360° at `radius`, keeping it centred on screen."""
+
+    behavior = "inspect"
+
+    def __init__(
+        self, layout: ParkLayout, keymap: KeyMap, rng: np.random.Generator, ooi: OOI,
+        radius: float = 120.0, jitter: float = 0.03, target_degrees: float = 370.0,
+    ) -> None:
+        self.layout = layout
+        self.actions = _Actions(keymap)
+        self.rng = rng
+        self.ooi = ooi
+        self.radius = radius
+        self.target_degrees = target_degrees
+        self.steer = _Steering(self.actions, rng, jitter, turn_tolerance=12.0)
+        self.progress = CircleProgress(ooi)
+        self.circling = False
+        self.done = False
+        self.route: list[tuple[int, int]] = []
+
+    def reset(self, info: dict[str, Any]) -> None:
+        self.progress = CircleProgress(self.ooi)
+        self.circling = False
+        self.done = False
+        x, y, _ = info["position"]
+        goal = self._approach_cell(x, y)
+        self.route = (self.layout.route(self.layout.cell_of(x, y), goal) or []) if goal else []
+
+    def _approach_cell(self, x: float, y: float) -> tuple[int, int] | None:
+        col, row = self.layout.cell_of(self.ooi.x, self.ooi.y)
+        options = [c for c in self.layout.neighbours(col, row)]
+        if not options:
+            return None
+        return min(options, key=lambda c: math.hypot(self.layout.centre(*c)[0] - x, self.layout.centre(*c)[1] - y))
+
+    def act(self, info: dict[str, Any]) -> int:
+        x, y, _ = info["position"]
+        dist = math.hypot(self.ooi.x - x, self.ooi.y - y)
+        to_ooi = bearing(x, y, self.ooi.x, self.ooi.y)
+        if not self.circling and dist <= self.radius + 48:
+            self.circling = True
+        if self.circling:
+            self.progress.update(x, y, ooi_on_screen(info, self.ooi.id) is not None)
+            if self.progress.degrees >= self.target_degrees:
+                self.done = True
+            err = wrap_angle(to_ooi - float(info["angle"]))
+            if abs(err) > 12.0:
+                return self.actions.turn_left if err > 0 else self.actions.turn_right
+            if dist > self.radius + 32:
+                return self.actions.forward
+            if dist < self.radius - 32:
+                return self.actions.backward
+            return self.steer.toward(info, to_ooi, walk=self.actions.strafe_right)
+        while self.route and self.layout.cell_of(x, y) == self.route[0]:
+            self.route.pop(0)
+        if self.route:
+            cx, cy = self.layout.centre(*self.route[0])
+            return self.steer.toward(info, bearing(x, y, cx, cy))
+        return self.steer.toward(info, to_ooi)
+
+    def annotations(self, info: dict[str, Any]) -> dict[str, Any]:
+        obj = ooi_on_screen(info, self.ooi.id)
+        return {"target_ooi": self.ooi.id, "test_box": obj["box"] if obj else None, "circling": self.circling}
+
+
+def inspect_start(layout: ParkLayout, ooi: OOI, rng: np.random.Generator, *, facing_spread: float = 45.0) -> tuple[float, float, float]:
+    """A start 2–3 cells from an OOI, on walkable ground from which the OOI can be reached, roughly facing it."""
+    col, row = layout.cell_of(ooi.x, ooi.y)
+    reach = layout.reachable_from(next(iter(layout.neighbours(col, row))))
+    cells = [
+        (c, r) for r in range(max(0, row - 3), min(layout.config.rows, row + 4))
+        for c in range(max(0, col - 3), min(layout.config.cols, col + 4))
+        if 2 <= max(abs(c - col), abs(r - row)) <= 3 and reach[r, c]
+    ]
+    if not cells:
+        raise UserError(f"OOI {ooi.id}: no walkable start near it")
+    c, r = cells[int(rng.integers(len(cells)))]
+    x, y = layout.centre(c, r)
+    angle = bearing(x, y, ooi.x, ooi.y) + float(rng.uniform(-facing_spread, facing_spread))
+    return x, y, angle % 360.0

@@ -1,0 +1,88 @@
+"""The `playtester` command line.
+
+Each command lives in its own module under `playtester/commands/` and is registered here, so
+`playtester --help` stays quick: heavy libraries (torch, the engine) load inside the commands.
+Bad input raises `UserError`, printed as one line with exit status 2; Ctrl-C exits with 130.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import typer
+from rich.console import Console
+from rich.logging import RichHandler
+
+from playtester.capture.errors import UserError
+
+console = Console(stderr=True)
+
+app = typer.Typer(
+    name="playtester",
+    help=(
+        "An AI playtester that sees only pixels. It plays a game through the screen and the "
+        "keyboard, explores it the way a tester prefers, tests the objects it finds and reports "
+        "coverage and findings.\n\nStart with `playtester demo`, which runs the whole pipeline "
+        "on the built-in park."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+train_app = typer.Typer(help="Train a model: detector, encoder or policy.", no_args_is_help=True)
+eval_app = typer.Typer(help="Evaluate a trained model.", no_args_is_help=True)
+app.add_typer(train_app, name="train")
+app.add_typer(eval_app, name="eval")
+
+
+@app.callback()
+def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages.")) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(message)s",
+        handlers=[RichHandler(console=console, show_path=False, show_time=False)],
+        force=True,
+    )
+
+
+def _register() -> None:
+    from playtester.commands import scenario
+
+    app.command("games")(scenario.games)
+    app.command("shots")(scenario.shots)
+    app.command("demos")(scenario.demos)
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the app, turning bad input into one line instead of a traceback."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except UserError as e:
+        console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+        return 2
+    except KeyboardInterrupt:
+        console.print("interrupted; everything written so far is kept")
+        return 130
+    except typer.Exit as e:
+        return int(e.exit_code or 0)
+    except typer.Abort:
+        return 1
+    except SystemExit as e:
+        return int(e.code or 0) if not isinstance(e.code, str) else 1
+    except Exception as e:  # click's usage errors
+        import click
+
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            return e.exit_code
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

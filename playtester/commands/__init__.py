@@ -1,0 +1,1 @@
+"""Command implementations, one module per area; registered in `playtester.cli`."""
