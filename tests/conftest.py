@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-SMALL_PARK = "doom:park:3:16x16"
+SMALL_PARK = "doom:park:5:24x24"
 """A small park for tests: quick to generate and load, with every terrain and OOI kind."""
 
 
