@@ -59,28 +59,22 @@ _register()
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the app, turning bad input into one line instead of a traceback."""
+    """Entry point: run the app, turning bad input into one line instead of a traceback.
+
+    Usage errors (a missing option, a seed that is not a number) are click's, printed with the
+    usage line and exit status 2; `UserError` from inside a command is printed as one line, also
+    with status 2.
+    """
     try:
-        app(args=argv, standalone_mode=False)
+        app(args=argv, prog_name="playtester")
     except UserError as e:
         console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
         return 2
     except KeyboardInterrupt:
         console.print("interrupted; everything written so far is kept")
         return 130
-    except typer.Exit as e:
-        return int(e.exit_code or 0)
-    except typer.Abort:
-        return 1
     except SystemExit as e:
-        return int(e.code or 0) if not isinstance(e.code, str) else 1
-    except Exception as e:  # click's usage errors
-        import click
-
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            return e.exit_code
-        raise
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     return 0
 
 

@@ -25,7 +25,7 @@ TERRAIN_NAMES = {GRASS: "grass", PATH: "path", WATER: "water", BRIDGE: "bridge"}
 TERRAIN_CHARS = {GRASS: "g", PATH: "p", WATER: "w", BRIDGE: "b"}
 OOI_KINDS = ("pillar", "barrel", "tire", "chair")
 BUG_KINDS = ("stretched", "lowres")
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -287,6 +287,7 @@ def generate_park(config: ParkConfig) -> ParkLayout:
         _carve(grid, a, b, rng)
     layout = ParkLayout(config=config, grid=grid)
     _keep_largest_network(layout)
+    _settle_bridges(grid)
     _place_oois(layout, rng)
     _add_invisible_walls(layout, rng)
     _place_starts(layout, rng)
@@ -392,6 +393,16 @@ def _keep_largest_network(layout: ParkLayout) -> None:
     stray = mask & (label != keep)
     layout.grid[stray & (layout.grid == PATH)] = GRASS
     layout.grid[stray & (layout.grid == BRIDGE)] = WATER
+
+
+def _settle_bridges(grid: np.ndarray) -> None:
+    """A bridge cell with no water beside it (its whole lake was paved over) is plain pathway."""
+    water = np.pad(grid == WATER, 1)
+    near_water = np.zeros(grid.shape, dtype=bool)
+    for dr in (-1, 0, 1):
+        for dc in (-1, 0, 1):
+            near_water |= water[1 + dr : 1 + dr + grid.shape[0], 1 + dc : 1 + dc + grid.shape[1]]
+    grid[(grid == BRIDGE) & ~near_water] = PATH
 
 
 def _place_oois(layout: ParkLayout, rng: np.random.Generator) -> None:

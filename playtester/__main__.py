@@ -1,0 +1,5 @@
+import sys
+
+from playtester.cli import main
+
+sys.exit(main())
