@@ -89,13 +89,12 @@ def actor_name(kind: str, bug: str | None) -> str:
     return f"OOI{kind.capitalize()}{_BUG_SUFFIX[bug]}"
 
 
+_ACTORS = {actor_name(kind, bug): (kind, bug) for kind in OOI_KINDS for bug in (None, *BUG_KINDS)}
+
+
 def parse_actor(name: str) -> tuple[str, str | None] | None:
     """`(kind, bug)` from an actor name such as `OOIBarrelLowres`; None for other actors."""
-    for kind in OOI_KINDS:
-        for bug in (None, *BUG_KINDS):
-            if name == actor_name(kind, bug):
-                return kind, bug
-    return None
+    return _ACTORS.get(name)
 
 
 @dataclass
@@ -451,7 +450,8 @@ def _place_oois(layout: ParkLayout, rng: np.random.Generator) -> None:
                 dx, dy = dc * cell * 0.15, dr * cell * 0.15
                 break
         x, y = layout.centre(col, row)
-        layout.oois.append(OOI(id=i, kind=kinds[j], bug=bugs[j], x=x + dx, y=y + dy))
+        # whole map units, so that the engine's positions match the ground truth exactly
+        layout.oois.append(OOI(id=i, kind=kinds[j], bug=bugs[j], x=float(round(x + dx)), y=float(round(y + dy))))
 
 
 def _add_invisible_walls(layout: ParkLayout, rng: np.random.Generator) -> None:
