@@ -4,6 +4,8 @@
     doom:freedoom2:MAPxx           a stock Freedoom: Phase 2 level
     doom:freedoom1:ExMy            a stock Freedoom: Phase 1 level
     gym:ENV_ID                     any Gymnasium env that renders RGB frames
+    window:TITLE                   any game in a window whose title contains TITLE
+    window:/REGEX/                 … or whose title matches the regular expression
 
 Backends from later issues (the window backend) register themselves in `BACKENDS`.
 """
@@ -97,6 +99,20 @@ def _make_gym(spec: str, options: dict[str, Any]) -> gym.Env:
     return GymGame(env_id, **options)
 
 
+def _make_window(spec: str, options: dict[str, Any]) -> gym.Env:
+    from playtester.capture.window.game import WindowGame
+
+    title = spec.split(":", 1)[1]
+    regex = len(title) > 2 and title.startswith("/") and title.endswith("/")
+    if regex:
+        title = title[1:-1]
+    if not title and options.get("region") is None:
+        raise UserError(f"game {spec!r}: name the window, e.g. window:\"My Game\", or give --region X,Y,W,H")
+    window_options = {"region", "keymap", "fps", "size", "max_steps", "telemetry_port", "render_mode"}
+    options = {k: v for k, v in options.items() if k in window_options}
+    return WindowGame(title or None, regex=regex, **options)
+
+
 BACKENDS: dict[str, Backend] = {
     "doom": Backend(
         prefix="doom",
@@ -111,6 +127,13 @@ BACKENDS: dict[str, Backend] = {
         description="any Gymnasium env that renders RGB frames (render_mode='rgb_array')",
         make=_make_gym,
         example="gym:CartPole-v1",
+    ),
+    "window": Backend(
+        prefix="window",
+        usage="window:TITLE | window:/REGEX/",
+        description="any game in a window: screen capture and key presses (needs a display)",
+        make=_make_window,
+        example='window:"My Game"',
     ),
 }
 

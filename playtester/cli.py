@@ -48,11 +48,18 @@ def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug
 
 
 def _register() -> None:
-    from playtester.commands import scenario
+    from playtester.commands import scenario, window
 
     app.command("games")(scenario.games)
     app.command("shots")(scenario.shots)
     app.command("demos")(scenario.demos)
+
+    from playtester.commands import perception
+
+    train_app.command("detector")(perception.train_detector)
+    eval_app.command("detector")(perception.eval_detector)
+    app.command("record")(window.record)
+    app.command("replay")(window.replay)
 
 
 _register()

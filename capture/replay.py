@@ -1,0 +1,108 @@
+"""Replay: send a recorded episode's actions to a game again, at the recorded timing.
+
+The game starts as the episode did: `meta["reset"]` (`seed`, `options`) is passed to
+`env.reset`, and `meta["game_options"]` (engine resolution, frame skip, …) to `make_game`; a
+`doom:` game is opened at the episode's frame size. Each action is sent when its step was
+recorded (`time` in `steps.jsonl`, else `t / fps`), scaled by `speed` (0: as fast as possible).
+
+After each step the frame the game shows is compared with the recorded one: `frames[0]` with the
+reset's frame, `frames[t + 1]` with the frame after step `t`. On a deterministic backend
+(`doom:`, `gym:`) a faithful episode matches bit for bit; a live window game will not, and the
+comparison is then only a measure of how alike the runs looked.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from playtester.capture.errors import UserError
+
+
+@dataclass
+class ReplayResult:
+    steps: int = 0
+    """Actions sent."""
+    compared: int = 0
+    """Frames compared with the recording (0 when the sizes differ)."""
+    identical: int = 0
+    """Of those, bit-for-bit equal."""
+    first_mismatch: int | None = None
+    """Index of the first recorded frame that differed."""
+    ended_early: bool = False
+    """The game terminated (or crashed) before the episode's last step."""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def exact(self) -> bool:
+        return self.compared > 0 and self.identical == self.compared and not self.ended_early
+
+
+def replay_options(meta: dict[str, Any], spec: str) -> dict[str, Any]:
+    """The `make_game` options that open `spec` the way the episode was recorded."""
+    options = dict(meta.get("game_options") or {})
+    if spec.startswith("doom:") and "resolution" not in options and meta.get("size"):
+        h, w = meta["size"]
+        options["resolution"] = f"{w}x{h}"
+    if spec.startswith("window:"):
+        options = {k: v for k, v in options.items() if k in ("region", "size", "fps")}
+        options.setdefault("fps", float(meta.get("fps") or 10.0))
+        if meta.get("size"):
+            h, w = meta["size"]
+            options["size"] = (w, h)
+    return options
+
+
+def replay_episode(
+    episode,
+    env,
+    *,
+    speed: float = 1.0,
+    on_step: Callable[[int, bool | None], None] | None = None,
+) -> ReplayResult:
+    """Send `episode`'s actions to `env` (made with the episode's key map) and compare frames."""
+    if speed < 0:
+        raise UserError(f"--speed {speed}: use 0 (as fast as possible) or a positive factor")
+    result = ReplayResult()
+    frames = episode.frames
+    reset = episode.meta.get("reset") or {}
+    seed = reset.get("seed")
+    if seed is None:
+        result.notes.append("the episode has no reset seed: the start may differ from the recording")
+    obs, _ = env.reset(seed=seed, options=reset.get("options") or None)
+    comparable = tuple(obs.shape) == tuple(frames.shape[1:])
+    if not comparable:
+        result.notes.append(f"frames are {obs.shape}, the recording's {frames.shape[1:]}: not compared")
+
+    def compare(index: int, frame: np.ndarray) -> bool | None:
+        if not comparable or index >= len(frames):
+            return None
+        same = bool(np.array_equal(frame, frames[index]))
+        result.compared += 1
+        result.identical += same
+        if not same and result.first_mismatch is None:
+            result.first_mismatch = index
+        return same
+
+    compare(0, obs)
+    fps = float(episode.meta.get("fps") or 10.0)
+    start = time.perf_counter()
+    for t, step in enumerate(episode.steps):
+        if speed > 0:
+            due = float(step.get("time", t / fps)) / speed
+            delay = start + due - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+        obs, _, terminated, truncated, _ = env.step(int(step["action"]))
+        result.steps += 1
+        same = compare(t + 1, obs)
+        if on_step is not None:
+            on_step(t, same)
+        if terminated and t + 1 < len(episode.steps):
+            result.ended_early = True
+            result.notes.append(f"the game ended at step {t} of {len(episode.steps)}")
+            break
+    return result

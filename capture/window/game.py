@@ -1,0 +1,223 @@
+"""`WindowGame`: any game in a window, seen through screen grabs and played with key presses.
+
+Each `step(a)` brings the window to the front, holds the keys of action `a` (keys shared with
+the previous action stay down; the others are released), waits for the next tick of the fixed
+control rate, and grabs the window's client area. The window's geometry is read again every step,
+so a moved or resized window keeps working (frames keep the first size, resized with INTER_AREA).
+
+The crash signal: when the window disappears or its process (`_NET_WM_PID`) has ended, the step
+returns `terminated=True` with `info["crashed"] = True`; every key is released. Telemetry sent by
+the game to a UDP port (see `telemetry.py`) is merged into `info`.
+
+`reset()` does not restart the game (a window has no such button): it releases the keys, finds
+the window again if it had gone (a harness may have restarted the game) and starts a new episode.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from playtester.capture.errors import UserError
+from playtester.capture.keymap import KeyMap
+from playtester.capture.window.platform import (
+    Desktop, Keyboard, WindowInfo, find_window, open_desktop, open_keyboard, process_alive,
+)
+
+
+class WindowGame(gym.Env):
+    """A game window as a Gymnasium env: RGB frames of its client area, `Discrete(n)` key-map actions."""
+
+    metadata = {"render_modes": ["rgb_array"]}
+
+    def __init__(
+        self,
+        title: str | None = None,
+        *,
+        regex: bool = False,
+        region: tuple[int, int, int, int] | None = None,
+        keymap: KeyMap | None = None,
+        fps: float = 10.0,
+        size: tuple[int, int] | None = None,
+        max_steps: int | None = None,
+        telemetry_port: int | None = None,
+        render_mode: str | None = None,
+        desktop: Desktop | None = None,
+        keyboard: Keyboard | None = None,
+    ) -> None:
+        """`title`: a substring of the window's title (a regular expression with `regex=True`).
+        `region`: `(x, y, w, h)` screen pixels to capture when the window cannot be found by title;
+        keys then go to whichever window has the focus. `size`: `(width, height)` of the
+        observation (default: the window's size when found). `telemetry_port`: listen for the
+        game's telemetry there (0 picks a free port, see `telemetry_port` afterwards).
+        """
+        if title is None and region is None:
+            raise UserError("window game: name the window (window:TITLE) or give a screen region X,Y,W,H")
+        if not fps > 0:
+            raise UserError(f"control rate {fps}: use a positive number of steps per second")
+        if render_mode not in (None, "rgb_array"):
+            raise UserError(f"render mode {render_mode!r}: a window game renders rgb_array only")
+        self.title, self.regex, self.region = title, regex, region
+        self.keymap = keymap or KeyMap.default()  # KeyMap refuses system combinations unless allowed
+        self.fps = float(fps)
+        self.max_steps = max_steps
+        self.render_mode = render_mode
+        self.spec = gym.envs.registration.EnvSpec(
+            "playtester/WindowGame-v0", entry_point=f"{__name__}:WindowGame", nondeterministic=True,
+        )
+        self._closed = True
+        from playtester.capture.window.grab import FrameGrabber
+        from playtester.capture.window.keys import KeySender
+        from playtester.capture.window.telemetry import TelemetryListener
+
+        self.desktop = desktop or open_desktop()
+        self._closed = False
+        self.grabber = self.sender = self.telemetry = None
+        try:
+            self.window: WindowInfo | None = self._find() if title is not None else None
+            w, h = size if size is not None else (self.window.width, self.window.height) if self.window else region[2:]  # type: ignore[index]
+            self.grabber = FrameGrabber(size=(int(w), int(h)))
+            self.sender = KeySender(keyboard or open_keyboard(), self.keymap.keys)
+            self.telemetry = TelemetryListener(telemetry_port) if telemetry_port is not None else None
+        except BaseException:
+            self.close()
+            raise
+        self.observation_space = gym.spaces.Box(0, 255, shape=(int(h), int(w), 3), dtype=np.uint8)
+        self.action_space = gym.spaces.Discrete(self.keymap.n)
+        self._frame = np.zeros(self.observation_space.shape, dtype=np.uint8)
+        self._steps = 0
+        self._started = False
+        self._crashed = False
+        self._next_tick = 0.0
+        self.late_ticks = 0
+
+    # -- the window ----------------------------------------------------------------------------------
+    def _find(self) -> WindowInfo:
+        return find_window(self.desktop, self.title, regex=self.regex)  # type: ignore[arg-type]
+
+    @property
+    def telemetry_port(self) -> int | None:
+        return self.telemetry.port if self.telemetry is not None else None
+
+    def _region(self) -> tuple[int, int, int, int] | None:
+        """Where to grab now; None when the window is gone."""
+        if self.window is None:
+            return self.region
+        fresh = self.desktop.window(self.window.handle)
+        if fresh is None:
+            return None
+        self.window = fresh
+        if self.region is not None:  # a region inside the window's client area
+            x, y, w, h = self.region
+            return fresh.left + x, fresh.top + y, w, h
+        return fresh.region
+
+    def _gone(self) -> bool:
+        """The crash signal: the window vanished, or the process that owns it has ended."""
+        if self.window is None:
+            return False
+        if self.window.pid is not None and not process_alive(self.window.pid):
+            return True
+        return self.desktop.window(self.window.handle) is None
+
+    def _focus(self) -> bool:
+        """Bring the window to the front with the keyboard focus; True when keys will reach it."""
+        if self.window is None:
+            return True  # a bare region: keys go wherever the focus is
+        return self.desktop.has_focus(self.window.handle) or self.desktop.activate(self.window.handle)
+
+    def _observe(self) -> bool:
+        """Grab a frame; False when the window has gone."""
+        region = self._region()
+        if region is None:
+            return False
+        self._frame = self.grabber.grab(region)  # type: ignore[union-attr]
+        return True
+
+    # -- gymnasium API -------------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self._check_open()
+        self.sender.release_all()  # type: ignore[union-attr]
+        if self.title is not None and (self._crashed or self._gone()):
+            self.window = self._find()  # the game was started again; a UserError says if not
+        self._crashed = False
+        self._steps = 0
+        self._started = True
+        focused = self._focus()
+        if not self._observe():
+            self._crashed = True
+        if self.telemetry is not None:
+            self.telemetry.poll()  # drop what belongs to the previous episode
+        self._next_tick = time.perf_counter() + 1.0 / self.fps
+        return self._frame.copy(), self._info(focused)
+
+    def step(self, action):
+        if not self._started:
+            raise RuntimeError("call reset() before step()")
+        if not self.action_space.contains(action):
+            raise ValueError(f"action {action!r} is not in {self.action_space}")
+        if self._crashed:
+            raise RuntimeError("the game crashed in this episode; call reset() before step()")
+        t0 = time.perf_counter()
+        try:
+            focused = False
+            if not self._gone():
+                focused = self._focus()
+                # Keys only reach the game when it has the focus; otherwise nothing is held.
+                self.sender.hold(self.keymap.keys_for(int(action)) if focused else ())  # type: ignore[union-attr]
+            self._wait_for_tick()
+            crashed = self._gone() or not self._observe()
+        except BaseException:
+            self.sender.release_all()  # type: ignore[union-attr]
+            raise
+        self._steps += 1
+        if crashed:
+            self._crashed = True
+            self.sender.release_all()  # type: ignore[union-attr]
+        truncated = bool(self.max_steps is not None and self._steps >= self.max_steps and not crashed)
+        info = self._info(focused)
+        info["step_time_ms"] = (time.perf_counter() - t0) * 1000.0
+        return self._frame.copy(), 0.0, crashed, truncated, info
+
+    def _wait_for_tick(self) -> None:
+        """Sleep until the next tick of the control rate; a late step restarts the schedule."""
+        period = 1.0 / self.fps
+        delay = self._next_tick - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+            self._next_tick += period
+        else:
+            self.late_ticks += 1
+            self._next_tick = time.perf_counter() + period
+
+    def _info(self, focused: bool) -> dict[str, Any]:
+        info: dict[str, Any] = {"step": self._steps, "crashed": self._crashed, "focused": bool(focused)}
+        if self.window is not None:
+            info["window"] = {"title": self.window.title, "pid": self.window.pid, "region": list(self.window.region)}
+        if self.telemetry is not None:
+            info.update(self.telemetry.poll())
+        return info
+
+    def render(self):
+        return self._frame.copy() if self.render_mode == "rgb_array" else None
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this WindowGame is closed")
+
+    def close(self) -> None:
+        """Release every held key, then let go of the display, the grabber and the telemetry port."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self.sender is not None:
+                self.sender.close()
+        finally:
+            for part in (self.telemetry, self.grabber, self.desktop):
+                if part is not None:
+                    part.close()

@@ -1,0 +1,155 @@
+"""The small interface a desktop implements so that `WindowGame` can play a window on it.
+
+A `Desktop` lists top-level windows, re-reads one window's client-area geometry, brings a window
+to the front and says which process owns it. A `Keyboard` presses and releases one key by its
+canonical name (see `playtester.capture.keymap`). Linux/X11 is first class (`x11.py`, through
+python-xlib); other desktops plug in behind the same two classes (`pywinctl_desktop.py`).
+
+Nothing here imports a display library: `open_desktop()` and `open_keyboard()` do, when a
+window backend is actually used.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from playtester.capture.errors import UserError
+
+
+@dataclass(frozen=True)
+class WindowInfo:
+    """A window as the desktop sees it now; `left, top` are screen coordinates of its client area."""
+
+    handle: int
+    title: str
+    pid: int | None
+    left: int
+    top: int
+    width: int
+    height: int
+
+    @property
+    def region(self) -> tuple[int, int, int, int]:
+        """`(left, top, width, height)` of the client area on the screen."""
+        return self.left, self.top, self.width, self.height
+
+
+class Desktop(ABC):
+    """Window discovery and focus on one desktop session."""
+
+    name: str = "desktop"
+
+    @abstractmethod
+    def windows(self) -> list[WindowInfo]:
+        """The visible top-level windows that have a title, front-most last where known."""
+
+    @abstractmethod
+    def window(self, handle: int) -> WindowInfo | None:
+        """A fresh reading of one window (it may have moved or been resized); None when it is gone."""
+
+    @abstractmethod
+    def activate(self, handle: int) -> bool:
+        """Raise the window and give it the keyboard focus; True when it has the focus afterwards."""
+
+    @abstractmethod
+    def has_focus(self, handle: int) -> bool:
+        """Whether key events go to this window now."""
+
+    @abstractmethod
+    def keys_down(self) -> set[str]:
+        """Canonical names of the keys the desktop believes are held now (to prove none is stuck)."""
+
+    def close(self) -> None:
+        """Release the connection to the desktop."""
+
+
+class Keyboard(ABC):
+    """Synthetic key events by canonical key name."""
+
+    @abstractmethod
+    def press(self, key: str) -> None: ...
+
+    @abstractmethod
+    def release(self, key: str) -> None: ...
+
+    def close(self) -> None:
+        """Release the connection to the desktop."""
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie, dead but not yet reaped, counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: it exists
+    if sys.platform.startswith("linux"):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return False
+        return state not in ("Z", "X")
+    return True
+
+
+def open_desktop() -> Desktop:
+    """The desktop of this session; a `UserError` says what is missing when there is none."""
+    if sys.platform.startswith("linux"):
+        from playtester.capture.window.x11 import X11Desktop
+
+        return X11Desktop()
+    from playtester.capture.window.pywinctl_desktop import PyWinCtlDesktop
+
+    return PyWinCtlDesktop()
+
+
+def open_keyboard() -> Keyboard:
+    """Key injection through pynput, imported only now (it needs a display to import at all)."""
+    from playtester.capture.window.keys import PynputKeyboard
+
+    return PynputKeyboard()
+
+
+def find_window(desktop: Desktop, title: str, *, regex: bool = False) -> WindowInfo:
+    """The window whose title contains `title` (or matches the regular expression `title`).
+
+    Several matches: the front-most one. No match: a `UserError` that lists the visible titles,
+    so the user can copy the right one.
+    """
+    if regex:
+        try:
+            pattern = re.compile(title)
+        except re.error as e:
+            raise UserError(f"--window {title!r}: not a valid regular expression ({e})") from None
+        match = lambda t: pattern.search(t) is not None  # noqa: E731
+    else:
+        needle = title.casefold()
+        match = lambda t: needle in t.casefold()  # noqa: E731
+    windows = desktop.windows()
+    found = [w for w in windows if match(w.title)]
+    if found:
+        return found[-1]
+    titles = sorted({w.title for w in windows})
+    listed = "; ".join(repr(t) for t in titles[:20]) + (f"; … ({len(titles)} in all)" if len(titles) > 20 else "")
+    raise UserError(
+        f"no window title {'matches' if regex else 'contains'} {title!r}; visible windows: "
+        f"{listed or 'none'}. Start the game first, or give --region X,Y,W,H"
+    )
+
+
+def parse_region(text: str) -> tuple[int, int, int, int]:
+    """`X,Y,W,H` in screen pixels, as given to `--region`."""
+    parts = [p.strip() for p in str(text).split(",")]
+    try:
+        x, y, w, h = (int(p) for p in parts)
+    except ValueError:
+        raise UserError(f"--region {text!r}: use X,Y,W,H in whole screen pixels, e.g. 0,0,640,480") from None
+    if w <= 0 or h <= 0:
+        raise UserError(f"--region {text!r}: width and height must be positive")
+    return x, y, w, h

@@ -1,0 +1,483 @@
+"""The capture app behind `playtester record`: a human plays, the recorder writes demo episodes.
+
+It samples frames at a fixed rate and labels each with the action of the keys held at that
+moment, by the key map's rule (`KeyMap.action_for_keys`: every key of an action held; the action
+with most keys wins; on a tie, the most recently pressed). Keys outside the key map are ignored.
+A moment when no action's keys are held is labelled with the key map's no-op action (one with no
+keys) when it has one; otherwise nothing is written for it and the status line counts it as idle.
+
+Hotkeys (defaults F8 start/stop an episode, F9 discard it, F10 quit) are heard whichever window
+has the focus. Each episode is written to `NAME.partial/` and renamed when it stops, so a crash
+loses only the episode being recorded. Quitting, or Ctrl-C, while recording keeps the episode.
+
+Two sources of frames:
+- a window (`--window TITLE`): screen grabs of its client area; keys count only while the
+  window has the focus; the episode ends if the window's process dies.
+- the engine's own window (`--game doom:…`): the engine's frames; the engine applies exactly the
+  labelled action each step (or, with `--spectator`, reads the keyboard itself in ViZDoom's
+  spectator mode), and waits while no action's keys are held, so that every step it takes has
+  its label and `playtester replay` reproduces the frames (see `DoomSource`).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from playtester.capture.errors import UserError
+from playtester.capture.keymap import KeyMap, normalise_key
+
+log = logging.getLogger(__name__)
+
+LABEL_RULE = (
+    "an action matches when all its keys are held; most keys wins; ties go to the most recent press; "
+    "no match: the no-op action if the key map has one, else the moment is not recorded"
+)
+
+
+@dataclass(frozen=True)
+class Hotkeys:
+    """The recorder's hotkeys, as canonical key names."""
+
+    start_stop: str = "f8"
+    """Start an episode, or stop and keep the one being recorded."""
+    discard: str = "f9"
+    """Stop and throw away the episode being recorded."""
+    quit: str = "f10"
+    """Quit (an episode being recorded is kept)."""
+
+    @classmethod
+    def parse(cls, start_stop: str, discard: str, quit: str, keymap: KeyMap) -> "Hotkeys":
+        names = {}
+        for option, value in (("--start-key", start_stop), ("--discard-key", discard), ("--quit-key", quit)):
+            names[option] = normalise_key(value, where=f"hotkey {option}")
+        if len(set(names.values())) < 3:
+            raise UserError(f"hotkeys {', '.join(f'{k} {v}' for k, v in names.items())}: use three different keys")
+        for option, key in names.items():
+            if key in keymap.keys:
+                raise UserError(f"hotkey {option} {key}: the key map {keymap.name!r} uses it for playing; choose another key")
+        return cls(*names.values())
+
+
+@dataclass
+class RecorderConfig:
+    """What `playtester record` was asked to do."""
+
+    out: Path
+    """Folder the episodes go to (created when missing; its parent must exist)."""
+    behavior: str
+    """The behaviour tag the demos show (`inspect`, `path`, …), saved in each episode."""
+    keymap: KeyMap
+    window: str | None = None
+    """Title (substring, or a regular expression with `regex`) of the game's window."""
+    game: str | None = None
+    """A `doom:` spec to play in the engine's own window instead of a foreign window."""
+    regex: bool = False
+    region: tuple[int, int, int, int] | None = None
+    """Screen region to grab when the window cannot be found by title (or inside it, with a title)."""
+    fps: float = 10.0
+    """Frames per second sampled (for `doom:` games, 35 / the nearest whole number of tics)."""
+    size: tuple[int, int] | None = None
+    """Frame size `(width, height)`; default the window's size when recording starts."""
+    resolution: str = "320x240"
+    """Engine resolution for `doom:` games."""
+    hotkeys: Hotkeys = field(default_factory=Hotkeys)
+    seed: int = 0
+    """Seed of the first `doom:` episode; each next episode adds one."""
+    max_steps: int | None = None
+    """Stop (and keep) an episode after this many frames."""
+    telemetry_port: int | None = None
+    """Merge telemetry the game sends to this UDP port into the steps."""
+    spectator: bool = False
+    """For `doom:` games: let the engine read the keyboard itself (ViZDoom's spectator mode)."""
+
+    def __post_init__(self) -> None:
+        if (self.window is None) == (self.game is None) and self.region is None:
+            raise UserError("record: give either --window TITLE (a game's window) or --game doom:… (the engine's window)")
+        if self.game is not None and not self.game.startswith("doom:"):
+            raise UserError(f"--game {self.game!r}: the recorder plays doom: games in the engine's window; use --window for others")
+        if not self.fps > 0:
+            raise UserError(f"--fps {self.fps}: use a positive number of frames per second")
+        if not self.behavior.strip():
+            raise UserError("--behavior: give a tag for what the demos show, e.g. inspect or path")
+
+
+class StatusLine:
+    """One line on stderr: rewritten in place on a terminal, printed once a second otherwise."""
+
+    def __init__(self, stream=None, every: float = 1.0) -> None:
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.every = every
+        self._last = 0.0
+        self._text = ""
+
+    def show(self, text: str, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if self.tty:
+            if text != self._text:
+                self.stream.write("\r" + text.ljust(len(self._text)))
+                self.stream.flush()
+        elif force or now - self._last >= self.every:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+            self._last = now
+        self._text = text
+
+    def done(self) -> None:
+        if self.tty and self._text:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+@dataclass
+class Sample:
+    """One sampled moment: the frame seen, the key-map keys held on it (press order), telemetry."""
+
+    frame: np.ndarray
+    keys: list[str]
+    telemetry: dict[str, Any]
+
+
+class SourceGone(Exception):
+    """The game's window or process went away; the recording stops, keeping what it has."""
+
+
+class WindowSource:
+    """Frames grabbed from a game's window; held keys count only while it has the focus."""
+
+    kind = "window"
+
+    def __init__(self, cfg: RecorderConfig) -> None:
+        from playtester.capture.window.grab import FrameGrabber
+        from playtester.capture.window.platform import find_window, open_desktop
+        from playtester.capture.window.telemetry import TelemetryListener
+
+        self.cfg = cfg
+        self.desktop = open_desktop()
+        self.grabber = self.telemetry = None
+        try:
+            self.window = find_window(self.desktop, cfg.window, regex=cfg.regex) if cfg.window else None
+            region = self._region()
+            size = cfg.size or (region[2], region[3])
+            self.grabber = FrameGrabber(size=size)
+            self.telemetry = TelemetryListener(cfg.telemetry_port) if cfg.telemetry_port is not None else None
+        except BaseException:
+            self.close()
+            raise
+        self.game = f"window:{cfg.window}" if cfg.window else "window:"
+        self.fps = cfg.fps
+        self.period = 1.0 / cfg.fps
+        self._next = time.perf_counter()
+        self.dropped = 0
+
+    def _region(self) -> tuple[int, int, int, int]:
+        if self.window is None:
+            return self.cfg.region  # type: ignore[return-value]
+        fresh = self.desktop.window(self.window.handle)
+        if fresh is None:
+            raise SourceGone(f"the window {self.window.title!r} has closed")
+        self.window = fresh
+        if self.cfg.region is not None:
+            x, y, w, h = self.cfg.region
+            return fresh.left + x, fresh.top + y, w, h
+        return fresh.region
+
+    def episode_meta(self, seed: int) -> dict[str, Any]:
+        meta: dict[str, Any] = {"source": self.kind}
+        if self.window is not None:
+            meta["window"] = {"title": self.window.title, "pid": self.window.pid}
+        if self.cfg.region is not None:
+            meta["region"] = list(self.cfg.region)
+        return meta
+
+    def start_episode(self, seed: int) -> None:
+        self._next = time.perf_counter()
+
+    def tick(self, recording: bool, held: list[str]) -> Sample | None:
+        from playtester.capture.window.platform import process_alive
+
+        now = time.perf_counter()
+        if now < self._next:
+            time.sleep(self._next - now)
+            self._next += self.period
+        else:
+            missed = int((now - self._next) / self.period)
+            self.dropped += missed if recording else 0
+            self._next += (missed + 1) * self.period
+        if self.window is not None and self.window.pid is not None and not process_alive(self.window.pid):
+            raise SourceGone(f"the process of {self.window.title!r} (pid {self.window.pid}) has ended")
+        frame = self.grabber.grab(self._region())  # type: ignore[union-attr]
+        focused = self.window is None or self.desktop.has_focus(self.window.handle)
+        keys = [k for k in held if k in self.cfg.keymap.keys] if focused else []
+        telemetry = self.telemetry.poll() if self.telemetry is not None else {}
+        return Sample(frame, keys, telemetry)
+
+    def close(self) -> None:
+        for part in (self.telemetry, self.grabber, self.desktop):
+            if part is not None:
+                part.close()
+
+
+class DoomSource:
+    """A `doom:` game in the engine's own window.
+
+    By default the engine obeys the recorder: each step it applies the action that the held keys
+    stand for (the human's keys reach the engine only through the label), so the episode is
+    exactly what the engine did and `playtester replay` reproduces it bit for bit. With
+    `spectator=True` the engine reads the keyboard itself (ViZDoom's spectator mode) and the label
+    comes from the buttons it applied; its input timing differs from the programmatic mode (no
+    spawn delay after a new episode, a tic of latency), so such episodes replay only roughly.
+    While recording, the engine waits whenever no action's keys are held, so that every step it
+    takes has a label.
+    """
+
+    def __init__(self, cfg: RecorderConfig) -> None:
+        from playtester.capture.doom import KEY_BUTTONS, TICRATE
+        from playtester.capture.games import make_game
+        from playtester.capture.window.doom_spectator import open_spectator
+
+        self.cfg = cfg
+        self.spectator = cfg.spectator
+        self.kind = "doom-spectator" if cfg.spectator else "doom-window"
+        self.frame_skip = max(1, round(TICRATE / cfg.fps))
+        self.fps = TICRATE / self.frame_skip
+        self.period = 1.0 / self.fps
+        self.game = cfg.game
+        if cfg.spectator:
+            self.env = open_spectator(cfg.game, keymap=cfg.keymap, resolution=cfg.resolution, frame_skip=self.frame_skip)  # type: ignore[arg-type]
+        else:
+            self.env = make_game(
+                cfg.game, keymap=cfg.keymap, render_mode="human", resolution=cfg.resolution, frame_skip=self.frame_skip,  # type: ignore[arg-type]
+            )
+        self._button_keys = [[k for k in cfg.keymap.keys if KEY_BUTTONS[k] == b] for b in self.env.buttons]
+        self._noop = _noop_action(cfg.keymap)
+        self._next = time.perf_counter()
+        self.dropped = 0
+        self.inexact = 0
+        self.frame, self.info = self.env.reset(seed=cfg.seed)
+
+    def episode_meta(self, seed: int) -> dict[str, Any]:
+        options: dict[str, Any] = {"resolution": self.cfg.resolution, "frame_skip": self.frame_skip}
+        if self.spectator:
+            options["random_start"] = False
+        return {"source": self.kind, "reset": {"seed": int(seed), "options": {}}, "game_options": options}
+
+    def start_episode(self, seed: int) -> None:
+        self.frame, self.info = self.env.reset(seed=seed)
+        self.inexact = 0
+        self._next = time.perf_counter()
+
+    def tick(self, recording: bool, held: list[str]) -> Sample | None:
+        import vizdoom as vzd
+
+        keymap = self.cfg.keymap
+        held = [k for k in held if k in keymap.keys]
+        action = keymap.action_for_keys(held)
+        if action is None:
+            action = self._noop
+        if action is None and (recording or not self.spectator):
+            # Nothing to label: the engine waits while no action key is held.
+            if self.spectator:
+                time.sleep(self.period)
+            else:
+                self._wait_for_tick(recording=False)
+            return None
+        before, before_info = self.frame, self.info
+        try:
+            if self.spectator:
+                keys = self._spectator_step(held, recording)
+            else:
+                self._wait_for_tick(recording)
+                self.frame, _, terminated, _, self.info = self.env.step(action)
+                if terminated:
+                    raise SourceGone("the level ended")
+                keys = held
+        except vzd.ViZDoomIsNotRunningException:
+            raise SourceGone("the engine's window was closed") from None
+        telemetry = {k: v for k, v in before_info.items() if k not in ("step", "frame_time_ms")}
+        return Sample(before, keys, telemetry)
+
+    def _wait_for_tick(self, recording: bool) -> None:
+        now = time.perf_counter()
+        if now < self._next:
+            time.sleep(self._next - now)
+            self._next += self.period
+        else:
+            missed = int((now - self._next) / self.period)
+            self.dropped += missed if recording else 0
+            self._next += (missed + 1) * self.period
+
+    def _spectator_step(self, held: list[str], recording: bool) -> list[str]:
+        """Let the engine run a step on the human's input; the keys are the buttons it applied."""
+        game = self.env.game
+        game.advance_action(self.frame_skip)  # paced by the engine in real time
+        if game.is_episode_finished():
+            raise SourceGone("the level ended")
+        applied = {k for value, keys in zip(game.get_last_action(), self._button_keys) if value for k in keys}
+        keys = [k for k in held if k in applied] + sorted(applied - set(held))
+        state = game.get_state()
+        self.frame, self.info = self.env._observe(state).copy(), self.env._info(state, 0.0)
+        label = self.cfg.keymap.action_for_keys(keys)
+        if recording and (label is None or set(self.cfg.keymap.keys_for(label)) != applied):
+            self.inexact += 1  # a combination the key map has no action for: replay differs from here
+        return keys
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def _noop_action(keymap: KeyMap) -> int | None:
+    """The key map's no-op action (one that holds no key), if it has one."""
+    return next((i for i, a in enumerate(keymap.actions) if not a.keys), None)
+
+
+class Recorder:
+    """Runs the capture loop until the quit hotkey (or Ctrl-C); returns the episodes kept."""
+
+    def __init__(self, cfg: RecorderConfig, *, status: StatusLine | None = None) -> None:
+        self.cfg = cfg
+        self.status = status or StatusLine()
+        self.commands: "queue.Queue[str]" = queue.Queue()
+        self.kept: list[Path] = []
+        self.discarded = 0
+        self.writer = None
+        self._noop = _noop_action(cfg.keymap)
+        self._seed = cfg.seed
+
+    # -- hotkeys arrive on the listener's thread; the loop acts on them ----------------------------
+    def _hotkey_handlers(self) -> dict[str, Any]:
+        hk = self.cfg.hotkeys
+        return {
+            hk.start_stop: lambda: self.commands.put("toggle"),
+            hk.discard: lambda: self.commands.put("discard"),
+            hk.quit: lambda: self.commands.put("quit"),
+        }
+
+    def run(self) -> list[Path]:
+        from playtester.capture.window.keys import KeyListener
+
+        cfg = self.cfg
+        if not cfg.out.parent.exists():
+            raise UserError(f"--out {cfg.out}: its parent folder {cfg.out.parent} does not exist; create it first")
+        source = DoomSource(cfg) if cfg.game else WindowSource(cfg)
+        listener = KeyListener(self._hotkey_handlers())
+        self.source = source
+        try:
+            listener.start()
+            hk = cfg.hotkeys
+            log.info(
+                "recording %s into %s at %.1f fps: %s starts/stops an episode, %s discards it, %s quits",
+                source.game, cfg.out, source.fps, hk.start_stop.upper(), hk.discard.upper(), hk.quit.upper(),
+            )
+            self._loop(source, listener)
+        except SourceGone as e:
+            log.warning("%s; stopping", e)
+            if self.writer is not None:
+                self.writer.meta["crashed"] = True
+        finally:
+            try:
+                if self.writer is not None:
+                    self._stop(keep=True)  # quitting or Ctrl-C while recording keeps the episode
+            finally:
+                listener.stop()
+                source.close()
+                self.status.done()
+        return self.kept
+
+    def _loop(self, source, listener) -> None:
+        while True:
+            while not self.commands.empty():
+                command = self.commands.get()
+                if command == "quit":
+                    return
+                if command == "toggle":
+                    if self.writer is not None:
+                        self._stop(keep=True)
+                    else:
+                        self._start(source)
+                elif command == "discard" and self.writer is not None:
+                    self._stop(keep=False)
+            sample = source.tick(self.writer is not None, listener.held())
+            if self.writer is not None:
+                self._record(sample)
+                if self.cfg.max_steps is not None and self.writer is not None and self.writer.n >= self.cfg.max_steps:
+                    self._stop(keep=True)
+            self.status.show(self._status_text(source))
+
+    def _start(self, source) -> None:
+        from playtester.datasets.episodes import EpisodeWriter, next_episode_name
+
+        self.cfg.out.mkdir(exist_ok=True)
+        name = next_episode_name(self.cfg.out)
+        seed = self._seed
+        self._seed += 1
+        source.start_episode(seed)
+        source.dropped = 0
+        extra = {**source.episode_meta(seed), "label_rule": LABEL_RULE}
+        self.writer = EpisodeWriter(
+            self.cfg.out, name, game=source.game, behavior=self.cfg.behavior, keymap=self.cfg.keymap,
+            fps=source.fps, extra=extra,
+        )
+        self._t0 = time.perf_counter()
+        self._ticks = 0
+        self._idle = 0
+        self.status.show(self._status_text(source), force=True)
+
+    def _record(self, sample: Sample | None) -> None:
+        self._ticks += 1
+        action = None
+        if sample is not None:
+            action = self.cfg.keymap.action_for_keys(sample.keys)
+            if action is None:
+                action = self._noop
+        if action is None:
+            self._idle += 1
+            return
+        self.writer.add(  # type: ignore[union-attr]
+            sample.frame, action, keys=sample.keys, time=round(time.perf_counter() - self._t0, 4), **sample.telemetry,
+        )
+
+    def _stop(self, *, keep: bool) -> None:
+        writer, self.writer = self.writer, None
+        if writer is None:
+            return
+        source = self.source
+        elapsed = time.perf_counter() - self._t0
+        writer.meta.update(
+            dropped=int(source.dropped), idle=int(self._idle),
+            achieved_fps=round(self._ticks / elapsed, 2) if elapsed > 0 else 0.0,
+        )
+        if hasattr(source, "inexact"):
+            writer.meta["inexact_steps"] = int(source.inexact)
+        if not keep:
+            writer.discard()
+            self.discarded += 1
+            log.info("discarded %s", writer.final.name)
+            return
+        if writer.n == 0:
+            writer.discard()
+            log.info("%s had no labelled frames; nothing kept", writer.final.name)
+            return
+        path = writer.close()
+        self.kept.append(path)
+        log.info("kept %s: %d frames", path, writer.n)
+
+    def _status_text(self, source) -> str:
+        hk = self.cfg.hotkeys
+        keys = f"{hk.start_stop.upper()} start/stop · {hk.discard.upper()} discard · {hk.quit.upper()} quit"
+        if self.writer is None:
+            return f"○ ready | episodes {len(self.kept)} | {keys}"
+        elapsed = max(time.perf_counter() - self._t0, 1e-6)
+        return (
+            f"● REC {self.writer.final.name} | episodes {len(self.kept)} | frames {self.writer.n} | "
+            f"{self._ticks / elapsed:.1f} fps | dropped {source.dropped} | idle {self._idle} | {keys}"
+        )
+

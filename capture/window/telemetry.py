@@ -1,0 +1,117 @@
+"""Optional telemetry from a game's dev build: JSON lines over UDP to a local port.
+
+A datagram holds one or more lines, each a JSON object. Known keys are turned into the names
+`info` uses everywhere: `pos` → `position` (x, y[, z]), `angle`, `fps` (and `frame_time_ms` =
+1000 / fps). `event` (a string or object) or `events` (a list) are collected until the next
+`poll()`. Any other key is kept, latest value, under `telemetry`. Lines that are not JSON objects
+are counted, never raised: a game's debug output must not stop a test run.
+
+Example sender (a game's dev build, once a frame):
+
+    sock.sendto(b'{"pos": [12.5, 3.0, 0], "angle": 90, "fps": 58.2}\\n', ("127.0.0.1", PORT))
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from typing import Any
+
+from playtester.capture.errors import UserError
+
+
+class TelemetryListener:
+    """Receives telemetry on `host:port` in a background thread; `poll()` gives what is new."""
+
+    def __init__(self, port: int = 0, host: str = "127.0.0.1") -> None:
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            self._sock.bind((host, int(port)))
+        except OSError as e:
+            self._sock.close()
+            raise UserError(f"--telemetry-port {port}: cannot listen on {host}:{port} ({e.strerror}); choose another port") from None
+        self._sock.settimeout(0.2)
+        self.host, self.port = self._sock.getsockname()[:2]
+        self._lock = threading.Lock()
+        self._latest: dict[str, Any] = {}
+        self._extra: dict[str, Any] = {}
+        self._events: list[Any] = []
+        self.received = 0
+        self.bad_lines = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"telemetry:{self.port}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                data = self._sock.recv(65536)
+            except socket.timeout:
+                continue
+            except OSError:
+                break
+            for line in data.decode("utf-8", "replace").splitlines():
+                if line.strip():
+                    self._take(line)
+
+    def _take(self, line: str) -> None:
+        try:
+            record = json.loads(line)
+            if not isinstance(record, dict):
+                raise ValueError("not an object")
+            update = parse_record(record)
+        except (ValueError, TypeError):
+            with self._lock:
+                self.bad_lines += 1
+            return
+        with self._lock:
+            self.received += 1
+            events = update.pop("events", [])
+            extra = update.pop("telemetry", {})
+            self._events.extend(events)
+            self._extra.update(extra)
+            self._latest.update(update)
+
+    def poll(self) -> dict[str, Any]:
+        """The latest values (merged into `info`), and the events received since the last poll."""
+        with self._lock:
+            out = dict(self._latest)
+            if self._extra:
+                out["telemetry"] = dict(self._extra)
+            if self._events:
+                out["events"], self._events = self._events, []
+        return out
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=1.0)
+        self._sock.close()
+
+
+def parse_record(record: dict[str, Any]) -> dict[str, Any]:
+    """One telemetry object in `info`'s names; raises `ValueError` when a known key is malformed."""
+    out: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for key, value in record.items():
+        if key in ("pos", "position"):
+            pos = tuple(float(v) for v in value)
+            if len(pos) not in (2, 3):
+                raise ValueError("pos needs 2 or 3 numbers")
+            out["position"] = pos
+        elif key == "angle":
+            out["angle"] = float(value) % 360.0
+        elif key == "fps":
+            fps = float(value)
+            out["fps"] = fps
+            if fps > 0:
+                out["frame_time_ms"] = 1000.0 / fps
+        elif key == "event":
+            out.setdefault("events", []).append(value)
+        elif key == "events":
+            out.setdefault("events", []).extend(list(value))
+        else:
+            extra[str(key)] = value
+    if extra:
+        out["telemetry"] = extra
+    return out

@@ -1,0 +1,100 @@
+"""Commands for playing real windows: `record` (human demos) and `replay` (an episode again)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from playtester.capture.errors import UserError
+
+console = Console()
+
+
+def _size(text: Optional[str], option: str) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise UserError(f"{option} {text!r}: use WIDTHxHEIGHT in pixels, e.g. 320x240") from None
+    if w <= 0 or h <= 0:
+        raise UserError(f"{option} {text!r}: width and height must be positive")
+    return w, h
+
+
+def record(
+    out: Path = typer.Option(..., "--out", help="Folder for the episodes (created; its parent must exist)."),
+    behavior: str = typer.Option(..., "--behavior", help="What the demos show, e.g. inspect or path."),
+    window: Optional[str] = typer.Option(None, "--window", help="The game's window: a part of its title."),
+    game: Optional[str] = typer.Option(None, "--game", help="Or a doom: game, played in the engine's own window."),
+    regex: bool = typer.Option(False, "--regex", help="--window is a regular expression."),
+    region: Optional[str] = typer.Option(None, "--region", help="X,Y,W,H: grab this screen region (inside the window with --window)."),
+    fps: float = typer.Option(10.0, "--fps", help="Frames sampled per second."),
+    size: Optional[str] = typer.Option(None, "--size", help="Frame size WxH (default: the window's)."),
+    keymap: str = typer.Option("default", "--keymap", help="Key map YAML (default: W A S D, arrows, Space)."),
+    start_key: str = typer.Option("f8", "--start-key", help="Hotkey: start / stop an episode."),
+    discard_key: str = typer.Option("f9", "--discard-key", help="Hotkey: discard the episode being recorded."),
+    quit_key: str = typer.Option("f10", "--quit-key", help="Hotkey: quit."),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", min=1, help="Stop an episode after this many frames."),
+    seed: int = typer.Option(0, "--seed", help="With --game: seed of the first episode."),
+    resolution: str = typer.Option("320x240", "--resolution", help="With --game: engine resolution."),
+    spectator: bool = typer.Option(False, "--spectator", help="With --game: the engine reads the keyboard itself (ViZDoom spectator mode; replays only roughly)."),
+    telemetry_port: Optional[int] = typer.Option(None, "--telemetry-port", help="Merge JSON telemetry sent to this UDP port."),
+) -> None:
+    """Record human demos: play the game; F8 starts and stops an episode, F9 discards it, F10 quits.
+
+    Each frame is labelled with the action of the keys held (all of an action's keys held; the
+    action with most keys wins; ties go to the latest press). A status line shows the state,
+    episodes, frames, the achieved fps and dropped frames.
+    """
+    from playtester.capture.keymap import load_keymap
+    from playtester.capture.window.platform import parse_region
+    from playtester.capture.window.recorder import Hotkeys, Recorder, RecorderConfig
+
+    km = load_keymap(keymap)
+    cfg = RecorderConfig(
+        out=out, behavior=behavior, keymap=km, window=window, game=game, regex=regex,
+        region=parse_region(region) if region else None, fps=fps, size=_size(size, "--size"),
+        resolution=resolution, hotkeys=Hotkeys.parse(start_key, discard_key, quit_key, km), seed=seed,
+        max_steps=max_steps, telemetry_port=telemetry_port, spectator=spectator,
+    )
+    kept = Recorder(cfg).run()
+    console.print(f"{len(kept)} episode(s) kept in {out}")
+
+
+def replay(
+    episode: Path = typer.Argument(..., help="An episode folder (frames.npy, steps.jsonl, meta.json)."),
+    game: Optional[str] = typer.Option(None, "--game", help="Game spec to replay on (default: the episode's own)."),
+    speed: float = typer.Option(1.0, "--speed", help="Timing factor: 1 the recorded timing, 2 twice as fast, 0 no waiting."),
+    strict: bool = typer.Option(False, "--strict", help="Exit with status 1 unless every frame matches the recording."),
+) -> None:
+    """Send a recorded episode's actions again, at its recorded timing, and compare the frames.
+
+    On a deterministic backend (doom:, gym:) a faithful episode is reproduced bit for bit.
+    """
+    from playtester.capture.games import make_game
+    from playtester.capture.replay import replay_episode, replay_options
+    from playtester.datasets.episodes import Episode
+
+    ep = Episode.open(episode)
+    spec = game or str(ep.meta.get("game", ""))
+    if not spec:
+        raise UserError(f"episode {episode}: its meta.json names no game; give --game SPEC")
+    env = make_game(spec, keymap=ep.keymap, **replay_options(ep.meta, spec))
+    try:
+        result = replay_episode(ep, env, speed=speed)
+    finally:
+        env.close()
+    for note in result.notes:
+        console.print(f"note: {note}")
+    line = f"replayed {result.steps} steps of {ep.name} on {spec}"
+    if result.compared:
+        line += f": {result.identical} of {result.compared} frames identical"
+        if result.first_mismatch is not None:
+            line += f" (first difference at frame {result.first_mismatch})"
+    console.print(line)
+    if strict and not result.exact:
+        raise typer.Exit(1)
