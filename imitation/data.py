@@ -1,0 +1,108 @@
+"""Demo trajectories for behaviour cloning, as encoder features.
+
+With the encoder frozen (the default on a CPU), each frame is encoded once, twice over: OD-masked
+with the box of the OOI under test for the student (`test_box` in the episode's steps; no box
+means the whole frame in grayscale) and in full RGB for the teacher. Training then runs on these
+feature sequences, whole trajectories at a time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from playtester.capture.errors import UserError
+from playtester.capture.keymap import KeyMap
+from playtester.datasets.episodes import Episode, load_episodes
+from playtester.perception.od_mask import od_mask_batch
+
+
+@dataclass
+class Trajectory:
+    """One demo episode as features: student (masked) and teacher (RGB) inputs, expert actions."""
+
+    name: str
+    student: torch.Tensor
+    """T×D features of the OD-masked frames."""
+    teacher: torch.Tensor
+    """T×D features of the full RGB frames."""
+    actions: torch.Tensor
+    """T expert actions."""
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+
+def test_boxes(ep: Episode) -> list:
+    """The box of the OOI under test at each step (None where there is none)."""
+    return [s.get("test_box") for s in ep.steps]
+
+
+def check_demos(episodes: list[Episode], keymap: KeyMap | None, k: int, root: str | Path) -> KeyMap:
+    """The demos' common key map; errors name the folder or episode that does not fit."""
+    km = episodes[0].keymap
+    for ep in episodes:
+        if not ep.keymap.same_actions(km):
+            raise UserError(f"demos folder {root}: episode {ep.name} has another key map than {episodes[0].name}; keep one key map per folder")
+        if len(ep) < k:
+            raise UserError(f"episode {ep.path}: {len(ep)} frames, shorter than the policy's window of {k}; record longer episodes or remove it")
+    if keymap is not None and not km.same_actions(keymap):
+        raise UserError(
+            f"demos folder {root}: its key map ({', '.join(km.names)}) differs from the encoder's "
+            f"({', '.join(keymap.names)}); train the encoder on demos with this key map"
+        )
+    return km
+
+
+def split_episodes(episodes: list[Episode], seed: int = 0, shares: tuple[float, float, float] = (0.7, 0.1, 0.2)):
+    """Train / validation / test by episode (70/10/20); at least one validation episode when there are 3+."""
+    order = np.random.default_rng(seed).permutation(len(episodes))
+    n = len(episodes)
+    n_val = max(1 if n >= 3 else 0, int(round(n * shares[1])))
+    n_test = max(1 if n >= 4 else 0, int(round(n * shares[2])))
+    n_train = n - n_val - n_test
+    pick = lambda idx: [episodes[int(i)] for i in idx]  # noqa: E731
+    return pick(order[:n_train]), pick(order[n_train : n_train + n_val]), pick(order[n_train + n_val :])
+
+
+def encode_episodes(episodes: list[Episode], encode: Callable[[torch.Tensor], torch.Tensor], *, teacher: bool = True) -> list[Trajectory]:
+    """Features of every episode: `encode` maps uint8 N×H×W×3 frames to N×D features."""
+    out = []
+    for ep in episodes:
+        frames = np.asarray(ep.frames)
+        masked = od_mask_batch(frames, test_boxes(ep))
+        student = encode(torch.from_numpy(masked))
+        rgb = encode(torch.from_numpy(frames)) if teacher else student
+        out.append(Trajectory(ep.name, student, rgb, torch.as_tensor(ep.actions)))
+    return out
+
+
+@dataclass
+class Batch:
+    """B trajectories padded to the same length T."""
+
+    student: torch.Tensor  # B×T×D
+    teacher: torch.Tensor  # B×T×D
+    actions: torch.Tensor  # B×T (−1 on padding)
+    mask: torch.Tensor  # B×T, 1 on real steps
+
+
+def collate(trajs: list[Trajectory]) -> Batch:
+    t = max(len(x) for x in trajs)
+    d = trajs[0].student.shape[1]
+    b = len(trajs)
+    student = torch.zeros(b, t, d)
+    teacher = torch.zeros(b, t, d)
+    actions = torch.full((b, t), -1, dtype=torch.long)
+    mask = torch.zeros(b, t)
+    for i, x in enumerate(trajs):
+        n = len(x)
+        student[i, :n] = x.student
+        teacher[i, :n] = x.teacher
+        actions[i, :n] = x.actions
+        mask[i, :n] = 1.0
+    return Batch(student, teacher, actions, mask)

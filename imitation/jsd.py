@@ -1,0 +1,43 @@
+"""Test quality: how close an executed behaviour's actions are to the expert's (PPGTA's metric).
+
+An executed test is scored by the Jensen–Shannon divergence between its action distribution
+(the share of steps on each action) and the expert's for that behaviour, in bits (0 … 1). The
+success threshold comes from validation demos: the largest divergence an expert trajectory
+itself has from the expert distribution (a chosen quantile of them), so "success" means "within
+the spread of the expert's own tests".
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import numpy as np
+
+
+def action_distribution(actions: Sequence[int] | np.ndarray, n_actions: int) -> np.ndarray:
+    """Share of steps on each action."""
+    counts = np.bincount(np.asarray(actions, dtype=np.int64), minlength=n_actions).astype(float)
+    if counts.sum() == 0:
+        raise ValueError("no actions to make a distribution of")
+    return counts / counts.sum()
+
+
+def jsd(p: np.ndarray, q: np.ndarray) -> float:
+    """Jensen–Shannon divergence in bits: `½ KL(p‖m) + ½ KL(q‖m)`, `m = ½(p + q)`; 0 … 1."""
+    p = np.asarray(p, dtype=float) / np.sum(p)
+    q = np.asarray(q, dtype=float) / np.sum(q)
+    m = 0.5 * (p + q)
+
+    def kl(a: np.ndarray) -> float:
+        nz = a > 0
+        return float(np.sum(a[nz] * np.log2(a[nz] / m[nz])))
+
+    return 0.5 * kl(p) + 0.5 * kl(q)
+
+
+def success_threshold(expert: np.ndarray, validation: Iterable[Sequence[int]], n_actions: int, quantile: float = 0.9) -> float:
+    """The `quantile` of the validation trajectories' divergences from the expert distribution."""
+    scores = [jsd(action_distribution(v, n_actions), expert) for v in validation]
+    if not scores:
+        raise ValueError("no validation trajectories to set the threshold from")
+    return float(np.quantile(scores, quantile))

@@ -1,0 +1,159 @@
+"""The memory-augmented imitation policy (PPGTA §IV-B), as a plain `nn.Module`.
+
+Per step `t`: the encoder's features of the last K frames (OD-masked for the student) → a local
+bidirectional GRU over those K → `h^l_t`; a global GRU over `h^l_1 … h^l_t` (causal, so the same
+model runs live) → `h^g_t`; `h^c_t = [h^l_t, h^g_t]` → MLP 512 → 256 (LayerNorm, dropout) →
+action logits.
+
+The encoder is given as features: training precomputes them once with the (frozen) encoder, and
+the live policy encodes one frame a step. `PolicyCore` therefore works on feature sequences;
+`ImitationPolicy` adds the encoder for frames.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from playtester.capture.errors import UserError
+
+
+@dataclass
+class PolicyConfig:
+    """Shape of the policy; the paper's values are the defaults."""
+
+    n_actions: int = 9
+    """Size of the action space (the key map's actions)."""
+    feature_dim: int = 2304
+    """Width of the encoder's features for one frame."""
+    k: int = 4
+    """Frames in the local window."""
+    local_hidden: int = 256
+    """Hidden size of each direction of the local bidirectional GRU."""
+    global_hidden: int = 1024
+    """Hidden size of the global GRU over the whole trajectory."""
+    mlp: tuple[int, ...] = (512, 256)
+    """Widths of the action head's hidden layers (each with LayerNorm, GELU, dropout)."""
+    dropout: float = 0.2
+    """Dropout in the action head."""
+    image_size: int = 128
+    """Frames are resized to image_size × image_size before the encoder."""
+    behavior: str = ""
+    """The behaviour it imitates (`inspect`, `path`): names the test in reports."""
+    keymap: dict[str, Any] = field(default_factory=dict)
+    """The key map of its demos; a game with another key map is refused."""
+    encoder: dict[str, Any] = field(default_factory=dict)
+    """The encoder's own config, so that the checkpoint rebuilds the encoder too."""
+
+    def __post_init__(self) -> None:
+        self.mlp = tuple(int(v) for v in self.mlp)
+        for name in ("n_actions", "feature_dim", "k", "local_hidden", "global_hidden", "image_size"):
+            if int(getattr(self, name)) < 1:
+                raise UserError(f"policy config: {name} must be at least 1, got {getattr(self, name)}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise UserError(f"policy config: dropout {self.dropout} must be in [0, 1)")
+
+    @property
+    def state_dim(self) -> int:
+        """Width of the concatenated state `h^c`."""
+        return 2 * self.local_hidden + self.global_hidden
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["mlp"] = list(self.mlp)
+        return d
+
+
+class PolicyCore(nn.Module):
+    """Local bi-GRU, global GRU and action head over per-frame features."""
+
+    def __init__(self, cfg: PolicyConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.local = nn.GRU(cfg.feature_dim, cfg.local_hidden, batch_first=True, bidirectional=True)
+        self.glob = nn.GRU(2 * cfg.local_hidden, cfg.global_hidden, batch_first=True)
+        layers: list[nn.Module] = []
+        width = cfg.state_dim
+        for h in cfg.mlp:
+            layers += [nn.Linear(width, h), nn.LayerNorm(h), nn.GELU(), nn.Dropout(cfg.dropout)]
+            width = h
+        self.head = nn.Sequential(*layers)
+        self.logits = nn.Linear(width, cfg.n_actions)
+
+    def windows(self, feats: torch.Tensor, history: torch.Tensor | None = None) -> torch.Tensor:
+        """B×T×D features → B×T×K×D windows of the last K frames (the first frame repeats
+        before the start, or `history`, B×(K−1)×D, the frames before this chunk)."""
+        b, t, d = feats.shape
+        k = self.cfg.k
+        if history is None:
+            history = feats[:, :1].expand(b, k - 1, d)
+        padded = torch.cat([history, feats], dim=1)  # B×(T+K−1)×D
+        return padded.unfold(1, k, 1).permute(0, 1, 3, 2)  # B×T×K×D
+
+    def local_state(self, windows: torch.Tensor) -> torch.Tensor:
+        """B×T×K×D → `h^l` B×T×2H: last forward and last backward states of the window."""
+        b, t, k, d = windows.shape
+        _, h = self.local(windows.reshape(b * t, k, d))  # h: 2×(B·T)×H
+        return torch.cat([h[0], h[1]], dim=-1).reshape(b, t, -1)
+
+    def forward(
+        self,
+        feats: torch.Tensor,
+        h_global: torch.Tensor | None = None,
+        history: torch.Tensor | None = None,
+        done: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Features B×T×D → (logits B×T×A, `h^c` B×T×S, last global state 1×B×G).
+
+        `h_global` carries the trajectory's memory across chunks (truncated back-propagation);
+        `done` (B×T, 1 where a new episode starts at that step) resets it inside the chunk.
+        """
+        return self.forward_windows(self.windows(feats, history), h_global, done)
+
+    def forward_windows(
+        self, windows: torch.Tensor, h_global: torch.Tensor | None = None, done: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """`forward` on precomputed windows B×T×K×D (training slices them into chunks)."""
+        h_local = self.local_state(windows)
+        if done is None:
+            h_seq, h_last = self.glob(h_local, h_global)
+        else:
+            outs = []
+            h = h_global if h_global is not None else h_local.new_zeros(1, windows.shape[0], self.cfg.global_hidden)
+            for t in range(windows.shape[1]):
+                h = h * (1.0 - done[:, t]).view(1, -1, 1)
+                o, h = self.glob(h_local[:, t : t + 1], h)
+                outs.append(o)
+            h_seq, h_last = torch.cat(outs, dim=1), h
+        h_c = torch.cat([h_local, h_seq], dim=-1)
+        return self.logits(self.head(h_c)), h_c, h_last
+
+
+def to_input(frames: torch.Tensor, size: int) -> torch.Tensor:
+    """uint8 B×H×W×3 frames → float B×3×size×size in [0, 1] (area resize)."""
+    x = frames.permute(0, 3, 1, 2).float().div_(255.0)
+    if x.shape[-2:] != (size, size):
+        x = F.interpolate(x, size=(size, size), mode="area")
+    return x
+
+
+class ImitationPolicy(nn.Module):
+    """Encoder + `PolicyCore`: what a checkpoint holds and what runs live."""
+
+    def __init__(self, cfg: PolicyConfig, encoder: nn.Module) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.encoder = encoder
+        self.core = PolicyCore(cfg)
+
+    @torch.no_grad()
+    def encode(self, frames: torch.Tensor, batch: int = 64) -> torch.Tensor:
+        """uint8 N×H×W×3 frames (already masked as wanted) → N×D features, in batches."""
+        out = []
+        for i in range(0, len(frames), batch):
+            out.append(self.encoder(to_input(frames[i : i + batch], self.cfg.image_size)))
+        return torch.cat(out) if out else torch.zeros(0, self.cfg.feature_dim)

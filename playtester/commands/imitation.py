@@ -1,0 +1,149 @@
+"""`train policy` and `eval policy`: behaviour cloning from demos, and the policy played live."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from playtester.capture.errors import UserError
+from playtester.commands.scenario import check_out_parent
+
+console = Console()
+log = logging.getLogger(__name__)
+
+
+def train_policy(
+    demos: Path = typer.Option(..., "--demos", help="Folder of demo episodes of one behaviour."),
+    encoder: Path = typer.Option(..., "--encoder", help="Feature encoder checkpoint (playtester train encoder)."),
+    out: Path = typer.Option(..., "--out", help="Where to write the policy checkpoint."),
+    behavior: Optional[str] = typer.Option(None, "--behavior", help="Only episodes with this behaviour tag (default: all)."),
+    epochs: int = typer.Option(40, "--epochs", help="Most epochs (early stopping may end sooner)."),
+    max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Stop after this many minutes."),
+    no_teacher: bool = typer.Option(False, "--no-teacher", help="Ablation: plain behaviour cloning, no DINO teacher."),
+    batch_size: int = typer.Option(8, "--batch-size", help="Episodes per batch."),
+    chunk: int = typer.Option(32, "--chunk", help="Steps per truncated back-propagation chunk."),
+    lr: float = typer.Option(1e-3, "--lr", help="Peak learning rate after warm-up."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the split and the initial weights."),
+    logdir: Optional[Path] = typer.Option(None, "--logdir", help="TensorBoard logs (default: beside --out, in logs/)."),
+) -> None:
+    """Train an imitation policy (memory-augmented GRU + DINO teacher) on demo episodes.
+
+    The checkpoint holds the encoder, the policy, its key map, and how to score executed tests
+    (the expert's action distribution and the success threshold from validation demos).
+    """
+    import lightning as L
+    import torch
+
+    from playtester.datasets.episodes import load_episodes
+    from playtester.imitation.data import check_demos, encode_episodes, split_episodes
+    from playtester.imitation.jsd import action_distribution, success_threshold
+    from playtester.imitation.policy import ImitationPolicy, PolicyConfig
+    from playtester.imitation.training import BehaviourCloning, KeepBest, TrainConfig, evaluate_offline, loader
+    from playtester.perception.encoder import encoder_keymap, load_encoder
+    from playtester.perception.training import make_trainer, save_checkpoint_atomic
+
+    check_out_parent(out)
+    L.seed_everything(seed, verbose=False)
+    enc, enc_config = load_encoder(encoder)
+    tcfg = TrainConfig(epochs=epochs, batch_size=batch_size, chunk=chunk, lr_peak=lr, lr_start=lr / 10,
+                       teacher=not no_teacher, seed=seed)
+    episodes = load_episodes(demos, behavior=behavior)
+    probe = PolicyConfig()
+    keymap = check_demos(episodes, encoder_keymap(enc_config), probe.k, demos)
+    train_eps, val_eps, test_eps = split_episodes(episodes, seed)
+    if not val_eps:
+        raise UserError(f"demos folder {demos}: {len(episodes)} episodes; record at least 3 (train, validation, test)")
+    tag = behavior or episodes[0].behavior
+    cfg = PolicyConfig(n_actions=keymap.n, feature_dim=int(enc.out_dim), behavior=tag, keymap=keymap.to_dict(), encoder=enc_config)
+    shell = ImitationPolicy(cfg, enc)
+    console.print(f"encoding {len(episodes)} episodes ({sum(len(e) for e in episodes)} frames) with the frozen encoder")
+    train, val, test = (encode_episodes(eps, shell.encode, teacher=tcfg.teacher) for eps in (train_eps, val_eps, test_eps))
+    expert = action_distribution(torch.cat([t.actions for t in train]).numpy(), keymap.n)
+    scoring = {
+        "expert_distribution": expert.tolist(),
+        "threshold": success_threshold(expert, [v.actions.numpy() for v in val], keymap.n),
+        "mean_length": float(sum(len(e) for e in episodes) / len(episodes)),
+        "max_length": int(max(len(e) for e in episodes)),
+        "demo_games": sorted({e.meta.get("game", "") for e in episodes}),
+        "demo_starts": [e.meta.get("reset", {}).get("options", {}).get("start") for e in episodes],
+        "demo_targets": sorted({s.get("target_ooi") for e in episodes for s in e.steps[:1] if s.get("target_ooi") is not None}),
+    }
+    module = BehaviourCloning(cfg.to_dict(), asdict(tcfg), scoring, encoder=enc)
+    keep = KeepBest()
+    trainer = make_trainer(
+        name="policy", logdir=logdir or out.parent / "logs", epochs=epochs, max_minutes=max_minutes,
+        callbacks=[L.pytorch.callbacks.EarlyStopping("val/loss", patience=tcfg.patience), keep],
+    )
+    trainer.fit(module, loader(train, tcfg.batch_size, True, seed), loader(val, tcfg.batch_size, False))
+    keep.restore(module)
+    save_checkpoint_atomic(trainer, out)
+    held_out = evaluate_offline(module.model, test or val)
+    table = Table(title=f"policy {tag}: held-out accuracy per action ({'test' if test else 'validation'} episodes)")
+    table.add_column("action")
+    table.add_column("steps", justify="right")
+    table.add_column("accuracy", justify="right")
+    for name, n, acc in zip(keymap.names, held_out["support"], held_out["per_action"]):
+        table.add_row(name, f"{int(n)}", f"{acc:.0%}" if n else "–")
+    console.print(table)
+    console.print(
+        f"held-out accuracy {held_out['accuracy']:.1%}; best val loss {keep.best:.3f}; "
+        f"success threshold JSD ≤ {scoring['threshold']:.3f}\nwrote {out}"
+    )
+
+
+def eval_policy(
+    ckpt: Path = typer.Option(..., "--ckpt", help="Policy checkpoint."),
+    game: str = typer.Option("doom:park", "--game", help="Game to play it in (needs telemetry for the measures)."),
+    behavior: Optional[str] = typer.Option(None, "--behavior", help="inspect or path (default: the checkpoint's)."),
+    episodes: int = typer.Option(10, "--episodes", min=1, help="How many executed tests."),
+    steps: Optional[int] = typer.Option(None, "--steps", help="Steps per test (default: 1.5 × the longest demo)."),
+    seed: int = typer.Option(1000, "--seed", help="Seed of the held-out starts and of action sampling."),
+    greedy: bool = typer.Option(False, "--greedy", help="Take the most likely action instead of sampling."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Also write the per-test results as JSON here."),
+) -> None:
+    """Play a policy in the game from held-out starts and score each executed test.
+
+    Reports each test's Jensen–Shannon divergence from the expert's action distribution, the
+    success threshold from validation demos and the success rate; with telemetry, the
+    behaviour's own measure: degrees circled around the OOI (and the share of steps it was on
+    screen) for inspect, the share of steps on pathways for path.
+    """
+    from playtester.imitation.evaluate import evaluate_policy
+    from playtester.imitation.live import load_policy
+
+    if out is not None:
+        check_out_parent(out)
+    live = load_policy(ckpt)
+    behavior = behavior or live.cfg.behavior
+    if behavior not in ("inspect", "path"):
+        raise UserError(f"--behavior {behavior!r}: use inspect or path")
+    results = evaluate_policy(live, game, behavior, episodes=episodes, steps=steps, seed=seed, greedy=greedy, ckpt=str(ckpt))
+    table = Table(title=f"{behavior} policy on {game}: {episodes} held-out tests")
+    table.add_column("test", justify="right")
+    table.add_column("JSD", justify="right")
+    table.add_column("success")
+    measure = "degrees (on screen)" if behavior == "inspect" else "on pathways"
+    table.add_column(measure, justify="right")
+    for i, r in enumerate(results["tests"]):
+        m = f"{r['degrees']:.0f}° ({r['on_screen']:.0%})" if behavior == "inspect" else f"{r['on_path']:.0%}"
+        table.add_row(str(i), f"{r['jsd']:.3f}", "yes" if r["success"] else "no", m)
+    console.print(table)
+    s = results["summary"]
+    line = f"success rate {s['success_rate']:.0%} (JSD ≤ {s['threshold']:.3f}); "
+    if behavior == "inspect":
+        line += f"circled ≥270° in {s['circled_270']:.0%} of tests, median {s['median_degrees']:.0f}°"
+    else:
+        line += f"{s['on_path']:.0%} of steps on pathways"
+    console.print(line)
+    if out is not None:
+        from playtester.capture.atomic import write_text_atomic
+
+        write_text_atomic(out, json.dumps(results, indent=1))
+        console.print(f"wrote {out}")
