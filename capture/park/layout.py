@@ -25,7 +25,7 @@ TERRAIN_NAMES = {GRASS: "grass", PATH: "path", WATER: "water", BRIDGE: "bridge"}
 TERRAIN_CHARS = {GRASS: "g", PATH: "p", WATER: "w", BRIDGE: "b"}
 OOI_KINDS = ("pillar", "barrel", "tire", "chair")
 BUG_KINDS = ("stretched", "lowres")
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3
 
 
 @dataclass(frozen=True)

@@ -98,13 +98,14 @@ _DRAW = {"pillar": _pillar, "barrel": _barrel, "tire": _tire, "chair": _chair}
 
 
 def sprite_rgba(kind: str, *, lowres: bool = False, seed: int = 1234) -> np.ndarray:
-    """The RGBA sprite of a kind, `uint8 H×W×4`; `lowres` pixelates it in 8×8 blocks."""
+    """The RGBA sprite of a kind, `uint8 H×W×4`; `lowres` pixelates its colours in 8×8 blocks."""
     img = np.clip(_DRAW[kind](np.random.default_rng(seed + OOI_KINDS.index(kind))), 0, 255).astype(np.uint8)
     if lowres:
+        # the colours pixelated, the silhouette kept: a texture streamed at too low a mip level
         h, w = img.shape[:2]
-        small = Image.fromarray(img).resize((max(1, w // LOWRES_BLOCK), max(1, h // LOWRES_BLOCK)), Image.BOX)
-        img = np.asarray(small.resize((w, h), Image.NEAREST)).copy()
-        img[..., 3] = np.where(img[..., 3] > 127, 255, 0)
+        rgb = Image.fromarray(np.ascontiguousarray(img[..., :3]))
+        small = rgb.resize((max(1, w // LOWRES_BLOCK), max(1, h // LOWRES_BLOCK)), Image.BOX)
+        img = np.concatenate([np.asarray(small.resize((w, h), Image.NEAREST)), img[..., 3:]], axis=2)
     return img
 
 

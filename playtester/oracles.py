@@ -1,0 +1,259 @@
+"""Oracles: what counts as a bug, judged every step from what the agent sees and knows.
+
+Each oracle returns `Finding`s; the tester loop keeps, for every finding, the frames and the
+action trace that led to it so `playtester replay` can reproduce it.
+
+- `CrashOracle`: the game's process died or its window vanished (`info["crashed"]`).
+- `StuckOracle`: inputs were sent but the picture has not changed for `patience` steps.
+- `AssertionOracle`: user assertions, Python callables over `(frame, info)`.
+- `TextureOracle`: judges a tested OOI from its crops: stretched (its box is taller or wider
+  than its kind's reference shape) or low-resolution (its texels are large for its size).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from playtester.capture.errors import UserError
+
+
+@dataclass
+class Finding:
+    """One bug found: what, when, and enough to reproduce it."""
+
+    kind: str
+    """crash, stuck, assertion, texture, low_fps, …"""
+    message: str
+    episode: int
+    step: int
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class CrashOracle:
+    name = "crash"
+
+    def reset(self) -> None:
+        pass
+
+    def observe(self, frame: np.ndarray, info: dict[str, Any], action: int | None, episode: int, step: int) -> list[Finding]:
+        if info.get("crashed"):
+            return [Finding("crash", str(info.get("crash_reason", "the game's process is gone")), episode, step)]
+        return []
+
+
+class StuckOracle:
+    """Inputs were sent, yet the frame stayed the same (mean absolute change below `tolerance`)."""
+
+    name = "stuck"
+
+    def __init__(self, patience: int = 20, tolerance: float = 0.5) -> None:
+        if patience < 1:
+            raise UserError(f"stuck patience {patience}: use at least 1 step")
+        self.patience = patience
+        self.tolerance = tolerance
+        self.reset()
+
+    def reset(self) -> None:
+        self._last: np.ndarray | None = None
+        self._still = 0
+        self._reported = False
+
+    def observe(self, frame: np.ndarray, info: dict[str, Any], action: int | None, episode: int, step: int) -> list[Finding]:
+        small = frame[::4, ::4].astype(np.int16)
+        if self._last is not None and action is not None:
+            change = float(np.abs(small - self._last).mean())
+            if change < self.tolerance:
+                self._still += 1
+            else:
+                self._still = 0
+                self._reported = False
+        self._last = small
+        if self._still >= self.patience and not self._reported:
+            self._reported = True
+            return [Finding("stuck", f"the picture has not changed for {self._still} steps of input", episode, step,
+                            {"steps": self._still, "position": info.get("position")})]
+        return []
+
+
+Assertion = Callable[[np.ndarray, dict[str, Any]], Any]
+
+
+def load_assertion(spec: str) -> tuple[str, Assertion]:
+    """`module:function` or `path/to/file.py:function` → (name, callable)."""
+    if ":" not in spec:
+        raise UserError(f"--assert {spec!r}: write it as module:function or file.py:function")
+    where, _, name = spec.rpartition(":")
+    try:
+        if where.endswith(".py"):
+            path = Path(where)
+            if not path.is_file():
+                raise UserError(f"--assert {spec!r}: file {path} not found")
+            mod_spec = importlib.util.spec_from_file_location(f"playtester_assert_{path.stem}", path)
+            module = importlib.util.module_from_spec(mod_spec)  # type: ignore[arg-type]
+            mod_spec.loader.exec_module(module)  # type: ignore[union-attr]
+        else:
+            module = importlib.import_module(where)
+    except UserError:
+        raise
+    except Exception as e:
+        raise UserError(f"--assert {spec!r}: cannot load {where} ({type(e).__name__}: {e})") from None
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise UserError(f"--assert {spec!r}: {where} has no function {name!r}")
+    return spec, fn
+
+
+class AssertionOracle:
+    """User assertions: a callable `(frame, info)` that returns True/None when all is well, and
+    False or a message when it is not. An assertion that raises is itself a finding."""
+
+    name = "assertion"
+
+    def __init__(self, assertions: Sequence[tuple[str, Assertion]]) -> None:
+        self.assertions = list(assertions)
+
+    def reset(self) -> None:
+        pass
+
+    def observe(self, frame: np.ndarray, info: dict[str, Any], action: int | None, episode: int, step: int) -> list[Finding]:
+        out = []
+        for name, fn in self.assertions:
+            try:
+                verdict = fn(frame, info)
+            except Exception as e:
+                out.append(Finding("assertion", f"{name} raised {type(e).__name__}: {e}", episode, step, {"assertion": name}))
+                continue
+            if verdict is None or verdict is True:
+                continue
+            message = verdict if isinstance(verdict, str) else f"{name} failed"
+            out.append(Finding("assertion", message, episode, step, {"assertion": name}))
+        return out
+
+
+# -- texture ---------------------------------------------------------------------------------
+
+def _run_length(crop: np.ndarray) -> float:
+    """The horizontal run of identical colour that covers half the crop's pixels (a pixel-weighted
+    median): the on-screen size of a texel, robust to the background showing through holes."""
+    c = crop.astype(np.int32)
+    key = (c[..., 0] << 16) | (c[..., 1] << 8) | c[..., 2]
+    runs = []
+    for row in key:
+        edges = np.flatnonzero(np.diff(row) != 0)
+        runs.append(np.diff(np.concatenate(([-1], edges, [len(row) - 1]))))
+    lengths = np.sort(np.concatenate(runs))
+    covered = np.cumsum(lengths)
+    return float(lengths[np.searchsorted(covered, covered[-1] / 2)])
+
+
+def crop_measures(frame: np.ndarray, box: Sequence[float], *, min_height: int = 40, min_width: int = 12) -> dict[str, float] | None:
+    """Shape and texel size of one OOI crop, or None when it is too small or cut by the frame edge.
+
+    `aspect` is the box's height over width. `texel` is the run length of identical pixels
+    (`_run_length`) inside the box's inner 60 % over the box width: about one texel over the
+    sprite's width for a healthy texture, several times that for a pixelated low-resolution one.
+    Small crops are skipped: far away, texels shrink below a pixel and say nothing.
+    """
+    h_img, w_img = frame.shape[:2]
+    x0, y0, x1, y1 = (int(round(v)) for v in box)
+    if x0 <= 0 or y0 <= 0 or x1 >= w_img or y1 >= h_img:
+        return None
+    w, h = x1 - x0, y1 - y0
+    if h < min_height or w < min_width:
+        return None
+    inner = frame[y0 + h // 5 : y1 - h // 5, x0 + w // 5 : x1 - w // 5]
+    return {"aspect": h / w, "texel": _run_length(inner) / w}
+
+
+@dataclass
+class TextureVerdict:
+    stretched: bool
+    lowres: bool
+    aspect_ratio: float
+    """Median crop aspect over the kind's reference aspect (1 for a healthy shape)."""
+    texel_ratio: float
+    """Median texel size over the kind's reference texel size (1 for a healthy texture)."""
+    crops: int
+
+    @property
+    def bug(self) -> str | None:
+        if self.stretched:
+            return "stretched"
+        if self.lowres:
+            return "lowres"
+        return None
+
+
+@dataclass
+class TextureOracle:
+    """Judges a tested OOI from the crops collected while testing it, against references of
+    healthy objects of its kind (learned from labelled shots)."""
+
+    reference_aspect: dict[str, float]
+    """Each kind's healthy height/width."""
+    reference_texel: dict[str, float]
+    """Each kind's healthy texel size over box width."""
+    stretch_threshold: float = 1.35
+    """An aspect this many times the reference (or its inverse) is a stretched texture."""
+    lowres_threshold: float = 1.5
+    """A texel this many times the reference is a low-resolution texture."""
+    min_crops: int = 3
+
+    def judge(self, kind: str, crops: Sequence[tuple[np.ndarray, Sequence[float]]]) -> TextureVerdict | None:
+        """The verdict on one OOI, or None with too few usable crops or an unknown kind."""
+        measures = [m for m in (crop_measures(f, b) for f, b in crops) if m]
+        if len(measures) < self.min_crops or kind not in self.reference_aspect:
+            return None
+        aspect = float(np.median([m["aspect"] for m in measures])) / self.reference_aspect[kind]
+        texel = float(np.median([m["texel"] for m in measures])) / self.reference_texel[kind]
+        stretched = aspect >= self.stretch_threshold or aspect <= 1.0 / self.stretch_threshold
+        return TextureVerdict(stretched=stretched, lowres=texel >= self.lowres_threshold,
+                              aspect_ratio=aspect, texel_ratio=texel, crops=len(measures))
+
+    @classmethod
+    def from_coco(cls, labels: str | Path, **kwargs: Any) -> "TextureOracle":
+        """References from a COCO file and its images: the median aspect and texel size of each
+        category's usable boxes not marked as bugged (`attributes.bug` absent or `none`)."""
+        import cv2
+
+        path = Path(labels)
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise UserError(f"texture reference {path}: cannot read it ({e})") from None
+        names = {c["id"]: c["name"] for c in doc.get("categories", [])}
+        by_image: dict[int, list[dict]] = {}
+        for a in doc.get("annotations", []):
+            if (a.get("attributes") or {}).get("bug", "none") in (None, "none"):
+                by_image.setdefault(a["image_id"], []).append(a)
+        measures: dict[str, list[dict[str, float]]] = {}
+        for img in doc.get("images", []):
+            anns = by_image.get(img["id"])
+            if not anns:
+                continue
+            bgr = cv2.imread(str(path.parent / img["file_name"]))
+            if bgr is None:
+                raise UserError(f"texture reference {path}: image {img['file_name']} is missing or unreadable")
+            frame = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+            for a in anns:
+                x, y, w, h = a["bbox"]
+                m = crop_measures(frame, (x, y, x + w, y + h))
+                if m:
+                    measures.setdefault(names.get(a["category_id"], "?"), []).append(m)
+        if not measures:
+            raise UserError(f"texture reference {path}: no unbugged boxes of 40 px or more to learn from; take closer shots")
+        return cls(
+            reference_aspect={k: float(np.median([m["aspect"] for m in v])) for k, v in measures.items()},
+            reference_texel={k: float(np.median([m["texel"] for m in v])) for k, v in measures.items()},
+            **kwargs,
+        )
