@@ -44,6 +44,7 @@ class WindowGame(gym.Env):
         size: tuple[int, int] | None = None,
         max_steps: int | None = None,
         telemetry_port: int | None = None,
+        telemetry_wait: float = 1.0,
         render_mode: str | None = None,
         desktop: Desktop | None = None,
         keyboard: Keyboard | None = None,
@@ -52,7 +53,8 @@ class WindowGame(gym.Env):
         `region`: `(x, y, w, h)` screen pixels to capture when the window cannot be found by title;
         keys then go to whichever window has the focus. `size`: `(width, height)` of the
         observation (default: the window's size when found). `telemetry_port`: listen for the
-        game's telemetry there (0 picks a free port, see `telemetry_port` afterwards).
+        game's telemetry there (0 picks a free port, see `telemetry_port` afterwards);
+        `reset()` waits up to `telemetry_wait` seconds for its first line.
         """
         if title is None and region is None:
             raise UserError("window game: name the window (window:TITLE) or give a screen region X,Y,W,H")
@@ -64,6 +66,7 @@ class WindowGame(gym.Env):
         self.keymap = keymap or KeyMap.default()  # KeyMap refuses system combinations unless allowed
         self.fps = float(fps)
         self.max_steps = max_steps
+        self.telemetry_wait = telemetry_wait
         self.render_mode = render_mode
         self.spec = gym.envs.registration.EnvSpec(
             "playtester/WindowGame-v0", entry_point=f"{__name__}:WindowGame", nondeterministic=True,
@@ -151,7 +154,8 @@ class WindowGame(gym.Env):
         if not self._observe():
             self._crashed = True
         if self.telemetry is not None:
-            self.telemetry.poll()  # drop what belongs to the previous episode
+            self.telemetry.drop_events()
+            self.telemetry.wait_for_first(self.telemetry_wait)
         self._next_tick = time.perf_counter() + 1.0 / self.fps
         return self._frame.copy(), self._info(focused)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import signal
+import sys
 import threading
 import time
 import weakref
@@ -36,8 +37,19 @@ def _pynput():
 
 
 def pynput_key(name: str):
-    """The pynput key for a canonical key name."""
+    """The pynput key for a canonical key name.
+
+    On X11 every key is given by its keysym (`KeyCode.from_vk`), so that pynput sends it through
+    XTest, as a real keyboard would: for a character key it would otherwise send a synthetic
+    event to the focused window, which many games ignore and the keyboard state never shows.
+    """
     kb = _pynput()
+    if sys.platform.startswith("linux"):
+        from Xlib import XK
+
+        from playtester.capture.window.x11 import x_keysym_name
+
+        return kb.KeyCode.from_vk(XK.string_to_keysym(x_keysym_name(name)))
     if len(name) == 1:
         return kb.KeyCode.from_char(name)
     if name in _PUNCTUATION:
@@ -80,6 +92,17 @@ class PynputKeyboard(Keyboard):
 
     def release(self, key: str) -> None:
         self._controller.release(self._key(key))
+
+    def close(self) -> None:
+        # pynput's controller keeps an X connection until it is garbage-collected, and then
+        # closes it even when the display has gone; close it now, once.
+        display = getattr(self._controller, "_display", None)
+        if display is not None:
+            try:
+                display.close()
+            except Exception:
+                pass
+            del self._controller._display
 
 
 _live_senders: "weakref.WeakSet[KeySender]" = weakref.WeakSet()
@@ -157,6 +180,7 @@ class KeySender:
             self.release_all()
         finally:
             _live_senders.discard(self)
+            self.keyboard.close()
 
 
 class KeyListener:

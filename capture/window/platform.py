@@ -120,7 +120,7 @@ def find_window(desktop: Desktop, title: str, *, regex: bool = False) -> WindowI
     """The window whose title contains `title` (or matches the regular expression `title`).
 
     Several matches: the front-most one. No match: a `UserError` that lists the visible titles,
-    so the user can copy the right one.
+    so the user can copy the right one. Windows of processes that have ended are passed over.
     """
     if regex:
         try:
@@ -131,7 +131,8 @@ def find_window(desktop: Desktop, title: str, *, regex: bool = False) -> WindowI
     else:
         needle = title.casefold()
         match = lambda t: needle in t.casefold()  # noqa: E731
-    windows = desktop.windows()
+    # A window whose process has died may linger a moment before the desktop removes it.
+    windows = [w for w in desktop.windows() if w.pid is None or process_alive(w.pid)]
     found = [w for w in windows if match(w.title)]
     if found:
         return found[-1]

@@ -421,12 +421,14 @@ class Recorder:
         self._seed += 1
         source.start_episode(seed)
         source.dropped = 0
-        extra = {**source.episode_meta(seed), "label_rule": LABEL_RULE}
+        # started_at (Unix time) + a step's `time` is when its frame was taken: to line steps up
+        # with the game's own logs.
+        started_at, self._t0 = time.time(), time.perf_counter()
+        extra = {**source.episode_meta(seed), "label_rule": LABEL_RULE, "started_at": started_at}
         self.writer = EpisodeWriter(
             self.cfg.out, name, game=source.game, behavior=self.cfg.behavior, keymap=self.cfg.keymap,
             fps=source.fps, extra=extra,
         )
-        self._t0 = time.perf_counter()
         self._ticks = 0
         self._idle = 0
         self.status.show(self._status_text(source), force=True)

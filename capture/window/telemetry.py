@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from typing import Any
 
 from playtester.capture.errors import UserError
@@ -82,6 +83,18 @@ class TelemetryListener:
             if self._events:
                 out["events"], self._events = self._events, []
         return out
+
+    def wait_for_first(self, timeout: float) -> bool:
+        """Wait until a first line has come (a game just started may not have sent one yet)."""
+        deadline = time.monotonic() + timeout
+        while self.received == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.received > 0
+
+    def drop_events(self) -> None:
+        """Forget the events not yet handed out (they belong to the episode that ended)."""
+        with self._lock:
+            self._events = []
 
     def close(self) -> None:
         self._stop.set()
