@@ -1,0 +1,309 @@
+"""The OOI detector: torchvision Faster R-CNN, fine-tuned few-shot on a handful of labelled shots.
+
+As in "frustratingly simple few-shot detection" (TFA, Wang et al. 2020) the backbone of a
+COCO-trained model stays frozen and only the heads (RPN and box head, with a new predictor for the
+game's classes) are trained; base-class shots can be mixed in (see `DetectionDataModule`).
+Without pretrained weights (`pretrained="none"`) a frozen random backbone would be useless, so it
+is trained too (said in the log).
+
+- `DetectorConfig`: the hyper-parameters, saved in the checkpoint.
+- `Detector`: the plain `nn.Module` core, with `predict(frames)` for the live agent.
+- `DetectorModule`: the LightningModule (losses, AdamW, val AP).
+- `load_detector(path)`: a `Detector` rebuilt from its checkpoint alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Sequence
+
+import lightning as L
+import numpy as np
+import torch
+from torch import nn
+
+from playtester.capture.errors import UserError
+from playtester.perception.training import read_checkpoint, tag_checkpoint
+
+log = logging.getLogger(__name__)
+
+BACKBONES = ("resnet50", "mobilenet")
+
+
+@dataclass
+class DetectorConfig:
+    """Hyper-parameters of a detector; a checkpoint stores them, so it alone rebuilds the model."""
+
+    classes: list[str] = field(default_factory=list)
+    """Class names; label i+1 is `classes[i]` (0 is the background)."""
+    backbone: str = "resnet50"
+    """`resnet50` (ResNet-50-FPN, the default) or `mobilenet` (MobileNet-v3-Large-FPN, fast)."""
+    pretrained: str = "coco"
+    """`coco` (torchvision's COCO weights), `none` (random init) or the path of weights to start
+    from (a torchvision COCO state dict, or a playtester detector checkpoint)."""
+    image_size: int = 128
+    """Frames are scaled (aspect kept) so that they fit in image_size×image_size."""
+    anchor_scale: float = 0.25
+    """Multiplies torchvision's anchor sizes (32–512 px, made for 800-px images)."""
+    freeze_backbone: bool | None = None
+    """Keep the backbone (with its FPN) fixed; None: freeze exactly when weights are pretrained."""
+    rpn_proposals: int = 300
+    """Region proposals kept per image after NMS (twice as many before); game frames hold few
+    objects, and torchvision's 1000–2000 made for COCO cost most of the CPU time."""
+    rois_per_image: int = 128
+    """Proposals sampled per image to train the box head (torchvision: 512)."""
+    lr: float = 3e-4
+    """AdamW learning rate (the paper's)."""
+    weight_decay: float = 1e-4
+    batch_size: int = 8
+    """Images per step (the paper used 128 on a GPU)."""
+    score_threshold: float = 0.5
+    """`predict` keeps detections at least this confident (evaluation keeps all)."""
+    split_seed: int = 0
+    """Seed of the 70/10/20 split of the shots, so evaluation finds the same test images."""
+
+    def __post_init__(self) -> None:
+        self.classes = [str(c) for c in self.classes]
+        if not self.classes:
+            raise UserError("detector: give at least one class (the COCO file's categories)")
+        if len(set(self.classes)) != len(self.classes):
+            raise UserError(f"detector: class names must differ, got {self.classes}")
+        if self.backbone not in BACKBONES:
+            raise UserError(f"--backbone {self.backbone!r}: use {' or '.join(BACKBONES)}")
+        if not 32 <= self.image_size <= 2048:
+            raise UserError(f"--image-size {self.image_size}: use 32 to 2048 pixels")
+        if not self.anchor_scale > 0:
+            raise UserError(f"anchor scale {self.anchor_scale}: must be positive")
+        if self.rpn_proposals < 1 or self.rois_per_image < 1:
+            raise UserError(f"rpn proposals {self.rpn_proposals} / rois per image {self.rois_per_image}: at least 1")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise UserError(f"--lr {self.lr}: must be a positive number")
+        if self.batch_size < 1:
+            raise UserError(f"--batch-size {self.batch_size}: at least 1")
+        if not 0 <= self.score_threshold <= 1:
+            raise UserError(f"score threshold {self.score_threshold}: between 0 and 1")
+        if self.freeze_backbone is None:
+            self.freeze_backbone = self.pretrained != "none"
+
+    @property
+    def num_classes(self) -> int:
+        """Including the background."""
+        return len(self.classes) + 1
+
+    @property
+    def frozen_batchnorm(self) -> bool:
+        """Pretrained backbones keep their BatchNorm statistics fixed (torchvision's rule)."""
+        return self.pretrained != "none"
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "DetectorConfig":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+def _coco_weights(backbone: str):
+    from torchvision.models.detection import FasterRCNN_MobileNet_V3_Large_FPN_Weights, FasterRCNN_ResNet50_FPN_Weights
+
+    return FasterRCNN_ResNet50_FPN_Weights.COCO_V1 if backbone == "resnet50" else FasterRCNN_MobileNet_V3_Large_FPN_Weights.COCO_V1
+
+
+def _freeze_batchnorm(module: nn.Module) -> nn.Module:
+    """Replace every BatchNorm2d below `module` by a FrozenBatchNorm2d (what torchvision does
+    for pretrained backbones), so a checkpoint of either kind rebuilds to the same modules."""
+    from torchvision.ops import FrozenBatchNorm2d
+
+    for name, child in module.named_children():
+        if isinstance(child, nn.BatchNorm2d):
+            setattr(module, name, FrozenBatchNorm2d(child.num_features, eps=child.eps))
+        else:
+            _freeze_batchnorm(child)
+    return module
+
+
+def build_faster_rcnn(cfg: DetectorConfig, num_classes: int | None = None) -> nn.Module:
+    """The torchvision model, untrained: architecture only (weights come from `load_pretrained`
+    or a checkpoint). `num_classes` overrides the config's (91 to take COCO weights)."""
+    from torchvision.models.detection import fasterrcnn_mobilenet_v3_large_fpn, fasterrcnn_resnet50_fpn
+    from torchvision.models.detection.anchor_utils import AnchorGenerator
+
+    builder = fasterrcnn_resnet50_fpn if cfg.backbone == "resnet50" else fasterrcnn_mobilenet_v3_large_fpn
+    model = builder(
+        weights=None, weights_backbone=None, num_classes=num_classes or cfg.num_classes,
+        min_size=cfg.image_size, max_size=cfg.image_size,
+        rpn_pre_nms_top_n_train=2 * cfg.rpn_proposals, rpn_pre_nms_top_n_test=2 * cfg.rpn_proposals,
+        rpn_post_nms_top_n_train=cfg.rpn_proposals, rpn_post_nms_top_n_test=cfg.rpn_proposals,
+        box_batch_size_per_image=cfg.rois_per_image,
+    )
+    old = model.rpn.anchor_generator
+    sizes = tuple(tuple(max(2, int(round(s * cfg.anchor_scale))) for s in level) for level in old.sizes)
+    model.rpn.anchor_generator = AnchorGenerator(sizes, old.aspect_ratios)  # same anchors per cell
+    if cfg.frozen_batchnorm:
+        _freeze_batchnorm(model.backbone)
+    return model
+
+
+class Detector(nn.Module):
+    """Faster R-CNN over game frames; `predict` turns uint8 frames into boxes, labels and scores."""
+
+    def __init__(self, config: DetectorConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.model = build_faster_rcnn(config)
+        self.set_trainable()
+
+    @property
+    def classes(self) -> list[str]:
+        return self.config.classes
+
+    def set_trainable(self) -> None:
+        """Freeze the backbone (with its FPN) when the config says so; heads always train."""
+        self.model.backbone.requires_grad_(not self.config.freeze_backbone)
+
+    def load_pretrained(self) -> str:
+        """Load the starting weights the config names; returns what was loaded, for the log.
+
+        COCO weights come through torchvision's cache (downloaded when the network allows);
+        where they cannot be had, a `UserError` says so and names `--pretrained none`.
+        """
+        cfg = self.config
+        if cfg.pretrained == "none":
+            return "random init (--pretrained none): the backbone is trained too" if not cfg.freeze_backbone else "random init"
+        if cfg.pretrained == "coco":
+            weights = _coco_weights(cfg.backbone)
+            try:
+                state = weights.get_state_dict(progress=True, check_hash=True)
+            except Exception as e:
+                from torch.hub import get_dir
+
+                raise UserError(
+                    f"--pretrained coco: the COCO weights for {cfg.backbone} ({weights.url.rsplit('/', 1)[-1]}) are not in "
+                    f"torchvision's cache ({get_dir()}/checkpoints) and cannot be downloaded ({type(e).__name__}); "
+                    f"copy them there, pass their path to --pretrained, or use --pretrained none"
+                ) from None
+            self._load_coco_state(state)
+            return f"COCO weights ({weights.url.rsplit('/', 1)[-1]})"
+        path = Path(cfg.pretrained)
+        if not path.is_file():
+            raise UserError(f"--pretrained {cfg.pretrained!r}: use coco, none or the path of a weights file (not found)")
+        try:
+            raw = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as e:
+            raise UserError(f"--pretrained {path}: cannot be read as weights ({type(e).__name__})") from None
+        if isinstance(raw, dict) and "playtester" in raw:
+            old_cfg, state = read_checkpoint(path, "detector")
+            if DetectorConfig.from_dict(old_cfg).backbone != cfg.backbone:
+                raise UserError(f"--pretrained {path}: a {old_cfg['backbone']} detector, but --backbone is {cfg.backbone}")
+            state = {k.removeprefix("model."): v for k, v in state.items()}
+            same = old_cfg.get("classes") == cfg.classes
+            self._load_coco_state(state, keep_predictor=same)
+            return f"detector checkpoint {path}" + ("" if same else " (new box predictor for the new classes)")
+        state = raw.get("state_dict", raw) if isinstance(raw, dict) else None
+        if not isinstance(state, dict):
+            raise UserError(f"--pretrained {path}: not a state dict of a torchvision Faster R-CNN")
+        self._load_coco_state(state)
+        return f"weights from {path}"
+
+    def _load_coco_state(self, state: dict[str, torch.Tensor], keep_predictor: bool = False) -> None:
+        """Load everything but the box predictor (whose classes differ) unless `keep_predictor`."""
+        if not keep_predictor:
+            state = {k: v for k, v in state.items() if not k.startswith("roi_heads.box_predictor.")}
+        missing, unexpected = self.model.load_state_dict(state, strict=False)
+        missing = [k for k in missing if not k.startswith("roi_heads.box_predictor.") or keep_predictor]
+        if missing or unexpected:
+            raise UserError(
+                f"--pretrained {self.config.pretrained}: the weights do not fit a {self.config.backbone} Faster R-CNN "
+                f"({len(missing)} missing, {len(unexpected)} unexpected, e.g. {(missing + unexpected)[0]})"
+            )
+
+    def forward(self, images: list[torch.Tensor], targets: list[dict[str, Any]] | None = None):
+        """torchvision's contract: losses in train mode (with targets), detections in eval mode."""
+        return self.model(images, targets)
+
+    @torch.no_grad()
+    def predict(
+        self, frames: np.ndarray | Sequence[np.ndarray], score_threshold: float | None = None
+    ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """For each uint8 H×W×3 RGB frame: `(boxes n×4 [x0,y0,x1,y1] pixels, labels n (1…K,
+        see `classes`), scores n)`, most confident first, those below the threshold dropped."""
+        threshold = self.config.score_threshold if score_threshold is None else score_threshold
+        was_training = self.training
+        self.eval()
+        device = next(self.parameters()).device
+        images = [torch.from_numpy(np.ascontiguousarray(f)).to(device).permute(2, 0, 1).float().div_(255.0) for f in frames]
+        out = self.model(images) if images else []
+        self.train(was_training)
+        results = []
+        for det in out:
+            keep = det["scores"] >= threshold
+            results.append((
+                det["boxes"][keep].cpu().numpy().astype(np.float32),
+                det["labels"][keep].cpu().numpy().astype(np.int64),
+                det["scores"][keep].cpu().numpy().astype(np.float32),
+            ))
+        return results
+
+
+class DetectorModule(L.LightningModule):
+    """Trains a `Detector`: summed Faster R-CNN losses, AdamW on the trainable heads, val AP."""
+
+    def __init__(self, **config: Any) -> None:
+        super().__init__()
+        cfg = DetectorConfig(**config)
+        self.save_hyperparameters(asdict(cfg))
+        self.config = cfg
+        self.model = Detector(cfg)
+        self.diverged = False
+        self._val_map = None
+
+    def training_step(self, batch, batch_idx: int):
+        images, targets = batch
+        losses = self.model(images, targets)
+        loss = sum(losses.values())
+        if not torch.isfinite(loss):
+            log.error("non-finite detector loss at step %d (%s); stopping: lower --lr", self.global_step,
+                      ", ".join(f"{k}={v.item():.3g}" for k, v in losses.items()))
+            self.diverged = True
+            self.trainer.should_stop = True
+            return None
+        bs = len(images)
+        self.log("train/loss", loss, prog_bar=True, batch_size=bs)
+        for k, v in losses.items():
+            self.log(f"train/{k}", v, batch_size=bs)
+        return loss
+
+    def on_validation_epoch_start(self) -> None:
+        from torchmetrics.detection import MeanAveragePrecision
+
+        self._val_map = MeanAveragePrecision(iou_type="bbox").to(self.device)
+
+    def validation_step(self, batch, batch_idx: int) -> None:
+        images, targets = batch
+        preds = self.model(images)
+        self._val_map.update(preds, [{"boxes": t["boxes"].as_subclass(torch.Tensor), "labels": t["labels"]} for t in targets])
+
+    def on_validation_epoch_end(self) -> None:
+        res = self._val_map.compute()
+        self.log("val/map", res["map"].float(), prog_bar=True)
+        self.log("val/map_50", res["map_50"].float(), prog_bar=True)
+        self._val_map = None
+
+    def configure_optimizers(self):
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        return torch.optim.AdamW(params, lr=self.config.lr, weight_decay=self.config.weight_decay)
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        tag_checkpoint(checkpoint, "detector")
+
+
+def load_detector(path: str | Path, map_location: str | torch.device = "cpu") -> Detector:
+    """The detector of a checkpoint, in eval mode, rebuilt from the checkpoint alone."""
+    config, state = read_checkpoint(path, "detector", map_location)
+    cfg = DetectorConfig.from_dict(config)
+    detector = Detector(cfg)
+    missing, unexpected = detector.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise UserError(f"checkpoint {path}: its weights do not fit its own config ({len(missing)} missing, {len(unexpected)} unexpected)")
+    return detector.to(map_location).eval()

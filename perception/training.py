@@ -1,0 +1,101 @@
+"""What the perception models share for training: the Trainer, atomic checkpoints, reading them back.
+
+A checkpoint is Lightning's own (`LightningModule.load_from_checkpoint` works on it) with the
+model's dataclass config as `hyper_parameters` and a `playtester` entry naming the model kind, so
+`read_checkpoint` can say "this is an encoder, not a detector" instead of failing on keys.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from playtester.capture.atomic import partial_path
+from playtester.capture.errors import UserError
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_VERSION = 1
+
+
+def make_trainer(
+    *,
+    name: str,
+    logdir: str | Path,
+    epochs: int,
+    max_minutes: float | None = None,
+    progress: bool = True,
+    accelerator: str = "auto",
+    callbacks: list[Any] | None = None,
+    val_every: int = 1,
+):
+    """A Lightning Trainer with TensorBoard logs under `logdir/name`, honouring both budgets:
+    it stops after `epochs` or `max_minutes`, whichever comes first."""
+    import lightning as L
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    if epochs < 1:
+        raise UserError(f"--epochs {epochs}: train for at least one epoch")
+    if max_minutes is not None and max_minutes <= 0:
+        raise UserError(f"--max-minutes {max_minutes}: give a positive number of minutes")
+    logger = TensorBoardLogger(save_dir=str(logdir), name=name, default_hp_metric=False)
+    return L.Trainer(
+        max_epochs=epochs,
+        max_time=timedelta(minutes=max_minutes) if max_minutes else None,
+        accelerator=accelerator,
+        devices=1,
+        logger=logger,
+        enable_checkpointing=False,
+        enable_progress_bar=progress,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        log_every_n_steps=1,
+        check_val_every_n_epoch=val_every,
+        callbacks=callbacks or [],
+    )
+
+
+def save_checkpoint_atomic(trainer, path: str | Path) -> Path:
+    """Write the trained weights and config to `path` through `path.partial` (never half a file)."""
+    path = Path(path)
+    tmp = partial_path(path)
+    trainer.save_checkpoint(tmp, weights_only=True)
+    os.replace(tmp, path)
+    return path
+
+
+def read_checkpoint(path: str | Path, kind: str, map_location: str | torch.device = "cpu") -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """The config dict and the core's state dict (keys without the `model.` prefix) of a
+    playtester checkpoint of `kind`; a `UserError` names the file when it is not one."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"checkpoint {path}: not found")
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as e:
+        raise UserError(f"checkpoint {path}: cannot be read ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+    info = ckpt.get("playtester") if isinstance(ckpt, dict) else None
+    if not isinstance(info, dict) or "hyper_parameters" not in ckpt:
+        raise UserError(f"checkpoint {path}: not a playtester checkpoint (no model config in it)")
+    if info.get("model") != kind:
+        raise UserError(f"checkpoint {path}: it holds a {info.get('model')}, not a {kind}")
+    if info.get("version", 0) > CHECKPOINT_VERSION:
+        raise UserError(f"checkpoint {path}: written by a newer playtester (format {info.get('version')}); upgrade")
+    state = {k.removeprefix("model."): v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+    return dict(ckpt["hyper_parameters"]), state
+
+
+def tag_checkpoint(checkpoint: dict[str, Any], kind: str) -> None:
+    """Mark a checkpoint being saved (call from `on_save_checkpoint`)."""
+    checkpoint["playtester"] = {"model": kind, "version": CHECKPOINT_VERSION}
+
+
+def resolve_device(device: str | None) -> torch.device:
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)

@@ -1,0 +1,175 @@
+"""COCO import (CVAT and Label Studio flavours), bad records named, stratified 70/10/20 splits."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from playtester.capture.errors import UserError
+from playtester.cli import main
+from playtester.datasets.detection import DetectionDataModule, load_coco, split_images
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory, small_park) -> Path:
+    """40 auto-labelled park shots at 160×120 (real engine frames and boxes)."""
+    out = tmp_path_factory.mktemp("det-data") / "shots"
+    assert main(["shots", "--game", small_park, "--n", "40", "--out", str(out), "--resolution", "160x120"]) == 0
+    return out
+
+
+def _copy(shots: Path, tmp_path: Path) -> tuple[Path, dict]:
+    dst = tmp_path / "shots"
+    shutil.copytree(shots, dst)
+    return dst, json.loads((dst / "labels.json").read_text())
+
+
+def _write(folder: Path, doc: dict) -> Path:
+    path = folder / "labels.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_loads_real_shots_with_boxes_in_pixels(shots):
+    coco = load_coco(shots / "labels.json")
+    doc = json.loads((shots / "labels.json").read_text())
+    assert coco.classes == ["pillar", "barrel", "tire", "chair"]
+    assert len(coco.images) == 40
+    assert sum(coco.counts().values()) == len(doc["annotations"])
+    ann = doc["annotations"][0]
+    im = next(i for i in coco.images if i.id == ann["image_id"])
+    x, y, w, h = ann["bbox"]
+    row = [list(b) for b in im.boxes].index([x, y, x + w, y + h])  # xywh → xyxy
+    names = {c["id"]: c["name"] for c in doc["categories"]}
+    assert coco.classes[im.labels[row] - 1] == names[ann["category_id"]]
+    assert (im.width, im.height) == (160, 120)
+
+
+def test_label_studio_and_cvat_flavours_load_alike(shots, tmp_path):
+    folder, doc = _copy(shots, tmp_path)
+    # Label Studio: category ids from 0, file names with the upload path, floats everywhere
+    ls = json.loads(json.dumps(doc))
+    ls["categories"] = [{"id": c["id"] - 1, "name": c["name"]} for c in doc["categories"]]
+    for a in ls["annotations"]:
+        a["category_id"] -= 1
+    for im in ls["images"]:
+        im["file_name"] = "../../label-studio/data/upload/3/" + Path(im["file_name"]).name
+    (folder / "ls").mkdir()
+    a = load_coco(_write(folder / "ls", ls), folder / "images")
+    # CVAT: ids from 1, extra fields, images folder given explicitly
+    cvat = json.loads(json.dumps(doc))
+    for ann in cvat["annotations"]:
+        ann.update(segmentation=[], occluded=False)
+    cvat["licenses"] = [{"name": "", "id": 0, "url": ""}]
+    (folder / "cvat").mkdir()
+    b = load_coco(_write(folder / "cvat", cvat), folder)
+    assert a.classes == b.classes == ["pillar", "barrel", "tire", "chair"]
+    assert a.counts() == b.counts()
+    for x, y in zip(a.images, b.images):
+        assert np.array_equal(x.boxes, y.boxes) and np.array_equal(x.labels, y.labels)
+
+
+def test_classes_map_by_name_onto_a_given_order(shots):
+    coco = load_coco(shots / "labels.json", classes=["chair", "tire", "barrel", "pillar"])
+    ref = load_coco(shots / "labels.json")
+    for x, y in zip(coco.images, ref.images):
+        assert [coco.classes[i - 1] for i in x.labels] == [ref.classes[i - 1] for i in y.labels]
+        assert np.array_equal(x.labels, 5 - y.labels)  # chair 1 ↔ 4, tire 2 ↔ 3, …
+
+
+@pytest.mark.parametrize("case", ["unknown category", "box outside", "missing image", "unreadable image", "no annotations", "size differs"])
+def test_bad_records_are_named(shots, tmp_path, case):
+    folder, doc = _copy(shots, tmp_path)
+    ann = doc["annotations"][3]
+    im = next(i for i in doc["images"] if i["id"] == ann["image_id"])
+    if case == "unknown category":
+        ann["category_id"] = 9
+        expected = rf"annotation {ann['id']} \(image {im['id']} '{im['file_name']}'\): unknown category id 9"
+    elif case == "box outside":
+        ann["bbox"] = [150.0, 10.0, 30.0, 20.0]
+        expected = rf"annotation {ann['id']} .*lies outside its 160×120 image"
+    elif case == "missing image":
+        (folder / im["file_name"]).unlink()
+        expected = rf"image {im['id']} \('{im['file_name']}'\): the image file is missing"
+    elif case == "unreadable image":
+        (folder / im["file_name"]).write_bytes(b"not a png at all")
+        expected = rf"image {im['id']} \('{im['file_name']}'\): the image file .* cannot be read"
+    elif case == "size differs":
+        im["width"] = 320
+        expected = rf"image {im['id']} .*says 320×120 but the image is 160×120"
+    else:
+        doc["annotations"] = []
+        expected = "no annotations at all"
+    path = _write(folder, doc)
+    with pytest.raises(UserError, match=expected):
+        load_coco(path)
+
+
+def test_training_does_not_start_on_bad_data(shots, tmp_path, capsys):
+    folder, doc = _copy(shots, tmp_path)
+    doc["annotations"][0]["category_id"] = 42
+    path = _write(folder, doc)
+    out = tmp_path / "det.ckpt"
+    code = main(["train", "detector", "--coco", str(path), "--out", str(out), "--pretrained", "none",
+                 "--backbone", "mobilenet", "--logdir", str(tmp_path / "logs")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "unknown category id 42" in err and "Traceback" not in err
+    assert not out.exists() and not (tmp_path / "logs").exists()
+
+
+def test_box_overhanging_by_rounding_is_clipped(shots, tmp_path):
+    folder, doc = _copy(shots, tmp_path)
+    ann = doc["annotations"][0]
+    ann["bbox"] = [150.5, 100.0, 10.2, 20.6]  # 0.7 px past the right, 0.6 px past the bottom
+    coco = load_coco(_write(folder, doc))
+    im = next(i for i in coco.images if i.id == ann["image_id"])
+    assert [150.5, 100.0, 160.0, 120.0] in [list(map(float, b)) for b in im.boxes]
+
+
+def test_split_is_stratified_disjoint_and_deterministic(shots):
+    coco = load_coco(shots / "labels.json")
+    ids = split_images(coco, seed=3)
+    assert split_images(coco, seed=3) == ids and split_images(coco, seed=4) != ids
+    all_ids = ids["train"] + ids["val"] + ids["test"]
+    assert sorted(all_ids) == sorted(im.id for im in coco.images) and len(set(all_ids)) == len(all_ids)
+
+    def main_class(im):
+        areas = (im.boxes[:, 2] - im.boxes[:, 0]) * (im.boxes[:, 3] - im.boxes[:, 1])
+        return int(im.labels[np.argmax(areas)]) if len(im.labels) else 0
+
+    by_id = {im.id: main_class(im) for im in coco.images}
+    for label in set(by_id.values()):
+        n = sum(1 for v in by_id.values() if v == label)
+        got = {s: sum(1 for i in ids[s] if by_id[i] == label) for s in ids}
+        assert got["train"] == round(0.7 * n)
+        assert got["train"] + got["val"] == round(0.8 * n)
+
+
+def test_split_of_hand_made_strata():
+    """10 images of class 1 and 20 of class 2 → 7/1/2 and 14/2/4."""
+    from playtester.datasets.detection import CocoImage, CocoSet
+
+    images = [CocoImage(i, Path("x"), "x", 10, 10, np.array([[0, 0, 5, 5]], np.float32), np.array([1 if i < 10 else 2]))
+              for i in range(30)]
+    ids = split_images(CocoSet(Path("x"), ["a", "b"], images))
+    assert [sum(1 for i in ids[s] if i < 10) for s in ("train", "val", "test")] == [7, 1, 2]
+    assert [sum(1 for i in ids[s] if i >= 10) for s in ("train", "val", "test")] == [14, 2, 4]
+
+
+def test_datamodule_batches_hold_xyxy_boxes(shots):
+    dm = DetectionDataModule(shots / "labels.json", batch_size=4, augment=True)
+    dm.setup()
+    images, targets = next(iter(dm.train_dataloader()))
+    assert len(images) == len(targets) == 4
+    for im, t in zip(images, targets):
+        assert im.dtype.is_floating_point and 0 <= im.min() and im.max() <= 1 and im.shape[0] == 3
+        b = t["boxes"]
+        assert b.format.name == "XYXY"
+        assert (b[:, 2] > b[:, 0]).all() and (b[:, 3] > b[:, 1]).all()
+        assert (b[:, 2] <= im.shape[2]).all() and (b[:, 3] <= im.shape[1]).all()
+        assert len(t["labels"]) == len(b)
