@@ -58,6 +58,7 @@ def _register() -> None:
 
     train_app.command("detector")(perception.train_detector)
     eval_app.command("detector")(perception.eval_detector)
+    train_app.command("encoder")(perception.train_encoder)
     app.command("record")(window.record)
     app.command("replay")(window.replay)
 
