@@ -1,0 +1,541 @@
+"""Recurrent PPO on Lightning Fabric, as one readable loop: rollout → GAE → minibatch epochs.
+
+The names are CleanRL's (`obs`, `actions`, `logprobs`, `rewards`, `dones`, `values`,
+`b_advantages`, `pg_loss`, `v_loss`, `entropy_loss`), and so are the log keys (`charts/…`,
+`losses/…`). Recurrent state is done the way `ppo_atari_lstm.py` does it: the state is reset by the
+done mask inside the forward pass, the state at the start of each rollout is kept, and minibatches
+are cut by environment so that every sequence stays whole.
+
+Rewards come in two streams, each with its own value head and GAE (as in CleanRL's RND PPO):
+
+- episodic (value head 0): the game's reward, plus what a `RewardHook` adds as episodic
+  (the explorer's `α r^p`); bootstrapped through time-limit truncations;
+- non-episodic (value head 1, only with a hook that has one): the explorer's `(1 − α) r^e`; its
+  return runs on across episode ends, as RND's intrinsic return should.
+
+The advantages of the two streams are added with weights `ext_coef` and `int_coef`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import random
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Callable, Literal, NamedTuple, Protocol
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+from torch import Tensor
+from torch.distributions import Categorical
+
+from playtester.capture.errors import UserError
+from playtester.exploration.actor_critic import GRUActorCritic, GRUActorCriticConfig, build_actor_critic
+from playtester.exploration.losses import compute_gae, entropy_bonus, explained_variance, policy_loss, value_loss
+
+CHECKPOINT_NAME = "last.ckpt"
+
+
+@dataclass
+class PPOConfig:
+    """Recurrent PPO. Defaults are CleanRL's; `scripts/bench_ppo.py` shows a tuned CartPole set."""
+
+    env_id: str = "state:CartPole-v1"
+    """`state:ID` for a Gymnasium env's own observations (tests, benchmarks), or a game spec
+    `make_game` understands (`gym:ID` renders pixels, `doom:park`, …), resized to `frame_size`."""
+    seed: int = 1
+    """Seeds Python, NumPy, torch and the environments."""
+    torch_deterministic: bool = True
+    """`torch.backends.cudnn.deterministic`."""
+    accelerator: str = "cpu"
+    """Lightning Fabric accelerator: `cpu`, `cuda`, `auto`."""
+    run_dir: str = "runs/ppo"
+    """Folder for TensorBoard logs and checkpoints."""
+    total_timesteps: int = 100_000
+    """Environment steps to train for, over all environments."""
+    num_envs: int = 8
+    """Game instances run at once."""
+    vector_env: Literal["async", "sync"] = "sync"
+    """`async`: one process per game (`AsyncVectorEnv`, for slow games); `sync`: all in this process."""
+    frame_size: int = 64
+    """Side of the square frames pixel games are resized to (INTER_AREA). Ignored for `state:` envs."""
+    num_steps: int = 128
+    """Steps per environment per rollout (the sequence length of the recurrent updates)."""
+    learning_rate: float = 2.5e-4
+    """Adam learning rate."""
+    anneal_lr: bool = True
+    """Decay the learning rate linearly to zero over training."""
+    gamma: float = 0.99
+    """Discount of the episodic stream."""
+    int_gamma: float = 0.99
+    """Discount of the non-episodic (intrinsic) stream."""
+    gae_lambda: float = 0.95
+    """λ of generalised advantage estimation."""
+    num_minibatches: int = 4
+    """Minibatches per epoch; each holds `num_envs / num_minibatches` whole environment sequences."""
+    update_epochs: int = 4
+    """Passes over each rollout."""
+    norm_adv: bool = True
+    """Normalise advantages per minibatch (inside `policy_loss`)."""
+    clip_coef: float = 0.2
+    """PPO's ratio clip."""
+    clip_vloss: bool = True
+    """Clip the value update like the policy's (CleanRL's default; SB3's is off)."""
+    ent_coef: float = 0.01
+    """Weight of the entropy bonus."""
+    vf_coef: float = 0.5
+    """Weight of the value loss."""
+    max_grad_norm: float = 0.5
+    """Gradient clipping by global norm."""
+    target_kl: float | None = None
+    """Stop the epochs of an update early when the approximate KL passes this."""
+    ext_coef: float = 1.0
+    """Weight of the episodic stream's advantages."""
+    int_coef: float = 1.0
+    """Weight of the non-episodic stream's advantages (used only with a hook that has one)."""
+    env_reward_coef: float = 1.0
+    """Weight of the game's own reward in the episodic stream (0 for pure exploration)."""
+    encoder: Literal["mlp", "conv"] = "mlp"
+    """Encoder of the default `GRUActorCritic`: `mlp` for state vectors, `conv` for frames."""
+    hidden_dim: int = 64
+    """Encoder width of the default actor-critic."""
+    rnn_dim: int = 64
+    """GRU size of the default actor-critic."""
+    checkpoint_every: int = 10
+    """Save a checkpoint every this many updates (and always at the end); 0: only at the end."""
+    log_every: int = 1
+    """Write TensorBoard scalars every this many updates."""
+    resume: bool = False
+    """Continue the run saved in `run_dir` from its last checkpoint: same step, weights, optimiser,
+    reward-hook state and random number generators. Only `total_timesteps` may be raised."""
+
+    def __post_init__(self) -> None:
+        if self.num_envs < 1 or self.num_steps < 1:
+            raise ValueError(f"num_envs={self.num_envs} and num_steps={self.num_steps} must be at least 1")
+        if self.num_minibatches < 1 or self.num_envs % self.num_minibatches:
+            raise ValueError(
+                f"num_envs={self.num_envs} must be a multiple of num_minibatches={self.num_minibatches}: "
+                "minibatches are cut by environment so that recurrent sequences stay whole"
+            )
+        if self.total_timesteps < self.batch_size:
+            raise ValueError(f"total_timesteps={self.total_timesteps} is less than one rollout (num_envs × num_steps = {self.batch_size})")
+        if self.vector_env not in ("async", "sync"):
+            raise ValueError(f"vector_env={self.vector_env!r}: use 'async' or 'sync'")
+        if not (0 <= self.gamma <= 1 and 0 <= self.int_gamma <= 1 and 0 <= self.gae_lambda <= 1):
+            raise ValueError("gamma, int_gamma and gae_lambda must lie in [0, 1]")
+        if self.learning_rate <= 0 or self.clip_coef <= 0 or self.update_epochs < 1:
+            raise ValueError("learning_rate and clip_coef must be positive, update_epochs at least 1")
+        if self.frame_size < 36:
+            raise ValueError(f"frame_size={self.frame_size}: the conv encoder needs at least 36 pixels")
+
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def num_iterations(self) -> int:
+        return self.total_timesteps // self.batch_size
+
+
+class StepView(NamedTuple):
+    """What a reward hook sees of one vector step."""
+
+    obs: np.ndarray
+    """Raw observations the actions were taken on, `N×…`."""
+    logits: Tensor
+    """The explorer's action logits on `obs`, `N×A`."""
+    episode_start: Tensor
+    """`N` bools: `obs` is the first observation of an episode."""
+    next_obs: np.ndarray
+    """Raw observations reached (the final one where an episode ended), `N×…`."""
+
+
+class ShapedRewards(NamedTuple):
+    """A hook's rewards for a whole rollout."""
+
+    episodic: Tensor
+    """`T×N`, added to the game's reward in the episodic stream."""
+    non_episodic: Tensor | None
+    """`T×N` for the non-episodic stream (needs an actor-critic with 2 value heads), or None."""
+    logs: dict[str, float]
+    """Scalars to log (`rewards/…`, `charts/alpha`, `losses/…`)."""
+
+
+class RewardHook(Protocol):
+    """Extra rewards computed from what the agent sees (the explorer's novelty and preference)."""
+
+    non_episodic: bool
+    """Whether `end_rollout` returns a non-episodic stream."""
+
+    def step(self, view: StepView) -> None:
+        """Record one vector step (called after the env step, before the next action)."""
+        ...
+
+    def end_rollout(self) -> ShapedRewards:
+        """Rewards of the rollout just recorded; also the moment to train the hook's own models."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class RolloutBatch(NamedTuple):
+    """One rollout (or a minibatch of its environments), time first: `T×N×…`."""
+
+    obs: Tensor
+    """Prepared observations (what `ActorCritic.prepare` returns)."""
+    actions: Tensor
+    logprobs: Tensor
+    dones: Tensor
+    """`dones[t]`: `obs[t]` starts an episode (the state is reset before it)."""
+    values: Tensor
+    """`T×N×V` values at collection time."""
+    advantages: Tensor
+    """Weighted sum of the streams' advantages."""
+    returns: Tensor
+    """`T×N×V` per-stream returns."""
+    initial_state: Tensor
+    """`N×…` recurrent state at the start of the rollout."""
+
+    def environments(self, envs: Tensor) -> "RolloutBatch":
+        """The minibatch holding whole sequences of the environments `envs`."""
+        return RolloutBatch(*(x[envs] if name == "initial_state" else x[:, envs] for name, x in zip(self._fields, self)))
+
+
+class TrainResult(NamedTuple):
+    global_step: int
+    iteration: int
+    episode_returns: list[float]
+    """Returns of the episodes finished during this call, in order."""
+    sps: float
+    """Environment steps per second over this call."""
+    checkpoint: Path
+    agent: nn.Module
+
+
+# -- environments ------------------------------------------------------------------------------
+def make_env(env_id: str, frame_size: int) -> gym.Env:
+    """One environment as `env_id` names it (see `PPOConfig.env_id`)."""
+    if env_id.startswith("state:"):
+        name = env_id.split(":", 1)[1]
+        try:
+            return gym.make(name)
+        except gym.error.Error as e:
+            raise UserError(f"env {env_id!r}: Gymnasium cannot make {name!r} ({e})") from None
+    from playtester.capture.games import make_game
+
+    from playtester.capture.wrappers import ResizeFrame
+
+    env = make_game(env_id)
+    check_rgb_frames(env.observation_space, env_id)
+    return ResizeFrame(env, (frame_size, frame_size))
+
+
+def check_rgb_frames(space: gym.Space, what: str) -> None:
+    """Raise `UserError` unless `space` holds uint8 `H×W×3` frames."""
+    if not (isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3 and space.shape[2] == 3):
+        raise UserError(f"{what}: its observations are {space}, not RGB frames (uint8 H×W×3); the explorer sees only pixels")
+
+
+def make_vector_env(cfg: PPOConfig, env_fn: Callable[[], gym.Env] | None = None) -> gym.vector.VectorEnv:
+    """`num_envs` copies, reset in the same step they end (`final_obs` in `infos`)."""
+    env_fn = env_fn or functools.partial(make_env, cfg.env_id, cfg.frame_size)
+    vector_cls = gym.vector.AsyncVectorEnv if cfg.vector_env == "async" else gym.vector.SyncVectorEnv
+    envs = vector_cls([env_fn] * cfg.num_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    if not isinstance(envs.single_action_space, gym.spaces.Discrete):
+        envs.close()
+        raise UserError(f"env {cfg.env_id!r}: its actions are {envs.single_action_space}; PPO here needs a Discrete action space")
+    return envs
+
+
+# -- checkpoints -------------------------------------------------------------------------------
+def rng_state() -> dict[str, Any]:
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+
+
+def save_checkpoint(path: Path, state: dict[str, Any]) -> Path:
+    """Write atomically: `NAME.partial`, then rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".partial")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"checkpoint {path}: no such file; train first, or check --run-dir")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:  # a truncated or foreign file
+        raise UserError(f"checkpoint {path}: cannot be read ({type(e).__name__}); it may be damaged") from None
+
+
+def load_agent(path: str | Path) -> nn.Module:
+    """The actor-critic of a checkpoint, rebuilt from the checkpoint alone."""
+    ckpt = load_checkpoint(path)
+    agent = build_actor_critic(ckpt["agent_spec"])
+    agent.load_state_dict(ckpt["agent"])
+    return agent
+
+
+# -- training ----------------------------------------------------------------------------------
+def train(
+    cfg: PPOConfig,
+    agent: nn.Module | None = None,
+    reward_hook: RewardHook | None = None,
+    env_fn: Callable[[], gym.Env] | None = None,
+) -> TrainResult:
+    """Train `agent` (by default a `GRUActorCritic` shaped by `cfg`) with PPO; see the module doc."""
+    from lightning.fabric import Fabric
+    from lightning.fabric.loggers import TensorBoardLogger
+
+    run_dir = Path(cfg.run_dir)
+    checkpoint_path = run_dir / "checkpoints" / CHECKPOINT_NAME
+    ckpt = None
+    if not cfg.resume and checkpoint_path.exists():
+        raise UserError(f"{checkpoint_path} exists: pass --resume to continue that run, or choose another run directory")
+    if cfg.resume:
+        ckpt = load_checkpoint(checkpoint_path)
+        check_resumable(PPOConfig(**ckpt["config"]), cfg)
+
+    random.seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    torch.backends.cudnn.deterministic = cfg.torch_deterministic
+    logger = TensorBoardLogger(root_dir=str(run_dir), name="tensorboard", version="", default_hp_metric=False)
+    fabric = Fabric(accelerator=cfg.accelerator, devices=1, loggers=logger)
+    device = fabric.device
+
+    envs = make_vector_env(cfg, env_fn)
+    try:
+        num_actions = int(envs.single_action_space.n)
+        num_values = 2 if reward_hook is not None and reward_hook.non_episodic else 1
+        if agent is None:
+            agent_cfg = GRUActorCriticConfig(
+                obs_shape=envs.single_observation_space.shape, num_actions=num_actions, encoder=cfg.encoder,
+                hidden_dim=cfg.hidden_dim, rnn_dim=cfg.rnn_dim, num_values=num_values,
+            )
+            agent = GRUActorCritic(agent_cfg)
+        check_agent(agent, num_actions, num_values, cfg.env_id)
+        optimizer = torch.optim.Adam(agent.parameters(), lr=cfg.learning_rate, eps=1e-5)
+        start_iteration, global_step = 1, 0
+        if ckpt is not None:
+            agent.load_state_dict(ckpt["agent"])
+            optimizer.load_state_dict(ckpt["optimizer"])
+            if reward_hook is not None:
+                reward_hook.load_state_dict(ckpt["reward_hook"])
+            start_iteration, global_step = ckpt["iteration"] + 1, ckpt["global_step"]
+            set_rng_state(ckpt["rng"])
+        agent_spec = agent.checkpoint_spec()
+        agent, optimizer = fabric.setup(agent, optimizer)
+        module = agent.module if hasattr(agent, "module") else agent
+        fabric.print(f"PPO on {cfg.env_id}: {num_envs_text(cfg)}, {num_values} value head(s), "
+                     f"{sum(p.numel() for p in agent.parameters() if p.requires_grad)} trained parameters, "
+                     f"iterations {start_iteration}..{cfg.num_iterations}")
+        if ckpt is not None:
+            fabric.print(f"resumed from {checkpoint_path} at step {global_step}")
+
+        def save(iteration: int) -> Path:
+            return save_checkpoint(checkpoint_path, {
+                "config": asdict(cfg), "agent_spec": agent_spec, "agent": module.state_dict(),
+                "optimizer": optimizer.state_dict(), "iteration": iteration, "global_step": global_step,
+                "reward_hook": reward_hook.state_dict() if reward_hook is not None else None,
+                "rng": rng_state(),
+            })
+
+        # Storage for one rollout, time first.
+        T, N = cfg.num_steps, cfg.num_envs
+        actions = torch.zeros((T, N), dtype=torch.long, device=device)
+        logprobs = torch.zeros((T, N), device=device)
+        rewards = torch.zeros((T, N, num_values), device=device)
+        game_rewards = torch.zeros((T, N), device=device)
+        dones = torch.zeros((T, N), device=device)
+        values = torch.zeros((T, N, num_values), device=device)
+        gammas = [cfg.gamma, cfg.int_gamma][:num_values]
+        adv_coefs = [cfg.ext_coef, cfg.int_coef][:num_values]
+
+        # The environments' state is not in the checkpoint (games cannot be snapshotted in
+        # general): a resumed run starts fresh episodes, seeded from the iteration it resumes at.
+        next_obs_np, _ = envs.reset(seed=cfg.seed + 1000 * (start_iteration - 1))
+        next_done = torch.ones(N, device=device)  # the first observations start episodes
+        next_state = module.initial_state(N)
+        episode_return = np.zeros(N)
+        episode_length = np.zeros(N, dtype=np.int64)
+        finished_returns: list[float] = []
+        start_time, start_step = time.time(), global_step
+        obs = None
+        iteration = start_iteration - 1
+
+        for iteration in range(start_iteration, cfg.num_iterations + 1):
+            initial_state = next_state.clone()
+            if cfg.anneal_lr:
+                frac = 1.0 - (iteration - 1.0) / cfg.num_iterations
+                optimizer.param_groups[0]["lr"] = frac * cfg.learning_rate
+            iteration_returns, iteration_lengths = [], []
+
+            # 1. Rollout.
+            for step in range(T):
+                global_step += N
+                next_input = module.prepare(torch.as_tensor(next_obs_np, device=device))
+                if obs is None:
+                    obs = torch.zeros((T, N, *next_input.shape[1:]), dtype=next_input.dtype, device=device)
+                obs[step] = next_input
+                dones[step] = next_done
+                with torch.no_grad():
+                    out = agent(next_input.unsqueeze(0), next_state, next_done.unsqueeze(0))
+                    logits, next_state = out.logits[0], out.state
+                    dist = Categorical(logits=logits, validate_args=False)
+                    action = dist.sample()
+                    logprobs[step] = dist.log_prob(action)
+                    values[step] = out.values[0]
+                actions[step] = action
+
+                obs_before = next_obs_np
+                next_obs_np, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+                done = np.logical_or(terminations, truncations)
+                reward_t = torch.as_tensor(reward, dtype=torch.float32, device=device)
+                game_rewards[step] = reward_t
+                rewards[step, :, 0] = cfg.env_reward_coef * reward_t
+                reached_obs = next_obs_np
+                if done.any():
+                    reached_obs = next_obs_np.copy()
+                    for i in np.flatnonzero(done):
+                        reached_obs[i] = infos["final_obs"][i]
+                    # Time-limit truncation: the episode did not really end, so bootstrap its value.
+                    for i in np.flatnonzero(truncations & ~terminations):
+                        final_input = module.prepare(torch.as_tensor(reached_obs[i : i + 1], device=device))
+                        with torch.no_grad():
+                            final_value = agent(final_input.unsqueeze(0), next_state[i : i + 1], torch.zeros(1, 1, device=device)).values[0, 0, 0]
+                        rewards[step, i, 0] += cfg.gamma * final_value
+                if reward_hook is not None:
+                    reward_hook.step(StepView(obs_before, logits, dones[step].bool().cpu(), reached_obs))
+
+                episode_return += reward
+                episode_length += 1
+                for i in np.flatnonzero(done):
+                    iteration_returns.append(float(episode_return[i]))
+                    iteration_lengths.append(int(episode_length[i]))
+                episode_return[done] = 0.0
+                episode_length[done] = 0
+                next_done = torch.as_tensor(done, dtype=torch.float32, device=device)
+
+            hook_logs: dict[str, float] = {}
+            if reward_hook is not None:
+                shaped = reward_hook.end_rollout()
+                rewards[:, :, 0] += shaped.episodic.to(device)
+                if num_values == 2:
+                    rewards[:, :, 1] = shaped.non_episodic.to(device)
+                hook_logs = shaped.logs
+
+            # 2. Advantages: GAE per stream; the non-episodic stream ignores episode ends.
+            with torch.no_grad():
+                next_input = module.prepare(torch.as_tensor(next_obs_np, device=device))
+                next_value = agent(next_input.unsqueeze(0), next_state, next_done.unsqueeze(0)).values[0]
+                advantages = torch.zeros((T, N), device=device)
+                returns = torch.zeros_like(values)
+                for v in range(num_values):
+                    episodic = v == 0
+                    adv_v, returns[:, :, v] = compute_gae(
+                        rewards[:, :, v], values[:, :, v],
+                        dones if episodic else torch.zeros_like(dones),
+                        next_value[:, v], next_done if episodic else torch.zeros_like(next_done),
+                        gammas[v], cfg.gae_lambda,
+                    )
+                    advantages += adv_coefs[v] * adv_v
+            batch = RolloutBatch(obs, actions, logprobs, dones, values, advantages, returns, initial_state)
+
+            # 3. Minibatch epochs over whole environment sequences.
+            envs_per_batch = N // cfg.num_minibatches
+            clipfracs, approx_kls = [], []
+            for epoch in range(cfg.update_epochs):
+                env_order = torch.randperm(N, device=device)
+                for start in range(0, N, envs_per_batch):
+                    mb = batch.environments(env_order[start : start + envs_per_batch])
+                    out = agent(mb.obs, mb.initial_state, mb.dones)
+                    dist = Categorical(logits=out.logits, validate_args=False)
+                    newlogprob = dist.log_prob(mb.actions)
+                    pg_loss, approx_kl, clipfrac = policy_loss(
+                        newlogprob.flatten(), mb.logprobs.flatten(), mb.advantages.flatten(), cfg.clip_coef, normalize=cfg.norm_adv
+                    )
+                    v_loss = sum(
+                        value_loss(out.values[..., v].flatten(), mb.values[..., v].flatten(), mb.returns[..., v].flatten(),
+                                   cfg.clip_coef if cfg.clip_vloss else None)
+                        for v in range(num_values)
+                    )
+                    entropy_loss = entropy_bonus(out.logits)
+                    loss = pg_loss - cfg.ent_coef * entropy_loss + cfg.vf_coef * v_loss
+
+                    optimizer.zero_grad()
+                    fabric.backward(loss)
+                    fabric.clip_gradients(agent, optimizer, max_norm=cfg.max_grad_norm)
+                    optimizer.step()
+                    clipfracs.append(float(clipfrac))
+                    approx_kls.append(float(approx_kl))
+                if cfg.target_kl is not None and approx_kls[-1] > cfg.target_kl:
+                    break
+
+            finished_returns.extend(iteration_returns)
+            sps = (global_step - start_step) / max(time.time() - start_time, 1e-9)
+            if cfg.log_every and iteration % cfg.log_every == 0:
+                metrics = {
+                    "charts/learning_rate": optimizer.param_groups[0]["lr"],
+                    "charts/SPS": sps,
+                    "losses/value_loss": float(v_loss.detach()),
+                    "losses/policy_loss": float(pg_loss.detach()),
+                    "losses/entropy": float(entropy_loss.detach()),
+                    "losses/approx_kl": float(np.mean(approx_kls)),
+                    "losses/clipfrac": float(np.mean(clipfracs)),
+                    "losses/explained_variance": explained_variance(batch.values[..., 0].flatten(), batch.returns[..., 0].flatten()),
+                    "rewards/env": float(game_rewards.mean()),
+                    **hook_logs,
+                }
+                if iteration_returns:
+                    metrics["charts/episodic_return"] = float(np.mean(iteration_returns))
+                    metrics["charts/episodic_length"] = float(np.mean(iteration_lengths))
+                fabric.log_dict(metrics, step=global_step)
+            if cfg.checkpoint_every and iteration % cfg.checkpoint_every == 0:
+                save(iteration)
+
+        path = save(iteration)
+        for lg in fabric.loggers:
+            lg.finalize("success")
+        sps = (global_step - start_step) / max(time.time() - start_time, 1e-9)
+        return TrainResult(global_step, iteration, finished_returns, sps, path, module)
+    finally:
+        envs.close()
+
+
+def num_envs_text(cfg: PPOConfig) -> str:
+    return f"{cfg.num_envs} envs ({cfg.vector_env}) × {cfg.num_steps} steps"
+
+
+def check_agent(agent: nn.Module, num_actions: int, num_values: int, env_id: str) -> None:
+    """The actor-critic must act over the env's actions and have the value heads the rewards need."""
+    if getattr(agent, "num_actions", None) != num_actions:
+        raise UserError(f"env {env_id!r} has {num_actions} actions but the policy has {getattr(agent, 'num_actions', '?')}; use a policy trained with this game's key map")
+    if getattr(agent, "num_values", None) != num_values:
+        raise UserError(f"the rewards need {num_values} value head(s) but the actor-critic has {getattr(agent, 'num_values', '?')}")
+    if not any(p.requires_grad for p in agent.parameters()):
+        raise UserError("the agent has nothing to train (the random baseline is run, not trained)")
+
+
+def check_resumable(saved: PPOConfig, now: PPOConfig) -> None:
+    """A resumed run must match the saved one, except that it may train for longer."""
+    changed = [f.name for f in fields(PPOConfig) if f.name not in ("resume", "total_timesteps") and getattr(saved, f.name) != getattr(now, f.name)]
+    if changed:
+        raise UserError(f"--resume: the options {', '.join(changed)} differ from the saved run in {now.run_dir}; resume with the same options (only total_timesteps may change)")
+    if now.num_iterations < saved.num_iterations:
+        raise UserError(f"--resume: total_timesteps={now.total_timesteps} is less than the saved run's {saved.total_timesteps}")

@@ -1,0 +1,148 @@
+"""The explorer's reward hook for PPO: ensemble-RND novelty blended with the preference reward.
+
+Per step it records the raw novelty of the frame reached (`EnsembleRND.reward`) and, when a
+preference policy is given, `r^p = −KL(π^e ‖ π^p)` on the frame the action was taken on, the
+preference policy running alongside with its own recurrent state. At the end of the rollout:
+
+    r^e   = raw novelty / running std of its discounted sum            (EnsembleRND)
+    α_t   = AlphaSchedule.step(r^e_t)                                  (per env, in time order)
+    episodic stream      α r^p          → value head 0, episodic
+    non-episodic stream  (1 − α) r^e    → value head 1, runs on across episode ends
+
+so that the two streams add up to `r^c = α r^p + (1 − α) r^e`. Without a preference policy (the
+Inspector baseline) α is 0 and the reward is pure novelty. The RND predictors are trained on their
+replay buffer after each rollout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+from torch import Tensor
+
+from playtester.capture.errors import UserError
+from playtester.exploration.ppo import ShapedRewards, StepView, check_rgb_frames
+from playtester.exploration.preference import AlphaSchedule, AlphaScheduleConfig, mix_rewards, preference_reward
+from playtester.exploration.rnd import EnsembleRND, RNDConfig, frames_to_rnd_input
+
+
+@dataclass
+class ExplorationRewardConfig:
+    """What the explorer is rewarded for."""
+
+    rnd: RNDConfig = field(default_factory=RNDConfig)
+    """The novelty model."""
+    alpha: AlphaScheduleConfig = field(default_factory=AlphaScheduleConfig)
+    """The adaptive mix of preference and novelty."""
+    use_preference: bool = True
+    """Add the preference reward (needs a preference policy); off for the Inspector baseline."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.rnd, dict):
+            self.rnd = RNDConfig(**self.rnd)
+        if isinstance(self.alpha, dict):
+            self.alpha = AlphaScheduleConfig(**self.alpha)
+
+
+class ExplorationReward:
+    """`RewardHook` for PPO: novelty (non-episodic) and preference (episodic), mixed by α.
+
+    `preference_policy` follows the `ActorCritic` protocol (only its logits are used); it is
+    frozen and run in inference mode. `rnd_frames` turns a batch of raw observations into RND
+    input (`B×C×64×64`); by default frames are resized with INTER_AREA — the explorer will pass the
+    OD mask here.
+    """
+
+    non_episodic = True
+
+    def __init__(
+        self,
+        config: ExplorationRewardConfig,
+        num_envs: int,
+        preference_policy: nn.Module | None = None,
+        rnd_frames: Callable[[np.ndarray], Tensor] | None = None,
+        rnd_trunk_factory: Callable[[], nn.Module] | None = None,
+        device: str | torch.device = "cpu",
+    ):
+        if config.use_preference and preference_policy is None:
+            raise UserError("the preference reward is on but no preference policy was given; pass --preference CKPT or use the inspector mode")
+        self.config = config
+        self.num_envs = num_envs
+        self.device = torch.device(device)
+        self.rnd = EnsembleRND(config.rnd, trunk_factory=rnd_trunk_factory).to(self.device)
+        self.rnd_frames = rnd_frames or (lambda obs: frames_to_rnd_input(obs, config.rnd.frame_size))
+        self.alpha = AlphaSchedule(num_envs, config.alpha)
+        self.preference_policy = None
+        if config.use_preference:
+            self.preference_policy = preference_policy.to(self.device).eval()
+            for p in self.preference_policy.parameters():
+                p.requires_grad = False
+            self.preference_state = self.preference_policy.initial_state(num_envs)
+        self._clear()
+
+    def check_game(self, observation_space: gym.Space, action_space: gym.Space, game: str) -> None:
+        """Refuse, before training, a game without RGB frames or whose actions the preference policy lacks."""
+        check_rgb_frames(observation_space, f"game {game!r}")
+        if self.preference_policy is not None:
+            n = getattr(action_space, "n", None)
+            if n != self.preference_policy.num_actions:
+                raise UserError(
+                    f"game {game!r} has {n} actions but the preference policy acts over "
+                    f"{self.preference_policy.num_actions}; use a preference policy trained with this game's key map"
+                )
+
+    def _clear(self) -> None:
+        self._intrinsic: list[Tensor] = []
+        self._preference: list[Tensor] = []
+        self._episode_start: list[Tensor] = []
+
+    @torch.no_grad()
+    def step(self, view: StepView) -> None:
+        frames = self.rnd_frames(view.next_obs)
+        self._intrinsic.append(self.rnd.reward(frames))
+        self.rnd.observe(frames)
+        self._episode_start.append(view.episode_start.bool().cpu())
+        if self.preference_policy is not None:
+            x = self.preference_policy.prepare(torch.as_tensor(view.obs, device=self.device))
+            done = view.episode_start.to(self.device).float().unsqueeze(0)
+            out = self.preference_policy(x.unsqueeze(0), self.preference_state, done)
+            self.preference_state = out.state
+            self._preference.append(preference_reward(view.logits.to(self.device), out.logits[0]).cpu())
+
+    def end_rollout(self) -> ShapedRewards:
+        raw = torch.stack(self._intrinsic)
+        intrinsic = self.rnd.normalize_rewards(raw)
+        episode_start = torch.stack(self._episode_start)
+        if self.preference_policy is not None:
+            preference = torch.stack(self._preference)
+            alpha = torch.stack([self.alpha.step(intrinsic[t], episode_start[t]) for t in range(intrinsic.shape[0])])
+        else:
+            preference = torch.zeros_like(intrinsic)
+            alpha = torch.zeros_like(intrinsic)
+        episodic = alpha * preference
+        non_episodic = (1.0 - alpha) * intrinsic
+        rnd_loss = self.rnd.train_predictors()
+        logs = {
+            "rewards/intrinsic_raw": float(raw.mean()),
+            "rewards/intrinsic": float(intrinsic.mean()),
+            "rewards/preference": float(preference.mean()),
+            "rewards/combined": float(mix_rewards(preference, intrinsic, alpha).mean()),
+            "charts/alpha": float(alpha.mean()),
+            "losses/rnd_loss": rnd_loss,
+        }
+        self._clear()
+        return ShapedRewards(episodic, non_episodic, logs)
+
+    def state_dict(self) -> dict[str, Any]:
+        # The preference policy's recurrent state is left out: a resumed run starts new episodes,
+        # and their first step (episode_start) resets it.
+        return {"rnd": self.rnd.state_dict(), "alpha": self.alpha.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rnd.load_state_dict(state["rnd"])
+        self.alpha.load_state_dict(state["alpha"])

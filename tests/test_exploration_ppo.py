@@ -1,0 +1,295 @@
+"""Recurrent PPO: learning, recurrent state, checkpoints and --resume, the reward hook, baselines."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from playtester.capture.errors import UserError
+from playtester.exploration.actor_critic import (
+    ActorCritic, GRUActorCritic, GRUActorCriticConfig, RandomAgent, RandomAgentConfig, build_actor_critic,
+)
+from playtester.exploration.modes import explorer_preset
+from playtester.exploration.ppo import PPOConfig, RolloutBatch, ShapedRewards, load_agent, load_checkpoint, train
+from playtester.exploration.reward import ExplorationReward
+from playtester.exploration.rnd import RNDConfig
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """One torch thread: the machine's two cores are shared, and oversubscription is ~6× slower."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+class Corridor(gym.Env):
+    """Deterministic: walk right along 5 cells, +1 a step at the end; every episode lasts 8 steps."""
+
+    def __init__(self, length: int = 8):
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (5,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.length = length
+
+    def _obs(self):
+        obs = np.zeros(5, np.float32)
+        obs[self.pos] = 1.0
+        return obs
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.pos, self.t = 0, 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.pos = int(np.clip(self.pos + (1 if action == 1 else -1), 0, 4))
+        self.t += 1
+        return self._obs(), float(self.pos == 4), False, self.t >= self.length, {}
+
+
+class Squares(gym.Env):
+    """A tiny pixel game: a white square on black that moves with 3 actions; 10-step episodes."""
+
+    metadata = {"render_modes": ["rgb_array"]}
+
+    def __init__(self):
+        self.observation_space = gym.spaces.Box(0, 255, (64, 64, 3), np.uint8)
+        self.action_space = gym.spaces.Discrete(3)
+
+    def _obs(self):
+        frame = np.zeros((64, 64, 3), np.uint8)
+        frame[20:36, self.x : self.x + 16] = 255
+        return frame
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.x, self.t = int(self.np_random.integers(0, 48)), 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.x = int(np.clip(self.x + (int(action) - 1) * 4, 0, 48))
+        self.t += 1
+        return self._obs(), 0.0, False, self.t >= 10, {}
+
+
+def corridor_config(run_dir, **kwargs) -> PPOConfig:
+    base = dict(env_id="state:Corridor", run_dir=str(run_dir), num_envs=2, num_steps=8, num_minibatches=2,
+                update_epochs=2, total_timesteps=4 * 16, checkpoint_every=1, hidden_dim=16, rnn_dim=16)
+    base.update(kwargs)
+    return PPOConfig(**base)
+
+
+@pytest.mark.slow
+def test_ppo_learns_cartpole(tmp_path):
+    cfg = PPOConfig(
+        env_id="state:CartPole-v1", run_dir=str(tmp_path), total_timesteps=15_000, seed=2, num_envs=8, num_steps=32,
+        num_minibatches=1, update_epochs=10, learning_rate=1e-3, gamma=0.98, gae_lambda=0.8, ent_coef=0.0,
+        clip_vloss=False, checkpoint_every=0, log_every=5,
+    )
+    result = train(cfg)
+    returns = result.episode_returns
+    assert result.global_step == 15_000 // 256 * 256
+    # A random policy averages about 22; the first episodes are that, the last far above it.
+    assert np.mean(returns[:10]) < 30
+    assert np.mean(returns[-20:]) > 75
+    # TensorBoard scalars under the CleanRL names.
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {"charts/episodic_return", "charts/SPS", "losses/policy_loss", "losses/value_loss", "losses/entropy"} <= tags
+
+
+def test_gru_state_is_reset_by_the_done_mask():
+    torch.manual_seed(0)
+    agent = GRUActorCritic(GRUActorCriticConfig(obs_shape=(4,), num_actions=3))
+    x = torch.randn(6, 2, 4)
+    done = torch.zeros(6, 2)
+    done[3, 0] = 1.0
+    start = torch.randn(2, agent.config.rnn_dim)
+    full = agent(x, start, done)
+    # Env 0 from step 3 on behaves exactly like a fresh episode started there.
+    fresh = agent(x[3:, :1], agent.initial_state(1), torch.zeros(3, 1))
+    assert torch.allclose(full.logits[3:, 0], fresh.logits[:, 0], atol=1e-6)
+    # Env 1 has no reset: its outputs depend on the starting state.
+    other = agent(x[:, 1:], agent.initial_state(1), torch.zeros(6, 1))
+    assert not torch.allclose(full.logits[3:, 1], other.logits[3:, 0], atol=1e-4)
+    # One sequence at once equals step by step.
+    state, logits = start, []
+    for t in range(6):
+        out = agent(x[t : t + 1], state, done[t : t + 1])
+        state = out.state
+        logits.append(out.logits)
+    assert torch.allclose(torch.cat(logits), full.logits, atol=1e-6)
+    assert isinstance(agent, ActorCritic)
+
+
+def test_minibatches_hold_whole_environment_sequences():
+    T, N = 4, 6
+    batch = RolloutBatch(
+        obs=torch.arange(T * N).view(T, N, 1).float(), actions=torch.zeros(T, N), logprobs=torch.zeros(T, N),
+        dones=torch.zeros(T, N), values=torch.zeros(T, N, 2), advantages=torch.zeros(T, N),
+        returns=torch.zeros(T, N, 2), initial_state=torch.arange(N).view(N, 1).float(),
+    )
+    mb = batch.environments(torch.tensor([4, 1]))
+    assert mb.obs.shape == (T, 2, 1) and mb.values.shape == (T, 2, 2)
+    assert mb.obs[:, 0, 0].tolist() == [4, 10, 16, 22]  # every step of env 4, in order
+    assert mb.initial_state.squeeze(1).tolist() == [4, 1]
+
+
+@pytest.fixture
+def corridor():
+    gym.register("Corridor", entry_point=Corridor)
+    yield
+    gym.registry.pop("Corridor", None)
+
+
+class CrashAtRollout:
+    """A reward hook that adds nothing and interrupts training at the end of rollout `n`."""
+
+    non_episodic = False
+
+    def __init__(self, n: int):
+        self.n, self.rollouts, self.steps = n, 0, 0
+
+    def step(self, view):
+        self.steps += 1
+
+    def end_rollout(self):
+        self.rollouts += 1
+        if self.rollouts == self.n:
+            raise KeyboardInterrupt
+        rewards = torch.zeros(self.steps, 2)
+        self.steps = 0
+        return ShapedRewards(rewards, None, {})
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, state):
+        pass
+
+
+def test_resume_continues_from_the_same_step_with_the_same_state(tmp_path, corridor):
+    # Episodes last exactly one rollout and reset deterministically, so an interrupted and resumed
+    # run sees the same observations as an uninterrupted one: any lost state (weights, optimiser,
+    # step, random number generators) would make them differ.
+    straight = train(corridor_config(tmp_path / "straight"))
+    with pytest.raises(KeyboardInterrupt):
+        train(corridor_config(tmp_path / "resumed"), reward_hook=CrashAtRollout(3))
+    ckpt = load_checkpoint(tmp_path / "resumed" / "checkpoints" / "last.ckpt")
+    assert (ckpt["iteration"], ckpt["global_step"]) == (2, 32)
+    resumed = train(corridor_config(tmp_path / "resumed", resume=True))
+    assert (resumed.global_step, resumed.iteration) == (straight.global_step, straight.iteration) == (64, 4)
+    for (name, a), b in zip(straight.agent.state_dict().items(), resumed.agent.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert torch.equal(load_checkpoint(straight.checkpoint)["rng"]["torch"], load_checkpoint(resumed.checkpoint)["rng"]["torch"])
+
+
+def test_resume_refuses_changed_options_and_fresh_runs_refuse_to_overwrite(tmp_path, corridor):
+    train(corridor_config(tmp_path, total_timesteps=16))
+    with pytest.raises(UserError, match="--resume"):
+        train(corridor_config(tmp_path, total_timesteps=16))
+    with pytest.raises(UserError, match="num_steps"):
+        train(corridor_config(tmp_path, resume=True, num_steps=16))
+    with pytest.raises(UserError, match="no such file"):
+        train(corridor_config(tmp_path / "nothing", resume=True))
+
+
+def test_checkpoint_rebuilds_the_agent_alone(tmp_path, corridor):
+    result = train(corridor_config(tmp_path, total_timesteps=16))
+    agent = load_agent(result.checkpoint)
+    assert isinstance(agent, GRUActorCritic)
+    x, done = torch.rand(3, 2, 5), torch.zeros(3, 2)
+    a = agent(x, agent.initial_state(2), done)
+    b = result.agent(x, result.agent.initial_state(2), done)
+    assert torch.equal(a.logits, b.logits) and torch.equal(a.values, b.values)
+    assert not (tmp_path / "checkpoints" / "last.ckpt.partial").exists()
+
+
+def test_config_checks():
+    with pytest.raises(ValueError, match="multiple of num_minibatches"):
+        PPOConfig(num_envs=6, num_minibatches=4)
+    with pytest.raises(ValueError, match="less than one rollout"):
+        PPOConfig(total_timesteps=10)
+    with pytest.raises(UserError, match="Gymnasium cannot make"):
+        train(PPOConfig(env_id="state:NoSuchEnv-v0", total_timesteps=1024, run_dir="/nonexistent-unused"))
+
+
+def test_random_agent_is_uniform_and_is_not_trained(tmp_path, corridor):
+    agent = RandomAgent(RandomAgentConfig(num_actions=2))
+    out = agent(torch.zeros(3, 4, 5), agent.initial_state(4), torch.zeros(3, 4))
+    assert torch.equal(out.logits, torch.zeros(3, 4, 2)) and torch.equal(out.values, torch.zeros(3, 4, 1))
+    assert isinstance(build_actor_critic(agent.checkpoint_spec()), RandomAgent)
+    with pytest.raises(UserError, match="nothing to train"):
+        train(corridor_config(tmp_path, total_timesteps=16), agent=agent)
+    preset = explorer_preset("random")
+    assert preset.reward is None and not preset.trained
+
+
+def test_baseline_presets():
+    ppgta, inspector = explorer_preset("ppgta"), explorer_preset("inspector")
+    assert ppgta.reward.rnd.num_predictors == 5 and ppgta.reward.use_preference and ppgta.needs_preference_policy
+    assert inspector.reward.rnd.num_predictors == 1 and inspector.reward.rnd.reward == "prediction_error"
+    assert not inspector.reward.use_preference
+    with pytest.raises(UserError, match="explorer mode"):
+        explorer_preset("curious")
+
+
+def tiny_rnd() -> RNDConfig:
+    return RNDConfig(num_predictors=2, predictors="shared_trunk", obs_warmup_frames=8, batch_size=8, train_steps=1, buffer_size=64)
+
+
+def test_explorer_reward_hook_trains_with_two_value_heads_and_resumes(tmp_path):
+    torch.manual_seed(0)
+    preference = GRUActorCritic(GRUActorCriticConfig(obs_shape=(64, 64, 3), num_actions=3, encoder="conv", hidden_dim=32, rnn_dim=16))
+    reward_cfg = replace(explorer_preset("ppgta").reward, rnd=tiny_rnd())
+    cfg = PPOConfig(env_id="squares", run_dir=str(tmp_path), num_envs=2, num_steps=8, num_minibatches=1, update_epochs=1,
+                    total_timesteps=32, encoder="conv", hidden_dim=32, rnn_dim=16, env_reward_coef=0.0)
+    hook = ExplorationReward(reward_cfg, cfg.num_envs, preference_policy=preference)
+    hook.check_game(Squares().observation_space, Squares().action_space, "squares")
+    result = train(cfg, reward_hook=hook, env_fn=Squares)
+    assert result.agent.num_values == 2
+    assert int(hook.rnd.frames_seen) == 32
+    ckpt = load_checkpoint(result.checkpoint)
+    assert ckpt["reward_hook"]["rnd"]["frames_seen"].item() == 32
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {"rewards/intrinsic", "rewards/preference", "rewards/combined", "charts/alpha", "losses/rnd_loss"} <= tags
+    assert events.Scalars("rewards/preference")[-1].value < 0  # two different policies
+
+    hook2 = ExplorationReward(reward_cfg, cfg.num_envs, preference_policy=preference)
+    resumed = train(replace(cfg, total_timesteps=48, resume=True), reward_hook=hook2, env_fn=Squares)
+    assert resumed.global_step == 48 and int(hook2.rnd.frames_seen) == 48
+
+
+def test_inspector_baseline_runs_in_the_same_code_path(tmp_path):
+    hook = ExplorationReward(replace(explorer_preset("inspector").reward, rnd=replace(tiny_rnd(), num_predictors=1, reward="prediction_error")), 2)
+    cfg = PPOConfig(env_id="squares", run_dir=str(tmp_path), num_envs=2, num_steps=8, num_minibatches=1, update_epochs=1,
+                    total_timesteps=32, encoder="conv", hidden_dim=32, rnn_dim=16, env_reward_coef=0.0, log_every=1)
+    result = train(cfg, reward_hook=hook, env_fn=Squares)
+    assert result.global_step == 32 and len(hook.rnd.predictors) == 1
+
+
+def test_bad_games_and_preference_policies_are_refused_before_training():
+    preference = GRUActorCritic(GRUActorCriticConfig(obs_shape=(64, 64, 3), num_actions=9, encoder="conv"))
+    hook = ExplorationReward(replace(explorer_preset("ppgta").reward, rnd=tiny_rnd()), 2, preference_policy=preference)
+    with pytest.raises(UserError, match="9"):
+        hook.check_game(Squares().observation_space, Squares().action_space, "squares")
+    with pytest.raises(UserError, match="not RGB frames"):
+        hook.check_game(gym.spaces.Box(0, 1, (4,), np.float32), gym.spaces.Discrete(9), "gym:CartPole-v1")
+    with pytest.raises(UserError, match="no preference policy"):
+        ExplorationReward(explorer_preset("ppgta").reward, 2)
+    with pytest.raises(UserError, match="actions"):
+        train(PPOConfig(env_id="squares", num_envs=2, num_steps=8, num_minibatches=1, total_timesteps=16, encoder="conv",
+                        run_dir="/tmp/unused-run"), agent=GRUActorCritic(GRUActorCriticConfig(obs_shape=(64, 64, 3), num_actions=9, encoder="conv")),
+              env_fn=Squares)
