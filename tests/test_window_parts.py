@@ -19,9 +19,9 @@ from playtester.capture.window.recorder import Hotkeys
 from playtester.capture.window.telemetry import TelemetryListener, parse_record
 
 
-def run_cli(*args, env=None, timeout=300):
+def run_cli(*args, env=None, cwd=None, timeout=300):
     return subprocess.run(
-        [sys.executable, "-m", "playtester", *args], capture_output=True, text=True, timeout=timeout, env=env,
+        [sys.executable, "-m", "playtester", *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd,
     )
 
 
@@ -144,7 +144,7 @@ def write_park_episode(root, spec, steps=40, seed=11):
 @pytest.mark.slow
 def test_replay_of_a_park_episode_is_bit_for_bit(tmp_path, small_park):
     episode = write_park_episode(tmp_path / "demos", small_park)
-    proc = run_cli("replay", str(episode), "--game", small_park, "--speed", "0", "--strict")
+    proc = run_cli("replay", str(episode), "--game", small_park, "--speed", "0", "--strict", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "40 of 40 frames identical" in " ".join(proc.stdout.split())
 
@@ -154,7 +154,7 @@ def test_replay_of_a_park_episode_is_bit_for_bit(tmp_path, small_park):
     steps = [json.loads(l) for l in (tampered / "steps.jsonl").read_text().splitlines()]
     steps[20]["action"] = 4 if steps[20]["action"] != 4 else 5  # turn instead
     (tampered / "steps.jsonl").write_text("".join(json.dumps(s) + "\n" for s in steps))
-    proc = run_cli("replay", str(tampered), "--game", small_park, "--speed", "0", "--strict")
+    proc = run_cli("replay", str(tampered), "--game", small_park, "--speed", "0", "--strict", cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "first difference at frame 21" in " ".join(proc.stdout.split())
 
