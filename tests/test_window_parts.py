@@ -162,3 +162,31 @@ def test_replay_of_a_park_episode_is_bit_for_bit(tmp_path, small_park):
 def test_replay_of_a_missing_episode_is_one_line(tmp_path):
     proc = run_cli("replay", str(tmp_path / "nope"), "--game", "doom:park")
     assert_one_line_error(proc, "nope")
+
+
+# -- the capture path's resize -----------------------------------------------------------------------
+def test_mipmap_resize_averages_and_stays_close_to_inter_area():
+    import cv2
+
+    from playtester.capture.window.grab import mipmap_resize
+
+    # Halving is an exact 2x2 mean: a checkerboard of 0 and 200 becomes flat 100.
+    board = (np.indices((480, 640)).sum(axis=0) % 2 * 200).astype(np.uint8)
+    board = np.repeat(board[..., None], 4, axis=2)
+    assert np.all(mipmap_resize(board, (320, 240)) == 100)
+    # 640x480 -> 128x128 (mixed factors 5 and 3.75): close to OpenCV's INTER_AREA on a smooth
+    # picture with edges, and far from plain subsampling of the checkerboard (no aliasing).
+    y, x = np.mgrid[0:480, 0:640]
+    picture = np.stack([(x * 255 // 639), (y * 255 // 479), ((x // 40 + y // 40) % 2) * 255], axis=2).astype(np.uint8)
+    ours = mipmap_resize(picture, (128, 128)).astype(int)
+    area = cv2.resize(picture, (128, 128), interpolation=cv2.INTER_AREA).astype(int)
+    assert ours.shape == (128, 128, 3)
+    assert np.abs(ours - area).mean() < 3
+    flat = mipmap_resize(board, (128, 128))
+    assert np.abs(flat.astype(int) - 100).max() <= 2
+    # Kept buffers are used when given, and growing falls back to INTER_AREA.
+    kept = {}
+    scratch = lambda shape: kept.setdefault(shape, np.empty(shape, np.uint8))  # noqa: E731
+    out = mipmap_resize(picture, (128, 128), scratch=scratch)
+    assert any(out is buf for buf in kept.values()) and np.array_equal(out, ours)
+    assert mipmap_resize(picture[:10, :10], (20, 20)).shape == (20, 20, 3)
