@@ -17,43 +17,11 @@ import argparse
 import json
 import os
 import platform
-import select
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-
-
-def start_xvfb() -> tuple[subprocess.Popen, str]:
-    xvfb = shutil.which("Xvfb")
-    if xvfb is None:
-        sys.exit("Xvfb is not installed (Debian: apt-get install xvfb); or run with --use-display")
-    read_fd, write_fd = os.pipe()
-    proc = subprocess.Popen(
-        [xvfb, "-displayfd", str(write_fd), "-screen", "0", "1280x1024x24", "-nolisten", "tcp"],
-        pass_fds=(write_fd,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    os.close(write_fd)
-    said = b""
-    while not said.endswith(b"\n"):  # read to the newline: Xvfb dies if the pipe closes early
-        ready, _, _ = select.select([read_fd], [], [], 20)
-        chunk = os.read(read_fd, 64) if ready else b""
-        if not chunk:
-            sys.exit("Xvfb did not start")
-        said += chunk
-    os.close(read_fd)
-    name = f":{said.decode().strip()}"
-    from Xlib import display, error
-
-    for _ in range(100):  # it may say its number a moment before it answers
-        try:
-            display.Display(name).close()
-            return proc, name
-        except error.DisplayError:
-            time.sleep(0.1)
-    sys.exit("Xvfb does not answer")
 
 
 def fps_of(fn, seconds: float) -> float:
@@ -73,7 +41,10 @@ def main() -> int:
 
     xvfb = None
     if not args.use_display:
-        xvfb, os.environ["DISPLAY"] = start_xvfb()
+        from playtester.capture.window.virtual_display import VirtualDisplay
+
+        xvfb = VirtualDisplay("1280x1024x24")
+        os.environ["DISPLAY"] = xvfb.name
     workdir = tempfile.mkdtemp(prefix="bench-capture-")
     game = subprocess.Popen(
         [sys.executable, "-m", "playtester.capture.window.doom_spectator", "--game", "doom:freedoom2:MAP01",
@@ -129,8 +100,7 @@ def main() -> int:
         os.killpg(game.pid, 9)
         game.wait()
         if xvfb is not None:
-            xvfb.terminate()
-            xvfb.wait()
+            xvfb.close()
 
     raw_fps, full_fps = statistics.median(raw), statistics.median(full)
     copy_fps, area_fps = statistics.median(copy), statistics.median(area)

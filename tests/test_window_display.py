@@ -6,9 +6,7 @@ engine reads the keyboard from its window and sends its position and angle as UD
 the way a game's dev build would. Skipped, with the reason, where Xvfb or xdotool is missing.
 """
 
-import json
 import os
-import select
 import shutil
 import signal
 import socket
@@ -28,57 +26,22 @@ pytestmark = [pytest.mark.display, pytest.mark.slow]
 GAME_TITLE = "vizdoom"  # the engine's window is titled "VIZDOOM 1.3.2 (ZDOOM …)"
 
 
-def start_xvfb(xvfb):
-    """Xvfb on a free display number (it picks one, -displayfd); None when it does not answer."""
-    read_fd, write_fd = os.pipe()
-    proc = subprocess.Popen(
-        [xvfb, "-displayfd", str(write_fd), "-screen", "0", "1024x768x24", "-nolisten", "tcp"],
-        pass_fds=(write_fd,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    os.close(write_fd)
-    said = b""
-    deadline = time.time() + 20
-    while not said.endswith(b"\n") and time.time() < deadline:  # read to the newline: Xvfb dies
-        ready, _, _ = select.select([read_fd], [], [], 1)      # if the pipe closes before it
-        chunk = os.read(read_fd, 64) if ready else b""
-        if ready and not chunk:
-            break
-        said += chunk
-    os.close(read_fd)
-    number = said.decode().strip()
-    deadline = time.time() + 10
-    while number and time.time() < deadline:  # it may say its number a moment before it answers
-        check = subprocess.run(["xdotool", "getdisplaygeometry"], env=dict(os.environ, DISPLAY=f":{number}"),
-                               capture_output=True, text=True)
-        if check.returncode == 0:
-            return proc, f":{number}"
-        time.sleep(0.1)
-    proc.kill()
-    proc.wait()
-    return None, None
-
-
 @pytest.fixture(scope="module")
 def display():
     """A private Xvfb screen for this module; DISPLAY points at it meanwhile."""
-    xvfb, xdotool = shutil.which("Xvfb"), shutil.which("xdotool")
-    if xvfb is None or xdotool is None:
+    from playtester.capture.window.virtual_display import VirtualDisplay
+
+    if shutil.which("Xvfb") is None or shutil.which("xdotool") is None:
         pytest.skip("the window tests need Xvfb and xdotool (Debian: apt-get install xvfb xdotool)")
-    for _ in range(3):
-        proc, name = start_xvfb(xvfb)
-        if proc is not None:
-            break
-    else:
-        pytest.skip("Xvfb did not start a display that answers")
+    screen = VirtualDisplay()
     old = os.environ.get("DISPLAY")
-    os.environ["DISPLAY"] = name
-    yield name
+    os.environ["DISPLAY"] = screen.name
+    yield screen.name
     if old is None:
         os.environ.pop("DISPLAY", None)
     else:
         os.environ["DISPLAY"] = old
-    proc.terminate()
-    proc.wait(timeout=10)
+    screen.close()
 
 
 def xdotool(*args):

@@ -23,6 +23,7 @@ import numpy as np
 
 from playtester.capture.errors import UserError
 from playtester.capture.keymap import KeyMap
+from playtester.capture.window.ticker import Ticker
 from playtester.capture.window.platform import (
     Desktop, Keyboard, WindowInfo, find_window, open_desktop, open_keyboard, process_alive,
 )
@@ -94,7 +95,7 @@ class WindowGame(gym.Env):
         self._steps = 0
         self._started = False
         self._crashed = False
-        self._next_tick = 0.0
+        self.ticker = Ticker(self.fps)
         self.late_ticks = 0
 
     # -- the window ----------------------------------------------------------------------------------
@@ -156,7 +157,7 @@ class WindowGame(gym.Env):
         if self.telemetry is not None:
             self.telemetry.drop_events()
             self.telemetry.wait_for_first(self.telemetry_wait)
-        self._next_tick = time.perf_counter() + 1.0 / self.fps
+        self.ticker.restart()
         return self._frame.copy(), self._info(focused)
 
     def step(self, action):
@@ -173,7 +174,7 @@ class WindowGame(gym.Env):
                 focused = self._focus()
                 # Keys only reach the game when it has the focus; otherwise nothing is held.
                 self.sender.hold(self.keymap.keys_for(int(action)) if focused else ())  # type: ignore[union-attr]
-            self._wait_for_tick()
+            self.late_ticks += self.ticker.wait() > 0
             crashed = self._gone() or not self._observe()
         except BaseException:
             self.sender.release_all()  # type: ignore[union-attr]
@@ -186,17 +187,6 @@ class WindowGame(gym.Env):
         info = self._info(focused)
         info["step_time_ms"] = (time.perf_counter() - t0) * 1000.0
         return self._frame.copy(), 0.0, crashed, truncated, info
-
-    def _wait_for_tick(self) -> None:
-        """Sleep until the next tick of the control rate; a late step restarts the schedule."""
-        period = 1.0 / self.fps
-        delay = self._next_tick - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
-            self._next_tick += period
-        else:
-            self.late_ticks += 1
-            self._next_tick = time.perf_counter() + period
 
     def _info(self, focused: bool) -> dict[str, Any]:
         info: dict[str, Any] = {"step": self._steps, "crashed": self._crashed, "focused": bool(focused)}

@@ -33,6 +33,7 @@ import numpy as np
 
 from playtester.capture.errors import UserError
 from playtester.capture.keymap import KeyMap, normalise_key
+from playtester.capture.window.ticker import Ticker
 
 log = logging.getLogger(__name__)
 
@@ -174,8 +175,7 @@ class WindowSource:
             raise
         self.game = f"window:{cfg.window}" if cfg.window else "window:"
         self.fps = cfg.fps
-        self.period = 1.0 / cfg.fps
-        self._next = time.perf_counter()
+        self.ticker = Ticker(cfg.fps)
         self.dropped = 0
 
     def _region(self) -> tuple[int, int, int, int]:
@@ -199,19 +199,13 @@ class WindowSource:
         return meta
 
     def start_episode(self, seed: int) -> None:
-        self._next = time.perf_counter()
+        self.ticker.restart()
 
     def tick(self, recording: bool, held: list[str]) -> Sample | None:
         from playtester.capture.window.platform import process_alive
 
-        now = time.perf_counter()
-        if now < self._next:
-            time.sleep(self._next - now)
-            self._next += self.period
-        else:
-            missed = int((now - self._next) / self.period)
-            self.dropped += missed if recording else 0
-            self._next += (missed + 1) * self.period
+        missed = self.ticker.wait()
+        self.dropped += missed if recording else 0
         if self.window is not None and self.window.pid is not None and not process_alive(self.window.pid):
             raise SourceGone(f"the process of {self.window.title!r} (pid {self.window.pid}) has ended")
         frame = self.grabber.grab(self._region())  # type: ignore[union-attr]
@@ -249,7 +243,7 @@ class DoomSource:
         self.kind = "doom-spectator" if cfg.spectator else "doom-window"
         self.frame_skip = max(1, round(TICRATE / cfg.fps))
         self.fps = TICRATE / self.frame_skip
-        self.period = 1.0 / self.fps
+        self.ticker = Ticker(self.fps)
         self.game = cfg.game
         if cfg.spectator:
             self.env = open_spectator(cfg.game, keymap=cfg.keymap, resolution=cfg.resolution, frame_skip=self.frame_skip)  # type: ignore[arg-type]
@@ -259,7 +253,6 @@ class DoomSource:
             )
         self._button_keys = [[k for k in cfg.keymap.keys if KEY_BUTTONS[k] == b] for b in self.env.buttons]
         self._noop = _noop_action(cfg.keymap)
-        self._next = time.perf_counter()
         self.dropped = 0
         self.inexact = 0
         self.frame, self.info = self.env.reset(seed=cfg.seed)
@@ -273,7 +266,7 @@ class DoomSource:
     def start_episode(self, seed: int) -> None:
         self.frame, self.info = self.env.reset(seed=seed)
         self.inexact = 0
-        self._next = time.perf_counter()
+        self.ticker.restart()
 
     def tick(self, recording: bool, held: list[str]) -> Sample | None:
         import vizdoom as vzd
@@ -286,16 +279,17 @@ class DoomSource:
         if action is None and (recording or not self.spectator):
             # Nothing to label: the engine waits while no action key is held.
             if self.spectator:
-                time.sleep(self.period)
+                time.sleep(self.ticker.period)
             else:
-                self._wait_for_tick(recording=False)
+                self.ticker.wait()
             return None
         before, before_info = self.frame, self.info
         try:
             if self.spectator:
                 keys = self._spectator_step(held, recording)
             else:
-                self._wait_for_tick(recording)
+                missed = self.ticker.wait()
+                self.dropped += missed if recording else 0
                 self.frame, _, terminated, _, self.info = self.env.step(action)
                 if terminated:
                     raise SourceGone("the level ended")
@@ -304,16 +298,6 @@ class DoomSource:
             raise SourceGone("the engine's window was closed") from None
         telemetry = {k: v for k, v in before_info.items() if k not in ("step", "frame_time_ms")}
         return Sample(before, keys, telemetry)
-
-    def _wait_for_tick(self, recording: bool) -> None:
-        now = time.perf_counter()
-        if now < self._next:
-            time.sleep(self._next - now)
-            self._next += self.period
-        else:
-            missed = int((now - self._next) / self.period)
-            self.dropped += missed if recording else 0
-            self._next += (missed + 1) * self.period
 
     def _spectator_step(self, held: list[str], recording: bool) -> list[str]:
         """Let the engine run a step on the human's input; the keys are the buttons it applied."""
