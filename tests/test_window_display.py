@@ -164,6 +164,23 @@ def test_keys_sent_by_step_move_the_player(game):
     assert desktop_keys_down().isdisjoint({"w", "left", "right"})
 
 
+def test_only_keys_of_the_key_map_are_sent(game):
+    from playtester.capture.keymap import KeyMap
+
+    with pytest.raises(UserError, match="Alt\\+F4 closes the window"):
+        KeyMap.from_dict({"name": "bad", "actions": [{"name": "quit", "keys": ["alt", "f4"]}]})
+    env = make_env(game, fps=10)
+    try:
+        env.reset()
+        env.step(env.keymap.index("forward"))
+        with pytest.raises(ValueError, match="not a key of the key map"):
+            env.sender.hold(["w", "esc"])
+        assert desktop_keys_down().isdisjoint({"esc", "w"})  # refused before anything was sent
+        assert env.sender.held == []
+    finally:
+        env.close()
+
+
 def test_ctrl_c_during_a_step_releases_the_keys(game):
     env = make_env(game, fps=1)
     try:

@@ -111,7 +111,10 @@ _sigterm_installed = False
 
 def _release_everywhere() -> None:
     for sender in list(_live_senders):
-        sender.release_all()
+        try:
+            sender.release_all()
+        except Exception:  # the display may be gone already; the other senders still get their turn
+            pass
 
 
 def _on_sigterm(signum, frame):  # turn SIGTERM into SystemExit so that `finally` and atexit run
@@ -148,6 +151,7 @@ class KeySender:
         wanted = list(dict.fromkeys(keys))
         outside = [k for k in wanted if k not in self.allowed]
         if outside:
+            self.release_all()  # a caller gone wrong: stop pressing anything
             raise ValueError(f"refused to send {', '.join(outside)}: not a key of the key map")
         with self._lock:
             try:
