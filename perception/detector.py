@@ -31,6 +31,7 @@ from playtester.perception.training import read_checkpoint, tag_checkpoint
 log = logging.getLogger(__name__)
 
 BACKBONES = ("resnet50", "mobilenet")
+BACKBONE_STAGES = {"resnet50": 5, "mobilenet": 6}
 
 
 @dataclass
@@ -48,8 +49,10 @@ class DetectorConfig:
     """Frames are scaled (aspect kept) so that they fit in image_size×image_size."""
     anchor_scale: float = 0.25
     """Multiplies torchvision's anchor sizes (32–512 px, made for 800-px images)."""
-    freeze_backbone: bool | None = None
-    """Keep the backbone (with its FPN) fixed; None: freeze exactly when weights are pretrained."""
+    trainable_layers: int | None = None
+    """Backbone stages trained, counted from the top (torchvision's `trainable_backbone_layers`:
+    0 freezes the whole backbone body; resnet50 has 5, mobilenet 6). The FPN, RPN and box head
+    always train. None: 0 with pretrained weights (few-shot: heads only), all without."""
     rpn_proposals: int = 300
     """Region proposals kept per image after NMS (twice as many before); game frames hold few
     objects, and torchvision's 1000–2000 made for COCO cost most of the CPU time."""
@@ -85,8 +88,11 @@ class DetectorConfig:
             raise UserError(f"--batch-size {self.batch_size}: at least 1")
         if not 0 <= self.score_threshold <= 1:
             raise UserError(f"score threshold {self.score_threshold}: between 0 and 1")
-        if self.freeze_backbone is None:
-            self.freeze_backbone = self.pretrained != "none"
+        most = BACKBONE_STAGES[self.backbone]
+        if self.trainable_layers is None:
+            self.trainable_layers = 0 if self.pretrained != "none" else most
+        if not 0 <= self.trainable_layers <= most:
+            raise UserError(f"--trainable-layers {self.trainable_layers}: {self.backbone} has 0 to {most}")
 
     @property
     def num_classes(self) -> int:
@@ -159,8 +165,28 @@ class Detector(nn.Module):
         return self.config.classes
 
     def set_trainable(self) -> None:
-        """Freeze the backbone (with its FPN) when the config says so; heads always train."""
-        self.model.backbone.requires_grad_(not self.config.freeze_backbone)
+        """Train the top `trainable_layers` stages of the backbone body, freeze the rest
+        (torchvision's rule, which its builders skip without pretrained weights)."""
+        body = self.model.backbone.body
+        n = self.config.trainable_layers
+        children = list(body.named_children())
+        if self.config.backbone == "resnet50":
+            train = ["layer4", "layer3", "layer2", "layer1", "conv1"][:n] + (["bn1"] if n == 5 else [])
+            frozen = [m for name, m in children if name not in train]
+        else:
+            stages = [0] + [i for i, (_, b) in enumerate(children) if getattr(b, "_is_cn", False)] + [len(children) - 1]
+            first_trained = len(children) if n == 0 else stages[len(stages) - n]
+            frozen = [m for _, m in children[:first_trained]]
+        body.requires_grad_(True)
+        for m in frozen:
+            m.requires_grad_(False)
+
+    @property
+    def frozen_fraction(self) -> float:
+        """Share of the backbone body's parameters that do not train."""
+        ps = list(self.model.backbone.body.parameters())
+        total = sum(p.numel() for p in ps)
+        return sum(p.numel() for p in ps if not p.requires_grad) / max(1, total)
 
     def load_pretrained(self) -> str:
         """Load the starting weights the config names; returns what was loaded, for the log.
@@ -170,7 +196,7 @@ class Detector(nn.Module):
         """
         cfg = self.config
         if cfg.pretrained == "none":
-            return "random init (--pretrained none): the backbone is trained too" if not cfg.freeze_backbone else "random init"
+            return "random init (--pretrained none)"
         if cfg.pretrained == "coco":
             weights = _coco_weights(cfg.backbone)
             try:

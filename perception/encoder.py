@@ -1,7 +1,7 @@
 """The feature encoder, trained by masked inverse dynamics (PPGTA §IV-A).
 
-`FeatureEncoder` is AlexNet's convolutional trunk (ImageNet weights when available) followed by
-a small spatial pool and a linear projection: float B×3×H×W frames in [0, 1] → B×`out_dim`
+`FeatureEncoder` is AlexNet's convolutional trunk (ImageNet weights when available; the five
+conv layers, without the last max-pool) followed by a small spatial pool and a linear projection: float B×3×H×W frames in [0, 1] → B×`out_dim`
 features. It works at any input of 64 px a side or more (the imitation policy uses 128², RND 64²).
 
 `InverseDynamics` predicts the action `a` between two adjacent frames from their features
@@ -104,7 +104,9 @@ class FeatureEncoder(nn.Module):
         super().__init__()
         from torchvision.models import alexnet
 
-        self.trunk = alexnet(weights=None).features
+        # AlexNet's conv layers without its last max-pool: at 64 px that pool would leave a 1×1
+        # map, and where things moved is what tells a turn from a strafe.
+        self.trunk = alexnet(weights=None).features[:-1]
         self.pool = nn.AdaptiveAvgPool2d(pool)
         self.proj = nn.Linear(TRUNK_CHANNELS * pool * pool, feature_dim)
         self.out_dim = feature_dim

@@ -23,6 +23,30 @@ log = logging.getLogger(__name__)
 CHECKPOINT_VERSION = 1
 
 
+class _DropTips(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "litlogger" not in record.getMessage()
+
+
+def _quiet_lightning() -> None:
+    """One copy of each Lightning message (through the app's handler, when it has one), no ads."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
+    warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
+    for name in ("lightning.pytorch", "lightning.fabric"):
+        lg = logging.getLogger(name)
+        if logging.getLogger().handlers:
+            for h in list(lg.handlers):
+                if isinstance(h, logging.StreamHandler):
+                    lg.removeHandler(h)
+        if not any(isinstance(f, _DropTips) for f in lg.filters):
+            lg.addFilter(_DropTips())
+        for sub in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
+            if not any(isinstance(f, _DropTips) for f in logging.getLogger(sub).filters):
+                logging.getLogger(sub).addFilter(_DropTips())
+
+
 def make_trainer(
     *,
     name: str,
@@ -39,6 +63,7 @@ def make_trainer(
     import lightning as L
     from lightning.pytorch.loggers import TensorBoardLogger
 
+    _quiet_lightning()
     if epochs < 1:
         raise UserError(f"--epochs {epochs}: train for at least one epoch")
     if max_minutes is not None and max_minutes <= 0:
@@ -83,11 +108,15 @@ def read_checkpoint(path: str | Path, kind: str, map_location: str | torch.devic
     if not isinstance(info, dict) or "hyper_parameters" not in ckpt:
         raise UserError(f"checkpoint {path}: not a playtester checkpoint (no model config in it)")
     if info.get("model") != kind:
-        raise UserError(f"checkpoint {path}: it holds a {info.get('model')}, not a {kind}")
+        raise UserError(f"checkpoint {path}: it is {_article(str(info.get('model')))} checkpoint, not {_article(kind)} checkpoint")
     if info.get("version", 0) > CHECKPOINT_VERSION:
         raise UserError(f"checkpoint {path}: written by a newer playtester (format {info.get('version')}); upgrade")
     state = {k.removeprefix("model."): v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
     return dict(ckpt["hyper_parameters"]), state
+
+
+def _article(word: str) -> str:
+    return ("an " if word[:1] in "aeiou" else "a ") + word
 
 
 def tag_checkpoint(checkpoint: dict[str, Any], kind: str) -> None:

@@ -59,6 +59,8 @@ def train_detector(
     max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Stop training after this long, whatever the epoch."),
     batch_size: int = typer.Option(8, "--batch-size", help="Images per step."),
     lr: float = typer.Option(3e-4, "--lr", help="AdamW learning rate."),
+    trainable_layers: Optional[int] = typer.Option(
+        None, "--trainable-layers", help="Backbone stages to train from the top (default: 0 with pretrained weights, all with none)."),
     base_coco: Optional[Path] = typer.Option(None, "--base-coco", help="Base-class shots (COCO) to mix into training (few-shot, TFA)."),
     base_images: Optional[Path] = typer.Option(None, "--base-images", help="Image folder of --base-coco."),
     base_shots: int = typer.Option(10, "--base-shots", help="Base-class images per class to mix in."),
@@ -74,13 +76,14 @@ def train_detector(
     import lightning as L
 
     from playtester.datasets.detection import DetectionDataModule
-    from playtester.perception.detector import DetectorConfig, DetectorModule
+    from playtester.perception.detector import BACKBONE_STAGES, DetectorConfig, DetectorModule
     from playtester.perception.detector_eval import evaluate_detector
     from playtester.perception.training import make_trainer, save_checkpoint_atomic
 
     if (base_coco is None) != (base_images is None) and base_images is not None:
         raise UserError("--base-images needs --base-coco")
-    DetectorConfig(classes=["_"], backbone=backbone, pretrained=pretrained, image_size=image_size, lr=lr, batch_size=batch_size)
+    DetectorConfig(classes=["_"], backbone=backbone, pretrained=pretrained, image_size=image_size, lr=lr, batch_size=batch_size,
+                   trainable_layers=trainable_layers)
     dm = DetectionDataModule(
         coco, images, base_labels=base_coco, base_images=base_images, base_shots=base_shots if base_coco else 0,
         batch_size=batch_size, augment=augment, seed=seed, workers=workers,
@@ -94,12 +97,13 @@ def train_detector(
              ", ".join(f"{c} {n}" for c, n in counts.items()))
     cfg = DetectorConfig(
         classes=dm.classes, backbone=backbone, pretrained=pretrained, image_size=image_size, lr=lr,
-        batch_size=batch_size, split_seed=seed,
+        batch_size=batch_size, split_seed=seed, trainable_layers=trainable_layers,
     )
     L.seed_everything(seed, verbose=False)
     module = DetectorModule(**asdict(cfg))
-    log.info("detector %s at %d px starts from %s; backbone %s", backbone, image_size, module.model.load_pretrained(),
-             "frozen (heads trained)" if cfg.freeze_backbone else "trained")
+    log.info("detector %s at %d px starts from %s; %d of %d backbone stages trained (%.0f %% of its weights frozen), "
+             "FPN and heads trained", backbone, image_size, module.model.load_pretrained(), cfg.trainable_layers,
+             BACKBONE_STAGES[backbone], 100 * module.model.frozen_fraction)
     trainer = make_trainer(
         name="detector", logdir=logdir or out.parent / "logs", epochs=epochs, max_minutes=max_minutes,
         accelerator=accelerator, val_every=1 if sizes["val"] else 10**6,
