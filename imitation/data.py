@@ -42,18 +42,20 @@ def test_boxes(ep: Episode) -> list:
     return [s.get("test_box") for s in ep.steps]
 
 
-def check_demos(episodes: list[Episode], keymap: KeyMap | None, k: int, root: str | Path) -> KeyMap:
-    """The demos' common key map; errors name the folder or episode that does not fit."""
+def check_demos(episodes: list[Episode], action_names: list[str] | None, k: int, root: str | Path) -> KeyMap:
+    """The demos' common key map; errors name the folder or episode that does not fit.
+
+    `action_names` are the encoder's (it was trained to tell those actions apart)."""
     km = episodes[0].keymap
     for ep in episodes:
         if not ep.keymap.same_actions(km):
             raise UserError(f"demos folder {root}: episode {ep.name} has another key map than {episodes[0].name}; keep one key map per folder")
         if len(ep) < k:
             raise UserError(f"episode {ep.path}: {len(ep)} frames, shorter than the policy's window of {k}; record longer episodes or remove it")
-    if keymap is not None and not km.same_actions(keymap):
+    if action_names is not None and list(action_names) != km.names:
         raise UserError(
             f"demos folder {root}: its key map ({', '.join(km.names)}) differs from the encoder's "
-            f"({', '.join(keymap.names)}); train the encoder on demos with this key map"
+            f"({', '.join(action_names)}); train the encoder on demos with this key map"
         )
     return km
 

@@ -3,7 +3,7 @@
 An executed test is scored by the Jensen–Shannon divergence between its action distribution
 (the share of steps on each action) and the expert's for that behaviour, in bits (0 … 1). The
 success threshold comes from validation demos: the largest divergence an expert trajectory
-itself has from the expert distribution (a chosen quantile of them), so "success" means "within
+itself has from the expert distribution (by default the largest), so "success" means "within
 the spread of the expert's own tests".
 """
 
@@ -35,7 +35,7 @@ def jsd(p: np.ndarray, q: np.ndarray) -> float:
     return 0.5 * kl(p) + 0.5 * kl(q)
 
 
-def success_threshold(expert: np.ndarray, validation: Iterable[Sequence[int]], n_actions: int, quantile: float = 0.9) -> float:
+def success_threshold(expert: np.ndarray, validation: Iterable[Sequence[int]], n_actions: int, quantile: float = 1.0) -> float:
     """The `quantile` of the validation trajectories' divergences from the expert distribution."""
     scores = [jsd(action_distribution(v, n_actions), expert) for v in validation]
     if not scores:

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from playtester.capture.keymap import KeyMap
-from playtester.imitation.policy import ImitationPolicy, PolicyConfig, to_input
+from playtester.imitation.policy import ImitationPolicy, PolicyConfig, build_encoder, to_input
 from playtester.perception.od_mask import od_mask
 
 
@@ -61,7 +61,6 @@ class LivePolicy:
 
 def load_policy(path: str | Path, map_location: str | torch.device = "cpu") -> LivePolicy:
     """Rebuild a trained policy from its checkpoint alone (encoder included)."""
-    from playtester.perception.encoder import build_encoder
     from playtester.perception.training import read_checkpoint
 
     hp, state = read_checkpoint(path, "policy", map_location)

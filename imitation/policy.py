@@ -133,6 +133,14 @@ class PolicyCore(nn.Module):
         return self.logits(self.head(h_c)), h_c, h_last
 
 
+def build_encoder(config: dict[str, Any]) -> nn.Module:
+    """An untrained `FeatureEncoder` shaped by an encoder config (weights come from the checkpoint)."""
+    from playtester.perception.encoder import EncoderConfig, FeatureEncoder
+
+    cfg = EncoderConfig.from_dict(config)
+    return FeatureEncoder(feature_dim=cfg.feature_dim, pool=cfg.pool)
+
+
 def to_input(frames: torch.Tensor, size: int) -> torch.Tensor:
     """uint8 B×H×W×3 frames → float B×3×size×size in [0, 1] (area resize)."""
     x = frames.permute(0, 3, 1, 2).float().div_(255.0)

@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader
 
 from playtester.capture.errors import UserError
 from playtester.imitation.data import Batch, Trajectory, collate
-from playtester.imitation.policy import ImitationPolicy, PolicyConfig
+from playtester.imitation.policy import ImitationPolicy, PolicyConfig, build_encoder
 from playtester.imitation.teacher import EMATeacher, dino_loss
 from playtester.perception.training import tag_checkpoint
 
@@ -91,8 +91,6 @@ class BehaviourCloning(L.LightningModule):
         self.cfg = PolicyConfig(**policy)
         self.tcfg = TrainConfig(**train)
         if encoder is None:
-            from playtester.perception.encoder import build_encoder
-
             encoder = build_encoder(self.cfg.encoder)
         self.model = ImitationPolicy(self.cfg, encoder)
         for p in self.model.encoder.parameters():  # frozen: features are precomputed
@@ -121,7 +119,8 @@ class BehaviourCloning(L.LightningModule):
             ce = F.cross_entropy(logits[mask], batch.actions[:, sl][mask])
             loss = ce
             if self.teacher is not None:
-                _, hct, ht = self.teacher(t_windows[:, sl], ht)
+                with torch.no_grad():
+                    _, hct, ht = self.teacher.model.forward_windows(t_windows[:, sl], ht)
                 dl = dino_loss(hc[mask], hct[mask], self.teacher.center, self.tcfg.tau_student, self.tcfg.tau_teacher)
                 loss = ce + self.tcfg.dino_weight * dl
                 self.teacher.update_center(hct[mask])

@@ -62,6 +62,11 @@ def _register() -> None:
     app.command("record")(window.record)
     app.command("replay")(window.replay)
 
+    from playtester.commands import imitation
+
+    train_app.command("policy")(imitation.train_policy)
+    eval_app.command("policy")(imitation.eval_policy)
+
 
 _register()
 

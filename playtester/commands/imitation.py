@@ -46,22 +46,24 @@ def train_policy(
     from playtester.imitation.jsd import action_distribution, success_threshold
     from playtester.imitation.policy import ImitationPolicy, PolicyConfig
     from playtester.imitation.training import BehaviourCloning, KeepBest, TrainConfig, evaluate_offline, loader
-    from playtester.perception.encoder import encoder_keymap, load_encoder
+    from playtester.perception.encoder import load_encoder
     from playtester.perception.training import make_trainer, save_checkpoint_atomic
 
     check_out_parent(out)
     L.seed_everything(seed, verbose=False)
-    enc, enc_config = load_encoder(encoder)
+    enc = load_encoder(encoder)
+    enc_config = asdict(enc.config)
     tcfg = TrainConfig(epochs=epochs, batch_size=batch_size, chunk=chunk, lr_peak=lr, lr_start=lr / 10,
                        teacher=not no_teacher, seed=seed)
     episodes = load_episodes(demos, behavior=behavior)
     probe = PolicyConfig()
-    keymap = check_demos(episodes, encoder_keymap(enc_config), probe.k, demos)
+    keymap = check_demos(episodes, enc.config.action_names, probe.k, demos)
     train_eps, val_eps, test_eps = split_episodes(episodes, seed)
     if not val_eps:
         raise UserError(f"demos folder {demos}: {len(episodes)} episodes; record at least 3 (train, validation, test)")
     tag = behavior or episodes[0].behavior
-    cfg = PolicyConfig(n_actions=keymap.n, feature_dim=int(enc.out_dim), behavior=tag, keymap=keymap.to_dict(), encoder=enc_config)
+    cfg = PolicyConfig(n_actions=keymap.n, feature_dim=int(enc.out_dim), image_size=enc.config.image_size,
+                       behavior=tag, keymap=keymap.to_dict(), encoder=enc_config)
     shell = ImitationPolicy(cfg, enc)
     console.print(f"encoding {len(episodes)} episodes ({sum(len(e) for e in episodes)} frames) with the frozen encoder")
     train, val, test = (encode_episodes(eps, shell.encode, teacher=tcfg.teacher) for eps in (train_eps, val_eps, test_eps))
