@@ -1,1 +1,25 @@
-"""Exploration: recurrent PPO, ensemble RND, the preference reward and its adaptive mix."""
+"""Exploration: recurrent PPO, ensemble RND, the preference reward and its adaptive mix.
+
+    losses.py        GAE, clipped policy and value losses, entropy: pure functions
+    actor_critic.py  the `ActorCritic` protocol PPO trains; `GRUActorCritic`; `RandomAgent`
+    ppo.py           recurrent PPO on Lightning Fabric (one loop), `RewardHook`, checkpoints, --resume
+    rnd.py           `EnsembleRND`: frozen target, N predictors, replay, normalisation
+    preference.py    `preference_reward` (−KL(π^e ‖ π^p)), `AlphaSchedule`, `mix_rewards`
+    reward.py        `ExplorationReward`: the `RewardHook` that blends novelty and preference
+    modes.py         `explorer_preset`: ppgta | inspector | random
+
+What wiring the full explorer (after issues 4 and 5) still needs:
+
+- An `ActorCritic` around the imitation policy: `prepare(obs)` = the frozen `FeatureEncoder` trunk
+  on the (K-frame, OD-masked) frames, so rollouts store features (`frozen_trunk = True`);
+  `forward(features, state, done)` = the local/global GRUs with `done` resetting the global state;
+  a second value head (`num_values = 2`) next to the action head; weights of everything but the
+  value heads loaded from the path-following checkpoint; `checkpoint_spec`/`from_config`.
+- The same policy, frozen, as `ExplorationReward(preference_policy=…)`; its action count is
+  checked against the game's by `ExplorationReward.check_game` before training.
+- `rnd_frames`: downsample to 64×64 and apply `od_mask` (perception) before RND;
+  `rnd_trunk_factory` to use the `FeatureEncoder` trunk in the RND networks if wanted (then
+  `normalize_obs=False`).
+- The `playtester run` command: `make_game` → `ResizeFrame` → `PPOConfig(env_id=spec,
+  vector_env="async")`, `explorer_preset(mode)`, `train(cfg, agent, hook)`.
+"""

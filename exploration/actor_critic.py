@@ -39,6 +39,8 @@ class ActorCritic(Protocol):
 
     num_actions: int
     num_values: int
+    frozen_trunk: bool
+    """True when `prepare` runs a frozen encoder trunk (PPO then logs that only the rest trains)."""
 
     def initial_state(self, batch_size: int) -> Tensor:
         """The state at the start of an episode, `batch_size×…`."""
@@ -112,6 +114,7 @@ class GRUActorCritic(nn.Module):
         self.config = cfg = config
         self.num_actions = cfg.num_actions
         self.num_values = cfg.num_values
+        self.frozen_trunk = False
         if cfg.encoder == "mlp":
             self.encoder = nn.Sequential(
                 layer_init(nn.Linear(cfg.obs_shape[0], cfg.hidden_dim)), nn.Tanh(),
@@ -203,6 +206,7 @@ class RandomAgent(nn.Module):
         self.config = config
         self.num_actions = config.num_actions
         self.num_values = config.num_values
+        self.frozen_trunk = False
         self.register_buffer("_anchor", torch.zeros(()), persistent=False)
 
     @classmethod

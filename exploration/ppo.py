@@ -342,9 +342,11 @@ def train(
         agent_spec = agent.checkpoint_spec()
         agent, optimizer = fabric.setup(agent, optimizer)
         module = agent.module if hasattr(agent, "module") else agent
+        trained = sum(p.numel() for p in agent.parameters() if p.requires_grad)
+        total = sum(p.numel() for p in agent.parameters())
+        trunk = "frozen encoder trunk, features stored in the rollout buffer" if getattr(module, "frozen_trunk", False) else "whole network trained"
         fabric.print(f"PPO on {cfg.env_id}: {num_envs_text(cfg)}, {num_values} value head(s), "
-                     f"{sum(p.numel() for p in agent.parameters() if p.requires_grad)} trained parameters, "
-                     f"iterations {start_iteration}..{cfg.num_iterations}")
+                     f"{trained} of {total} parameters trained ({trunk}), iterations {start_iteration}..{cfg.num_iterations}")
         if ckpt is not None:
             fabric.print(f"resumed from {checkpoint_path} at step {global_step}")
 
@@ -389,12 +391,12 @@ def train(
             # 1. Rollout.
             for step in range(T):
                 global_step += N
-                next_input = module.prepare(torch.as_tensor(next_obs_np, device=device))
-                if obs is None:
-                    obs = torch.zeros((T, N, *next_input.shape[1:]), dtype=next_input.dtype, device=device)
-                obs[step] = next_input
-                dones[step] = next_done
                 with torch.no_grad():
+                    next_input = module.prepare(torch.as_tensor(next_obs_np, device=device))
+                    if obs is None:
+                        obs = torch.zeros((T, N, *next_input.shape[1:]), dtype=next_input.dtype, device=device)
+                    obs[step] = next_input
+                    dones[step] = next_done
                     out = agent(next_input.unsqueeze(0), next_state, next_done.unsqueeze(0))
                     logits, next_state = out.logits[0], out.state
                     dist = Categorical(logits=logits, validate_args=False)
@@ -416,8 +418,8 @@ def train(
                         reached_obs[i] = infos["final_obs"][i]
                     # Time-limit truncation: the episode did not really end, so bootstrap its value.
                     for i in np.flatnonzero(truncations & ~terminations):
-                        final_input = module.prepare(torch.as_tensor(reached_obs[i : i + 1], device=device))
                         with torch.no_grad():
+                            final_input = module.prepare(torch.as_tensor(reached_obs[i : i + 1], device=device))
                             final_value = agent(final_input.unsqueeze(0), next_state[i : i + 1], torch.zeros(1, 1, device=device)).values[0, 0, 0]
                         rewards[step, i, 0] += cfg.gamma * final_value
                 if reward_hook is not None:

@@ -275,9 +275,10 @@ def test_explorer_reward_hook_trains_with_two_value_heads_and_resumes(tmp_path):
 def test_inspector_baseline_runs_in_the_same_code_path(tmp_path):
     hook = ExplorationReward(replace(explorer_preset("inspector").reward, rnd=replace(tiny_rnd(), num_predictors=1, reward="prediction_error")), 2)
     cfg = PPOConfig(env_id="squares", run_dir=str(tmp_path), num_envs=2, num_steps=8, num_minibatches=1, update_epochs=1,
-                    total_timesteps=32, encoder="conv", hidden_dim=32, rnn_dim=16, env_reward_coef=0.0, log_every=1)
-    result = train(cfg, reward_hook=hook, env_fn=Squares)
+                    total_timesteps=32, encoder="conv", hidden_dim=32, rnn_dim=16, env_reward_coef=0.0, vector_env="async")
+    result = train(cfg, reward_hook=hook, env_fn=Squares)  # one process per game
     assert result.global_step == 32 and len(hook.rnd.predictors) == 1
+    assert int(hook.rnd.frames_seen) == 32
 
 
 def test_bad_games_and_preference_policies_are_refused_before_training():

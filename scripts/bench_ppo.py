@@ -1,0 +1,177 @@
+"""Our recurrent PPO against Stable-Baselines3's PPO, side by side, same task and step budget.
+
+For each seed both train on the same Gymnasium task (state vectors) for the same number of env
+steps with the same PPO hyper-parameters where the two share them (the RL-Zoo's tuned CartPole-v1
+set); SB3 uses its usual MLP policy, ours the small GRU actor-critic. Then each final policy plays
+`--eval-episodes` fresh episodes, acting greedily (SB3's `evaluate_policy` default). The two run
+alternately in one process so that the machine's noise falls on both alike.
+
+    python scripts/bench_ppo.py [--env CartPole-v1] [--timesteps 100000] [--seeds 1 2 3] [--threads 1]
+
+Prints per seed and overall: mean evaluation return, mean return of the last 20 training
+episodes, env steps per second of training, and the ratios ours / SB3. Needs the `bench` extra.
+
+`--part latency` times one explorer decision on one frame: the explorer actor-critic, the
+preference policy and the 5-predictor RND reward (target ≤ 20 ms). Until the imitation policy
+exists (issue 5) both policies are stand-ins: the conv GRU actor-critic at 64×64.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import replace
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from playtester.exploration.ppo import PPOConfig, train
+
+# RL-Zoo's tuned PPO for CartPole-v1, shared by both contenders.
+SHARED = dict(num_envs=8, num_steps=32, gamma=0.98, gae_lambda=0.8, update_epochs=20, ent_coef=0.0, learning_rate=1e-3)
+
+
+def ours_config(env_id: str, timesteps: int, seed: int, run_dir: str) -> PPOConfig:
+    return PPOConfig(
+        env_id=f"state:{env_id}", total_timesteps=timesteps, seed=seed, run_dir=run_dir,
+        num_minibatches=1, anneal_lr=True, clip_vloss=False, checkpoint_every=0, log_every=10, **SHARED,
+    )
+
+
+def run_ours(env_id: str, timesteps: int, seed: int, episodes: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        result = train(ours_config(env_id, timesteps, seed, tmp))
+        wall = time.perf_counter() - start
+    agent = result.agent.eval()
+    returns = []
+    env = gym.make(env_id)
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=10_000 + seed * 100 + episode)
+        state = agent.initial_state(1)
+        done, total, first = False, 0.0, True
+        while not done:
+            with torch.no_grad():
+                x = agent.prepare(torch.as_tensor(obs[None], dtype=torch.float32)).unsqueeze(0)
+                out = agent(x, state, torch.tensor([[float(first)]]))
+            state, first = out.state, False
+            obs, reward, terminated, truncated, _ = env.step(int(out.logits[0, 0].argmax()))
+            total += float(reward)
+            done = terminated or truncated
+        returns.append(total)
+    env.close()
+    return {"eval": float(np.mean(returns)), "train_last20": float(np.mean(result.episode_returns[-20:])),
+            "sps": timesteps / wall, "loop_sps": result.sps}
+
+
+def run_sb3(env_id: str, timesteps: int, seed: int, episodes: int) -> dict[str, float]:
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    envs = make_vec_env(env_id, n_envs=SHARED["num_envs"], seed=seed)
+    model = PPO(
+        "MlpPolicy", envs, n_steps=SHARED["num_steps"], batch_size=SHARED["num_envs"] * SHARED["num_steps"],
+        n_epochs=SHARED["update_epochs"], gamma=SHARED["gamma"], gae_lambda=SHARED["gae_lambda"],
+        ent_coef=SHARED["ent_coef"], learning_rate=lambda p: p * SHARED["learning_rate"],
+        clip_range=lambda p: p * 0.2, seed=seed, device="cpu", verbose=0,
+    )
+    start = time.perf_counter()
+    model.learn(timesteps)
+    wall = time.perf_counter() - start
+    train_returns = [e["r"] for e in list(model.ep_info_buffer)[-20:]]
+    eval_env = make_vec_env(env_id, n_envs=1, seed=10_000 + seed * 100)
+    mean, _ = evaluate_policy(model, eval_env, n_eval_episodes=episodes, deterministic=True)
+    envs.close()
+    eval_env.close()
+    return {"eval": float(mean), "train_last20": float(np.mean(train_returns)), "sps": timesteps / wall}
+
+
+def decision_latency(steps: int = 300) -> dict[str, float]:
+    """Median milliseconds of one explorer step on one 240×320 frame (stand-in policies)."""
+    from playtester.exploration.actor_critic import GRUActorCritic, GRUActorCriticConfig
+    from playtester.exploration.preference import preference_reward
+    from playtester.exploration.rnd import EnsembleRND, RNDConfig, frames_to_rnd_input
+    from playtester.capture.wrappers import resize_frame
+
+    torch.manual_seed(0)
+    shape = GRUActorCriticConfig(obs_shape=(64, 64, 3), num_actions=9, encoder="conv", hidden_dim=256, rnn_dim=256, num_values=2)
+    explorer, preference = GRUActorCritic(shape).eval(), GRUActorCritic(replace(shape, num_values=1)).eval()
+    rnd = EnsembleRND(RNDConfig(obs_warmup_frames=0))
+    rnd_shared = EnsembleRND(RNDConfig(obs_warmup_frames=0, predictors="shared_trunk"))
+    rng = np.random.default_rng(0)
+    e_state, p_state, done = explorer.initial_state(1), preference.initial_state(1), torch.zeros(1, 1)
+    parts: dict[str, list[float]] = {"policy": [], "preference": [], "rnd": [], "total": [], "rnd_shared_trunk": [], "total_shared_trunk": []}
+    for _ in range(steps):
+        frame = rng.integers(0, 256, (240, 320, 3), dtype=np.uint8)
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            x = explorer.prepare(torch.from_numpy(resize_frame(frame, (64, 64))[None]))
+            out = explorer(x.unsqueeze(0), e_state, done)
+            e_state = out.state
+            action = torch.distributions.Categorical(logits=out.logits[0]).sample()
+            t1 = time.perf_counter()
+            pref = preference(x.unsqueeze(0), p_state, done)
+            p_state = pref.state
+            preference_reward(out.logits[0], pref.logits[0])
+            t2 = time.perf_counter()
+            rnd.reward(frames_to_rnd_input(frame[None], 64))
+            t3 = time.perf_counter()
+            rnd_shared.reward(frames_to_rnd_input(frame[None], 64))
+            t4 = time.perf_counter()
+        for k, v in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t3 - t0, t4 - t3, t2 - t0 + t4 - t3)):
+            parts[k].append(v * 1000)
+        int(action)
+    return {k: statistics.median(v) for k, v in parts.items()}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--env", default="CartPole-v1")
+    parser.add_argument("--timesteps", type=int, default=100_000)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--eval-episodes", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1 on a shared machine)")
+    parser.add_argument("--only", choices=["ours", "sb3"], help="run one contender (for tuning)")
+    parser.add_argument("--part", choices=["ppo", "latency", "all"], default="all")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+
+    if args.part in ("latency", "all"):
+        lat = decision_latency()
+        print("explorer decision latency, median ms (stand-in policies): " + ", ".join(f"{k} {v:.2f}" for k, v in lat.items()), flush=True)
+    if args.part == "latency":
+        return
+
+    rows = []
+    for seed in args.seeds:
+        row = {"seed": seed}
+        if args.only != "sb3":
+            row["ours"] = run_ours(args.env, args.timesteps, seed, args.eval_episodes)
+        if args.only != "ours":
+            row["sb3"] = run_sb3(args.env, args.timesteps, seed, args.eval_episodes)
+        rows.append(row)
+        print(f"seed {seed}: " + "  ".join(
+            f"{name}: eval {r['eval']:.1f}, train(last 20) {r['train_last20']:.1f}, {r['sps']:.0f} steps/s"
+            for name, r in row.items() if name != "seed"), flush=True)
+
+    print(f"\n{args.env}, {args.timesteps} env steps, seeds {args.seeds}, torch threads {args.threads}")
+    print(f"{'':6} {'eval return':>12} {'train last 20':>14} {'steps/s':>9}")
+    summary = {}
+    for name in ("ours", "sb3"):
+        if name not in rows[0]:
+            continue
+        summary[name] = {k: statistics.mean(r[name][k] for r in rows) for k in ("eval", "train_last20", "sps")}
+        s = summary[name]
+        print(f"{name:6} {s['eval']:12.1f} {s['train_last20']:14.1f} {s['sps']:9.0f}")
+    if len(summary) == 2:
+        o, b = summary["ours"], summary["sb3"]
+        print(f"{'ratio':6} {o['eval'] / b['eval']:12.2f} {o['train_last20'] / b['train_last20']:14.2f} {o['sps'] / b['sps']:9.2f}   (ours / SB3)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
