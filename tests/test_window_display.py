@@ -299,7 +299,7 @@ def test_recorder_labels_typed_keys(game, tmp_path):
     assert episode.meta["window"]["title"].upper().startswith("VIZDOOM")
 
 
-def test_recorded_park_episode_replays_bit_for_bit(display, small_park, tmp_path):
+def test_recorded_park_episode_replays_bit_for_bit(game, small_park, tmp_path):
     from playtester.datasets.episodes import load_episodes
 
     out = tmp_path / "demos"
@@ -310,6 +310,9 @@ def test_recorded_park_episode_replays_bit_for_bit(display, small_park, tmp_path
         xdotool("windowfocus", window)
         xdotool("key", "F8")
         time.sleep(0.3)
+        xdotool("windowfocus", game.window)  # keys typed into another window do not count
+        type_schedule([(["d"], 0.8, "strafe_right")])
+        xdotool("windowfocus", window)
         type_schedule([(["w"], 1.0, "forward"), (["right"], 0.8, "turn_right"), (["a"], 0.8, "strafe_left")])
         xdotool("key", "F10")  # quitting while recording keeps the episode
         _, err = proc.communicate(timeout=60)
@@ -318,6 +321,8 @@ def test_recorded_park_episode_replays_bit_for_bit(display, small_park, tmp_path
     assert proc.returncode == 0, err
     (episode,) = load_episodes(out, strict=True)
     assert len(episode) >= 15 and episode.meta["reset"] == {"seed": 3, "options": {}}
+    names = [episode.keymap.names[a] for a in episode.actions]
+    assert "strafe_right" not in names and {"forward", "turn_right", "strafe_left"} <= set(names)
     replay = subprocess.run(
         [sys.executable, "-m", "playtester", "replay", str(episode.path), "--speed", "0", "--strict"],
         capture_output=True, text=True, timeout=120, cwd=tmp_path,

@@ -98,6 +98,22 @@ def process_alive(pid: int) -> bool:
     return True
 
 
+def child_of_this_process(pid: int) -> bool:
+    """Whether process `pid` descends from this one (Linux; False where that cannot be read)."""
+    me = os.getpid()
+    for _ in range(16):
+        if pid == me:
+            return True
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            return False
+        if pid <= 1:
+            return False
+    return False
+
+
 def open_desktop() -> Desktop:
     """The desktop of this session; a `UserError` says what is missing when there is none."""
     if sys.platform.startswith("linux"):

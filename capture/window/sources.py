@@ -137,7 +137,26 @@ class DoomSource:
         self._noop = noop_action(cfg.keymap)
         self.dropped = 0
         self.inexact = 0
+        self.desktop, self.window = self._engine_window()
         self.frame, self.info = self.env.reset(seed=cfg.seed)
+
+    def _engine_window(self):
+        """The engine's window (its process is a child of this one), to count keys only while it
+        has the focus; `(None, None)` where the desktop cannot say."""
+        from playtester.capture.window.platform import child_of_this_process, open_desktop
+
+        desktop = open_desktop()
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            mine = [w for w in desktop.windows() if w.pid is not None and child_of_this_process(w.pid)]
+            if mine:
+                return desktop, mine[-1]
+            time.sleep(0.1)
+        desktop.close()
+        return None, None
+
+    def _focused(self) -> bool:
+        return self.window is None or self.desktop.has_focus(self.window.handle)
 
     def episode_meta(self, seed: int) -> dict[str, Any]:
         options: dict[str, Any] = {"resolution": self.cfg.resolution, "frame_skip": self.frame_skip}
@@ -154,7 +173,8 @@ class DoomSource:
         import vizdoom as vzd
 
         keymap = self.cfg.keymap
-        held = [k for k in held if k in keymap.keys]
+        # Keys typed into another window are not the player's (the engine would not hear them).
+        held = [k for k in held if k in keymap.keys] if self._focused() else []
         action = keymap.action_for_keys(held)
         if action is None:
             action = self._noop
@@ -198,6 +218,8 @@ class DoomSource:
 
     def close(self) -> None:
         self.env.close()
+        if self.desktop is not None:
+            self.desktop.close()
 
 
 def noop_action(keymap: KeyMap) -> int | None:
