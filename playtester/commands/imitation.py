@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict
 from pathlib import Path
 from typing import Optional
 
@@ -30,6 +29,8 @@ def train_policy(
     batch_size: int = typer.Option(8, "--batch-size", help="Episodes per batch."),
     chunk: int = typer.Option(32, "--chunk", help="Steps per truncated back-propagation chunk."),
     lr: float = typer.Option(1e-3, "--lr", help="Peak learning rate after warm-up."),
+    global_hidden: int = typer.Option(1024, "--global-hidden", help="Hidden size of the global GRU (paper: 1024)."),
+    local_hidden: int = typer.Option(256, "--local-hidden", help="Hidden size of the local bidirectional GRU (paper: 256)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the split and the initial weights."),
     logdir: Optional[Path] = typer.Option(None, "--logdir", help="TensorBoard logs (default: beside --out, in logs/)."),
 ) -> None:
@@ -38,56 +39,18 @@ def train_policy(
     The checkpoint holds the encoder, the policy, its key map, and how to score executed tests
     (the expert's action distribution and the success threshold from validation demos).
     """
-    import lightning as L
-    import torch
-
-    from playtester.datasets.episodes import load_episodes
-    from playtester.imitation.data import check_demos, encode_episodes, split_episodes
-    from playtester.imitation.jsd import action_distribution, success_threshold
-    from playtester.imitation.policy import ImitationPolicy, PolicyConfig
-    from playtester.imitation.training import BehaviourCloning, KeepBest, TrainConfig, evaluate_offline, loader
-    from playtester.perception.encoder import load_encoder
-    from playtester.perception.training import make_trainer, save_checkpoint_atomic
+    from playtester.imitation.fit import fit_policy
+    from playtester.imitation.training import TrainConfig
 
     check_out_parent(out)
-    L.seed_everything(seed, verbose=False)
-    enc = load_encoder(encoder)
-    enc_config = asdict(enc.config)
     tcfg = TrainConfig(epochs=epochs, batch_size=batch_size, chunk=chunk, lr_peak=lr, lr_start=lr / 10,
                        teacher=not no_teacher, seed=seed)
-    episodes = load_episodes(demos, behavior=behavior)
-    probe = PolicyConfig()
-    keymap = check_demos(episodes, enc.config.action_names, probe.k, demos)
-    train_eps, val_eps, test_eps = split_episodes(episodes, seed)
-    if not val_eps:
-        raise UserError(f"demos folder {demos}: {len(episodes)} episodes; record at least 3 (train, validation, test)")
-    tag = behavior or episodes[0].behavior
-    cfg = PolicyConfig(n_actions=keymap.n, feature_dim=int(enc.out_dim), image_size=enc.config.image_size,
-                       behavior=tag, keymap=keymap.to_dict(), encoder=enc_config)
-    shell = ImitationPolicy(cfg, enc)
-    console.print(f"encoding {len(episodes)} episodes ({sum(len(e) for e in episodes)} frames) with the frozen encoder")
-    train, val, test = (encode_episodes(eps, shell.encode, teacher=tcfg.teacher) for eps in (train_eps, val_eps, test_eps))
-    expert = action_distribution(torch.cat([t.actions for t in train]).numpy(), keymap.n)
-    scoring = {
-        "expert_distribution": expert.tolist(),
-        "threshold": success_threshold(expert, [v.actions.numpy() for v in val], keymap.n),
-        "mean_length": float(sum(len(e) for e in episodes) / len(episodes)),
-        "max_length": int(max(len(e) for e in episodes)),
-        "demo_games": sorted({e.meta.get("game", "") for e in episodes}),
-        "demo_starts": [e.meta.get("reset", {}).get("options", {}).get("start") for e in episodes],
-        "demo_targets": sorted({s.get("target_ooi") for e in episodes for s in e.steps[:1] if s.get("target_ooi") is not None}),
-    }
-    module = BehaviourCloning(cfg.to_dict(), asdict(tcfg), scoring, encoder=enc)
-    keep = KeepBest()
-    trainer = make_trainer(
-        name="policy", logdir=logdir or out.parent / "logs", epochs=epochs, max_minutes=max_minutes,
-        callbacks=[L.pytorch.callbacks.EarlyStopping("val/loss", patience=tcfg.patience), keep],
-    )
-    trainer.fit(module, loader(train, tcfg.batch_size, True, seed), loader(val, tcfg.batch_size, False))
-    keep.restore(module)
-    save_checkpoint_atomic(trainer, out)
-    held_out = evaluate_offline(module.model, test or val)
-    table = Table(title=f"policy {tag}: held-out accuracy per action ({'test' if test else 'validation'} episodes)")
+    result = fit_policy(demos, encoder, out, tcfg, behavior=behavior, max_minutes=max_minutes, logdir=logdir,
+                        shape={"global_hidden": global_hidden, "local_hidden": local_hidden},
+                        say=lambda msg: console.print(msg))
+    tag, keymap, held_out, scoring = result.behavior, result.keymap, result.held_out, result.scoring
+    test = result.held_out_split == "test"
+    table = Table(title=f"policy {tag}: held-out accuracy per action ({result.held_out_split} episodes)")
     table.add_column("action")
     table.add_column("steps", justify="right")
     table.add_column("accuracy", justify="right")
@@ -95,7 +58,7 @@ def train_policy(
         table.add_row(name, f"{int(n)}", f"{acc:.0%}" if n else "–")
     console.print(table)
     console.print(
-        f"held-out accuracy {held_out['accuracy']:.1%}; best val loss {keep.best:.3f}; "
+        f"held-out accuracy {held_out['accuracy']:.1%}; best val loss {result.best_val:.3f}; "
         f"success threshold JSD ≤ {scoring['threshold']:.3f}\nwrote {out}"
     )
 

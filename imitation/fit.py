@@ -1,0 +1,81 @@
+"""Train a policy from a demos folder and an encoder checkpoint: the whole recipe in one call."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import lightning as L
+import torch
+
+from playtester.capture.errors import UserError
+from playtester.capture.keymap import KeyMap
+from playtester.datasets.episodes import load_episodes
+from playtester.imitation.data import check_demos, encode_episodes, split_episodes
+from playtester.imitation.jsd import action_distribution, success_threshold
+from playtester.imitation.policy import ImitationPolicy, PolicyConfig
+from playtester.imitation.training import BehaviourCloning, KeepBest, TrainConfig, evaluate_offline, loader
+from playtester.perception.encoder import load_encoder
+from playtester.perception.training import make_trainer, save_checkpoint_atomic
+
+
+@dataclass
+class FitResult:
+    module: BehaviourCloning
+    behavior: str
+    keymap: KeyMap
+    scoring: dict[str, Any]
+    held_out: dict[str, Any]
+    held_out_split: str
+    best_val: float
+
+
+def fit_policy(
+    demos: str | Path, encoder: str | Path, out: str | Path, tcfg: TrainConfig, *,
+    behavior: str | None = None, max_minutes: float | None = None, logdir: str | Path | None = None,
+    shape: dict[str, Any] | None = None, progress: bool = True, say: Callable[[str], None] = print,
+) -> FitResult:
+    """Split the demos 70/10/20 by episode, encode them with the frozen encoder, train with early
+    stopping, keep the best weights, write the checkpoint atomically, score held-out episodes.
+
+    The checkpoint carries the scoring data: the expert's action distribution (training demos),
+    the success threshold (validation demos), the demos' lengths, starts and targets (so that
+    evaluation can pick held-out ones)."""
+    out = Path(out)
+    L.seed_everything(tcfg.seed, verbose=False)
+    enc = load_encoder(encoder)
+    episodes = load_episodes(demos, behavior=behavior)
+    shape = {k: v for k, v in (shape or {}).items() if v is not None}
+    k = PolicyConfig(**shape).k
+    keymap = check_demos(episodes, enc.config.action_names, k, demos)
+    train_eps, val_eps, test_eps = split_episodes(episodes, tcfg.seed)
+    if not val_eps:
+        raise UserError(f"demos folder {demos}: {len(episodes)} episodes; record at least 3 (train, validation, test)")
+    tag = behavior or episodes[0].behavior
+    cfg = PolicyConfig(n_actions=keymap.n, feature_dim=int(enc.out_dim), image_size=enc.config.image_size,
+                       behavior=tag, keymap=keymap.to_dict(), encoder=asdict(enc.config), **shape)
+    shell = ImitationPolicy(cfg, enc)
+    say(f"encoding {len(episodes)} episodes ({sum(len(e) for e in episodes)} frames) with the frozen encoder")
+    train, val, test = (encode_episodes(eps, shell.encode, teacher=tcfg.teacher) for eps in (train_eps, val_eps, test_eps))
+    expert = action_distribution(torch.cat([t.actions for t in train]).numpy(), keymap.n)
+    scoring = {
+        "expert_distribution": expert.tolist(),
+        "threshold": success_threshold(expert, [v.actions.numpy() for v in val], keymap.n),
+        "mean_length": float(sum(len(e) for e in episodes) / len(episodes)),
+        "max_length": int(max(len(e) for e in episodes)),
+        "demo_games": sorted({e.meta.get("game", "") for e in episodes}),
+        "demo_starts": [e.meta.get("reset", {}).get("options", {}).get("start") for e in episodes],
+        "demo_targets": sorted({e.steps[0]["target_ooi"] for e in episodes if e.steps[0].get("target_ooi") is not None}),
+    }
+    module = BehaviourCloning(cfg.to_dict(), asdict(tcfg), scoring, encoder=enc)
+    keep = KeepBest()
+    trainer = make_trainer(
+        name="policy", logdir=logdir or out.parent / "logs", epochs=tcfg.epochs, max_minutes=max_minutes, progress=progress,
+        callbacks=[L.pytorch.callbacks.EarlyStopping("val/loss", patience=tcfg.patience), keep],
+    )
+    trainer.fit(module, loader(train, tcfg.batch_size, True, tcfg.seed), loader(val, tcfg.batch_size, False))
+    keep.restore(module)
+    save_checkpoint_atomic(trainer, out)
+    held_out = evaluate_offline(module.model, test or val)
+    return FitResult(module, tag, keymap, scoring, held_out, "test" if test else "validation", keep.best)

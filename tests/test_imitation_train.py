@@ -1,0 +1,89 @@
+"""Behaviour cloning end to end on park demos with tiny models: train, round trip, eval, bad input."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from playtester.capture.errors import UserError
+from playtester.capture.keymap import KeyMap
+from playtester.cli import main
+from playtester.datasets.episodes import EpisodeWriter, load_episodes
+from playtester.imitation.fit import fit_policy
+from playtester.imitation.live import LivePolicy, load_policy
+from playtester.imitation.training import TrainConfig
+
+TINY = {"global_hidden": 32, "local_hidden": 16, "mlp": (32, 16)}
+
+
+@pytest.fixture(scope="module")
+def demos_and_encoder(tmp_path_factory, small_park):
+    root = tmp_path_factory.mktemp("bc")
+    demos = root / "inspect"
+    assert main(["demos", "--game", small_park, "--behavior", "inspect", "--episodes", "5", "--steps", "60", "--out", str(demos)]) == 0
+    encoder = root / "encoder.ckpt"
+    assert main(["train", "encoder", "--demos", str(demos), "--out", str(encoder), "--image-size", "64", "--pretrained", "none",
+                 "--feature-dim", "32", "--epochs", "1"]) == 0
+    return demos, encoder
+
+
+def test_fit_writes_a_checkpoint_that_rebuilds_the_same_policy(demos_and_encoder, tmp_path):
+    demos, encoder = demos_and_encoder
+    out = tmp_path / "inspect.ckpt"
+    result = fit_policy(demos, encoder, out, TrainConfig(epochs=2, batch_size=2, chunk=16), shape=TINY, progress=False,
+                        logdir=tmp_path / "logs", say=lambda m: None)
+    assert out.exists() and not Path(str(out) + ".partial").exists()
+    assert result.behavior == "inspect" and result.keymap == KeyMap.default()
+    assert 0.0 <= result.held_out["accuracy"] <= 1.0
+    assert abs(sum(result.scoring["expert_distribution"]) - 1.0) < 1e-9
+    assert result.scoring["threshold"] >= 0.0 and result.scoring["demo_targets"]
+    assert any((tmp_path / "logs").rglob("events.out.tfevents*")), "TensorBoard logs"
+
+    trained = LivePolicy(result.module.model)
+    loaded = load_policy(out)
+    assert loaded.cfg == trained.cfg and loaded.scoring == result.scoring
+    ep = load_episodes(demos)[0]
+    for t in range(12):
+        box = ep.steps[t].get("test_box")
+        np.testing.assert_allclose(loaded.step(np.asarray(ep.frames[t]), box), trained.step(np.asarray(ep.frames[t]), box), atol=1e-6)
+
+
+def test_eval_policy_runs_held_out_tests(demos_and_encoder, tmp_path, small_park, capsys):
+    demos, encoder = demos_and_encoder
+    ckpt = tmp_path / "p.ckpt"
+    fit_policy(demos, encoder, ckpt, TrainConfig(epochs=1, batch_size=2), shape=TINY, progress=False, logdir=tmp_path, say=lambda m: None)
+    report = tmp_path / "eval.json"
+    assert main(["eval", "policy", "--ckpt", str(ckpt), "--game", small_park, "--episodes", "2", "--steps", "15", "--out", str(report)]) == 0
+    import json
+
+    doc = json.loads(report.read_text())
+    assert len(doc["tests"]) == 2 and all(t["steps"] == 15 for t in doc["tests"])
+    assert all(0.0 <= t["jsd"] <= 1.0 and t["success"] == (t["jsd"] <= doc["summary"]["threshold"]) for t in doc["tests"])
+    trained_targets = set(load_policy(ckpt).scoring["demo_targets"])
+    assert not {t["ooi"] for t in doc["tests"]} & trained_targets, "tests must run on held-out OOIs"
+    assert "success rate" in capsys.readouterr().out
+
+
+def test_bad_demos_are_named(demos_and_encoder, tmp_path):
+    _, encoder = demos_and_encoder
+    with pytest.raises(UserError, match="no complete episodes"):
+        fit_policy(tmp_path, encoder, tmp_path / "x.ckpt", TrainConfig(epochs=1), shape=TINY, say=lambda m: None)
+
+    short = tmp_path / "short"
+    short.mkdir()
+    for name, n in (("ep0000", 10), ("ep0001", 10), ("ep0002", 2)):
+        with EpisodeWriter(short, name, game="g", behavior="inspect", keymap=KeyMap.default(), fps=8) as w:
+            for t in range(n):
+                w.add(np.zeros((64, 64, 3), np.uint8), 0)
+    with pytest.raises(UserError, match="ep0002.*shorter than the policy's window of 4"):
+        fit_policy(short, encoder, tmp_path / "x.ckpt", TrainConfig(epochs=1), shape=TINY, say=lambda m: None)
+
+    other = tmp_path / "other"
+    other.mkdir()
+    km = KeyMap.from_dict({"name": "two", "actions": [{"name": "go", "keys": ["w"]}, {"name": "back", "keys": ["s"]}]})
+    for name in ("ep0000", "ep0001", "ep0002"):
+        with EpisodeWriter(other, name, game="g", behavior="inspect", keymap=km, fps=8) as w:
+            for t in range(6):
+                w.add(np.zeros((64, 64, 3), np.uint8), t % 2)
+    with pytest.raises(UserError, match="differs from the encoder's"):
+        fit_policy(other, encoder, tmp_path / "x.ckpt", TrainConfig(epochs=1), shape=TINY, say=lambda m: None)
