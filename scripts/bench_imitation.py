@@ -1,0 +1,77 @@
+"""Imitation on the park: the inspect and path policies with and without the DINO teacher.
+
+Makes scripted demos, trains the encoder once, trains each policy twice (teacher on and off, the
+same seed, split and budget), then plays every policy live from held-out starts and reports the
+behaviour's own measure and the JSD success rate, side by side.
+
+    python scripts/bench_imitation.py --workdir /tmp/bench-imitation [--game doom:park:1]
+        [--inspect-episodes 40] [--path-episodes 20] [--encoder-minutes 10] [--policy-minutes 8]
+        [--eval-episodes 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from playtester.cli import main as cli
+
+
+def run(*args: str) -> None:
+    code = cli([str(a) for a in args])
+    if code != 0:
+        raise SystemExit(f"playtester {' '.join(map(str, args))} exited with {code}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--workdir", type=Path, required=True)
+    p.add_argument("--game", default="doom:park:1")
+    p.add_argument("--inspect-episodes", type=int, default=40)
+    p.add_argument("--path-episodes", type=int, default=20)
+    p.add_argument("--encoder-minutes", type=float, default=10)
+    p.add_argument("--encoder-epochs", type=int, default=10)
+    p.add_argument("--policy-minutes", type=float, default=8)
+    p.add_argument("--policy-epochs", type=int, default=40)
+    p.add_argument("--eval-episodes", type=int, default=10)
+    p.add_argument("--global-hidden", type=int, default=1024)
+    args = p.parse_args()
+    w = args.workdir
+    (w / "demos").mkdir(parents=True, exist_ok=True)
+    (w / "models").mkdir(exist_ok=True)
+    t0 = time.time()
+    if not (w / "demos" / "inspect").exists():
+        run("demos", "--game", args.game, "--behavior", "inspect", "--episodes", args.inspect_episodes, "--out", w / "demos" / "inspect")
+    if not (w / "demos" / "path").exists():
+        run("demos", "--game", args.game, "--behavior", "path", "--episodes", args.path_episodes, "--steps", 300,
+            "--seed", 1000, "--out", w / "demos" / "path")
+    encoder = w / "models" / "encoder.ckpt"
+    if not encoder.exists():
+        run("train", "encoder", "--demos", w / "demos", "--out", encoder, "--pretrained", "none",
+            "--epochs", args.encoder_epochs, "--max-minutes", args.encoder_minutes)
+    rows = []
+    for behavior in ("inspect", "path"):
+        for teacher in (True, False):
+            name = f"{behavior}-{'teacher' if teacher else 'no-teacher'}"
+            ckpt = w / "models" / f"{name}.ckpt"
+            if not ckpt.exists():
+                run("train", "policy", "--demos", w / "demos" / behavior, "--encoder", encoder, "--out", ckpt,
+                    "--epochs", args.policy_epochs, "--max-minutes", args.policy_minutes, "--global-hidden", args.global_hidden,
+                    *([] if teacher else ["--no-teacher"]))
+            report = w / f"eval-{name}.json"
+            run("eval", "policy", "--ckpt", ckpt, "--game", args.game, "--episodes", args.eval_episodes, "--out", report)
+            s = json.loads(report.read_text())["summary"]
+            rows.append((behavior, teacher, s))
+    print(f"\n{args.game}: {args.inspect_episodes} inspect and {args.path_episodes} path demos; "
+          f"{args.eval_episodes} held-out tests each; {time.time() - t0:.0f} s in all")
+    print(f"{'behaviour':<9} {'teacher':<8} {'success':>8} {'mean JSD':>9}  measure")
+    for behavior, teacher, s in rows:
+        measure = (f"circled ≥270° in {s['circled_270']:.0%}, median {s['median_degrees']:.0f}°" if behavior == "inspect"
+                   else f"{s['on_path']:.0%} of steps on pathways")
+        print(f"{behavior:<9} {'yes' if teacher else 'no':<8} {s['success_rate']:>8.0%} {s['mean_jsd']:>9.3f}  {measure}")
+
+
+if __name__ == "__main__":
+    main()
