@@ -2,7 +2,9 @@
 
     losses.py        GAE, clipped policy and value losses, entropy: pure functions
     actor_critic.py  the `ActorCritic` protocol PPO trains; `GRUActorCritic`; `RandomAgent`
-    ppo.py           recurrent PPO on Lightning Fabric (one loop), `RewardHook`, checkpoints, --resume
+    ppo.py           recurrent PPO on Lightning Fabric (one loop), `RewardHook`, --resume
+    vector_env.py    the games PPO plays (`state:ID` or a game spec), `AsyncVectorEnv`/`SyncVectorEnv`
+    checkpoints.py   atomic checkpoint files, RNG state, `load_agent` (rebuilds from the file alone)
     rnd.py           `EnsembleRND`: frozen target, N predictors, replay, normalisation
     preference.py    `preference_reward` (−KL(π^e ‖ π^p)), `AlphaSchedule`, `mix_rewards`
     reward.py        `ExplorationReward`: the `RewardHook` that blends novelty and preference

@@ -18,8 +18,6 @@ The advantages of the two streams are added with weights `ext_coef` and `int_coe
 
 from __future__ import annotations
 
-import functools
-import os
 import random
 import time
 from dataclasses import asdict, dataclass, fields
@@ -34,8 +32,10 @@ from torch import Tensor
 from torch.distributions import Categorical
 
 from playtester.capture.errors import UserError
-from playtester.exploration.actor_critic import GRUActorCritic, GRUActorCriticConfig, build_actor_critic
+from playtester.exploration.actor_critic import GRUActorCritic, GRUActorCriticConfig
+from playtester.exploration.checkpoints import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from playtester.exploration.losses import compute_gae, entropy_bonus, explained_variance, policy_loss, value_loss
+from playtester.exploration.vector_env import make_vector_env
 
 CHECKPOINT_NAME = "last.ckpt"
 
@@ -111,7 +111,9 @@ class PPOConfig:
     """Write TensorBoard scalars every this many updates."""
     resume: bool = False
     """Continue the run saved in `run_dir` from its last checkpoint: same step, weights, optimiser,
-    reward-hook state and random number generators. Only `total_timesteps` may be raised."""
+    reward-hook state and random number generators. The training options must match; only
+    `total_timesteps` may be raised (and where to run and how often to log or save may change).
+    The games' own state cannot be saved in general: the resumed run starts new episodes."""
 
     def __post_init__(self) -> None:
         if self.num_envs < 1 or self.num_steps < 1:
@@ -216,79 +218,6 @@ class TrainResult(NamedTuple):
     """Environment steps per second over this call."""
     checkpoint: Path
     agent: nn.Module
-
-
-# -- environments ------------------------------------------------------------------------------
-def make_env(env_id: str, frame_size: int) -> gym.Env:
-    """One environment as `env_id` names it (see `PPOConfig.env_id`)."""
-    if env_id.startswith("state:"):
-        name = env_id.split(":", 1)[1]
-        try:
-            return gym.make(name)
-        except gym.error.Error as e:
-            raise UserError(f"env {env_id!r}: Gymnasium cannot make {name!r} ({e})") from None
-    from playtester.capture.games import make_game
-
-    from playtester.capture.wrappers import ResizeFrame
-
-    env = make_game(env_id)
-    check_rgb_frames(env.observation_space, env_id)
-    return ResizeFrame(env, (frame_size, frame_size))
-
-
-def check_rgb_frames(space: gym.Space, what: str) -> None:
-    """Raise `UserError` unless `space` holds uint8 `H×W×3` frames."""
-    if not (isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3 and space.shape[2] == 3):
-        raise UserError(f"{what}: its observations are {space}, not RGB frames (uint8 H×W×3); the explorer sees only pixels")
-
-
-def make_vector_env(cfg: PPOConfig, env_fn: Callable[[], gym.Env] | None = None) -> gym.vector.VectorEnv:
-    """`num_envs` copies, reset in the same step they end (`final_obs` in `infos`)."""
-    env_fn = env_fn or functools.partial(make_env, cfg.env_id, cfg.frame_size)
-    vector_cls = gym.vector.AsyncVectorEnv if cfg.vector_env == "async" else gym.vector.SyncVectorEnv
-    envs = vector_cls([env_fn] * cfg.num_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    if not isinstance(envs.single_action_space, gym.spaces.Discrete):
-        envs.close()
-        raise UserError(f"env {cfg.env_id!r}: its actions are {envs.single_action_space}; PPO here needs a Discrete action space")
-    return envs
-
-
-# -- checkpoints -------------------------------------------------------------------------------
-def rng_state() -> dict[str, Any]:
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-
-
-def save_checkpoint(path: Path, state: dict[str, Any]) -> Path:
-    """Write atomically: `NAME.partial`, then rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".partial")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
-    return path
-
-
-def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"checkpoint {path}: no such file; train first, or check --run-dir")
-    try:
-        return torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as e:  # a truncated or foreign file
-        raise UserError(f"checkpoint {path}: cannot be read ({type(e).__name__}); it may be damaged") from None
-
-
-def load_agent(path: str | Path) -> nn.Module:
-    """The actor-critic of a checkpoint, rebuilt from the checkpoint alone."""
-    ckpt = load_checkpoint(path)
-    agent = build_actor_critic(ckpt["agent_spec"])
-    agent.load_state_dict(ckpt["agent"])
-    return agent
 
 
 # -- training ----------------------------------------------------------------------------------
@@ -536,8 +465,9 @@ def check_agent(agent: nn.Module, num_actions: int, num_values: int, env_id: str
 
 def check_resumable(saved: PPOConfig, now: PPOConfig) -> None:
     """A resumed run must match the saved one, except that it may train for longer."""
-    changed = [f.name for f in fields(PPOConfig) if f.name not in ("resume", "total_timesteps") and getattr(saved, f.name) != getattr(now, f.name)]
+    free = ("resume", "total_timesteps", "run_dir", "accelerator", "checkpoint_every", "log_every")
+    changed = [f.name for f in fields(PPOConfig) if f.name not in free and getattr(saved, f.name) != getattr(now, f.name)]
     if changed:
-        raise UserError(f"--resume: the options {', '.join(changed)} differ from the saved run in {now.run_dir}; resume with the same options (only total_timesteps may change)")
+        raise UserError(f"--resume: the options {', '.join(changed)} differ from the saved run in {now.run_dir}; resume with the same training options (total_timesteps may be raised)")
     if now.num_iterations < saved.num_iterations:
         raise UserError(f"--resume: total_timesteps={now.total_timesteps} is less than the saved run's {saved.total_timesteps}")

@@ -26,7 +26,8 @@ import torch.nn as nn
 from torch import Tensor
 
 from playtester.capture.errors import UserError
-from playtester.exploration.ppo import ShapedRewards, StepView, check_rgb_frames
+from playtester.exploration.ppo import ShapedRewards, StepView
+from playtester.exploration.vector_env import check_rgb_frames
 from playtester.exploration.preference import AlphaSchedule, AlphaScheduleConfig, mix_rewards, preference_reward
 from playtester.exploration.rnd import EnsembleRND, RNDConfig, frames_to_rnd_input
 

@@ -14,7 +14,8 @@ from playtester.exploration.actor_critic import (
     ActorCritic, GRUActorCritic, GRUActorCriticConfig, RandomAgent, RandomAgentConfig, build_actor_critic,
 )
 from playtester.exploration.modes import explorer_preset
-from playtester.exploration.ppo import PPOConfig, RolloutBatch, ShapedRewards, load_agent, load_checkpoint, train
+from playtester.exploration.checkpoints import load_agent, load_checkpoint
+from playtester.exploration.ppo import PPOConfig, RolloutBatch, ShapedRewards, train
 from playtester.exploration.reward import ExplorationReward
 from playtester.exploration.rnd import RNDConfig
 

@@ -1,0 +1,47 @@
+"""The games PPO plays: one env from an id, checks, and the vector of game instances."""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Callable
+
+import gymnasium as gym
+import numpy as np
+
+from playtester.capture.errors import UserError
+
+if TYPE_CHECKING:
+    from playtester.exploration.ppo import PPOConfig
+
+
+def make_env(env_id: str, frame_size: int) -> gym.Env:
+    """One environment as `env_id` names it (see `PPOConfig.env_id`)."""
+    if env_id.startswith("state:"):
+        name = env_id.split(":", 1)[1]
+        try:
+            return gym.make(name)
+        except gym.error.Error as e:
+            raise UserError(f"env {env_id!r}: Gymnasium cannot make {name!r} ({e})") from None
+    from playtester.capture.games import make_game
+    from playtester.capture.wrappers import ResizeFrame
+
+    env = make_game(env_id)
+    check_rgb_frames(env.observation_space, env_id)
+    return ResizeFrame(env, (frame_size, frame_size))
+
+
+def check_rgb_frames(space: gym.Space, what: str) -> None:
+    """Raise `UserError` unless `space` holds uint8 `H×W×3` frames."""
+    if not (isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3 and space.shape[2] == 3):
+        raise UserError(f"{what}: its observations are {space}, not RGB frames (uint8 H×W×3); the explorer sees only pixels")
+
+
+def make_vector_env(cfg: "PPOConfig", env_fn: Callable[[], gym.Env] | None = None) -> gym.vector.VectorEnv:
+    """`num_envs` copies, reset in the same step they end (`final_obs` in `infos`)."""
+    env_fn = env_fn or functools.partial(make_env, cfg.env_id, cfg.frame_size)
+    vector_cls = gym.vector.AsyncVectorEnv if cfg.vector_env == "async" else gym.vector.SyncVectorEnv
+    envs = vector_cls([env_fn] * cfg.num_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    if not isinstance(envs.single_action_space, gym.spaces.Discrete):
+        envs.close()
+        raise UserError(f"env {cfg.env_id!r}: its actions are {envs.single_action_space}; PPO here needs a Discrete action space")
+    return envs
