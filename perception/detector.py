@@ -53,10 +53,10 @@ class DetectorConfig:
     """Backbone stages trained, counted from the top (torchvision's `trainable_backbone_layers`:
     0 freezes the whole backbone body; resnet50 has 5, mobilenet 6). The FPN, RPN and box head
     always train. None: 0 with pretrained weights (few-shot: heads only), all without."""
-    rpn_proposals: int = 300
+    rpn_proposals: int = 100
     """Region proposals kept per image after NMS (twice as many before); game frames hold few
     objects, and torchvision's 1000–2000 made for COCO cost most of the CPU time."""
-    rois_per_image: int = 128
+    rois_per_image: int = 64
     """Proposals sampled per image to train the box head (torchvision: 512)."""
     lr: float = 3e-4
     """AdamW learning rate (the paper's)."""

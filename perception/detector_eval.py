@@ -85,3 +85,30 @@ def evaluate_detector(detector, coco: CocoSet, *, batch_size: int = 8, progress:
         images=len(coco.images),
         boxes=[counts[c] for c in coco.classes],
     )
+
+
+@torch.no_grad()
+def detection_loss(detector, coco: CocoSet, *, batch_size: int = 8) -> float:
+    """Mean summed Faster R-CNN training loss of `detector` on the images of `coco`, without
+    changing it (BatchNorm statistics are read, not updated): a learning signal on held-out
+    shots that moves long before AP does."""
+    from torch.utils.data import DataLoader
+
+    was_training = detector.training
+    detector.train()
+    for m in detector.modules():
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+            m.eval()
+    device = next(detector.parameters()).device
+    loader = DataLoader(DetectionDataset(coco, augment=False), batch_size=batch_size, collate_fn=collate_detection)
+    total, n = 0.0, 0
+    g = torch.random.get_rng_state()
+    torch.manual_seed(0)  # the RPN and box head sample proposals at random
+    for images, targets in loader:
+        targets = [{"boxes": t["boxes"].to(device), "labels": t["labels"].to(device)} for t in targets]
+        losses = detector([im.to(device) for im in images], targets)
+        total += float(sum(losses.values())) * len(images)
+        n += len(images)
+    torch.random.set_rng_state(g)
+    detector.train(was_training)
+    return total / max(1, n)

@@ -34,7 +34,7 @@ def _quiet_lightning() -> None:
 
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
     warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
-    for name in ("lightning.pytorch", "lightning.fabric"):
+    for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
         lg = logging.getLogger(name)
         if logging.getLogger().handlers:
             for h in list(lg.handlers):
@@ -57,9 +57,10 @@ def make_trainer(
     accelerator: str = "auto",
     callbacks: list[Any] | None = None,
     val_every: int = 1,
+    **extra: Any,
 ):
     """A Lightning Trainer with TensorBoard logs under `logdir/name`, honouring both budgets:
-    it stops after `epochs` or `max_minutes`, whichever comes first."""
+    it stops after `epochs` or `max_minutes`, whichever comes first. `extra` goes to the Trainer."""
     import lightning as L
     from lightning.pytorch.loggers import TensorBoardLogger
 
@@ -82,6 +83,7 @@ def make_trainer(
         log_every_n_steps=1,
         check_val_every_n_epoch=val_every,
         callbacks=callbacks or [],
+        **extra,
     )
 
 

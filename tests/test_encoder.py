@@ -155,3 +155,25 @@ def test_untrained_model_is_a_module_that_predicts_every_action():
     logits = idm(torch.rand(3, 3, 64, 64), torch.rand(3, 3, 64, 64))
     assert logits.shape == (3, 9)
     assert np.isfinite(logits.detach().numpy()).all()
+
+
+def test_episodes_without_ground_truth_take_boxes_from_the_detector_function(demos):
+    from dataclasses import replace
+
+    ep = load_episodes(demos / "path")[0]
+    bare = replace(ep, steps=[{k: v for k, v in s.items() if k not in ("objects", "test_box")} for s in ep.steps])
+    calls = []
+
+    def box_fn(episode):
+        calls.append(episode.name)
+        out = np.full((len(episode), 4), np.nan, np.float32)
+        out[::2] = [16, 12, 48, 36]  # every other frame "detected"
+        return out
+
+    dm = TransitionDataModule([bare, ep], image_size=64, val_fraction=0.0, box_fn=box_fn)
+    dm.setup()
+    assert calls == [bare.name]  # the episode with ground truth keeps its own
+    data = dm.train_set
+    i = data.episodes.index(bare)
+    assert data.boxes[i][0].tolist() == pytest.approx([16 * 0.4, 12 * 64 / 120, 48 * 0.4, 36 * 64 / 120])
+    assert np.isnan(data.boxes[i][1]).all()
