@@ -75,7 +75,7 @@ def encode_episodes(episodes: list[Episode], encode: Callable[[torch.Tensor], to
     """Features of every episode: `encode` maps uint8 N×H×W×3 frames to N×D features."""
     out = []
     for ep in episodes:
-        frames = np.asarray(ep.frames)
+        frames = np.array(ep.frames)  # a writable copy: the memory map is read-only
         masked = od_mask_batch(frames, test_boxes(ep))
         student = encode(torch.from_numpy(masked))
         rgb = encode(torch.from_numpy(frames)) if teacher else student

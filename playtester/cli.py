@@ -62,7 +62,9 @@ def _register() -> None:
     app.command("record")(window.record)
     app.command("replay")(window.replay)
 
-    from playtester.commands import imitation
+    from playtester.commands import imitation, report
+
+    app.command("report")(report.report)
 
     train_app.command("policy")(imitation.train_policy)
     eval_app.command("policy")(imitation.eval_policy)
