@@ -1,0 +1,162 @@
+"""The full explorer, wired: game → OD-masked frames → PPO actor-critic, RND and preference reward.
+
+`build_explorer(game, preference_ckpt, mode)` returns what `ppo.train` takes, checked before any
+training starts:
+
+- the actor-critic: `ImitationActorCritic` initialised from the path-following policy (encoder
+  frozen, features stored in the rollout buffer, two value heads); the `inspector` baseline uses
+  the same network when a policy is given, else PPO's default conv GRU; `random` is `RandomAgent`;
+- the reward hook: `ExplorationReward` with ensemble RND on 64×64 OD-masked frames and, in
+  `ppgta` mode, the same path policy frozen as the preference policy (`−KL(π^e ‖ π^p)`) mixed by
+  the adaptive α;
+- the games: `make_game` → `KnownObjectsMask` → `ResizeFrame`, several at once (async).
+
+The OD mask needs the boxes of the objects of interest. Until the tester loop runs the detector
+(the `playtester run` issue), `KnownObjectsMask` stands in for it with the boxes the engine knows
+(`info["objects"]`, ground truth on the park): every visible OOI stays in colour, the rest is
+grayscale; a frame with no known box is all grayscale. The policies grayscale every frame (the
+path policy was trained on frames with no object under test), so the mask only changes what RND
+sees.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from pathlib import Path
+from typing import Any, Callable, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+import torch.nn as nn
+
+from playtester.capture.errors import UserError
+from playtester.exploration.actor_critic import RandomAgent, RandomAgentConfig
+from playtester.exploration.imitation_ac import ImitationActorCritic
+from playtester.exploration.modes import MODES, explorer_preset
+from playtester.exploration.ppo import PPOConfig
+from playtester.exploration.reward import ExplorationReward
+from playtester.exploration.rnd import RNDConfig
+from playtester.exploration.vector_env import check_rgb_frames, make_env
+from playtester.perception.od_mask import grayscale
+
+
+def mask_known_objects(frame: np.ndarray, boxes: list[Any]) -> np.ndarray:
+    """uint8 H×W×3 frame grayscale except inside each of `boxes` (`[x0, y0, x1, y1]`, end-exclusive)."""
+    from playtester.perception.od_mask import pixel_box
+
+    h, w = frame.shape[:2]
+    out = np.repeat(grayscale(frame)[..., None], 3, axis=2)
+    for box in boxes:
+        x0, y0, x1, y1 = pixel_box(box, w, h)
+        out[y0:y1, x0:x1] = frame[y0:y1, x0:x1]
+    return out
+
+
+class KnownObjectsMask(gym.Wrapper):
+    """OD-mask each frame with the boxes of the objects the engine reports (`info["objects"]`).
+
+    The stand-in for the detector while exploring: ground truth on the park; on a game without
+    that telemetry every frame goes all grayscale.
+    """
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        check_rgb_frames(env.observation_space, "the explorer's game")
+
+    def _mask(self, obs: np.ndarray, info: dict[str, Any]) -> np.ndarray:
+        boxes = [o["box"] for o in info.get("objects") or () if o.get("box") is not None]
+        return mask_known_objects(obs, boxes)
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        return self._mask(obs, info), info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return self._mask(obs, info), reward, terminated, truncated, info
+
+
+def explorer_env(game: str, frame_size: int) -> gym.Env:
+    """One game instance as the explorer sees it (module level, so `AsyncVectorEnv` can pickle it)."""
+    from playtester.capture.games import make_game
+    from playtester.capture.wrappers import ResizeFrame
+
+    env = make_game(game)
+    check_rgb_frames(env.observation_space, f"game {game!r}")
+    return ResizeFrame(KnownObjectsMask(env), (frame_size, frame_size))
+
+
+class Explorer(NamedTuple):
+    """What `ppo.train(*explorer)` takes: config, actor-critic, reward hook, game factory."""
+
+    cfg: PPOConfig
+    agent: nn.Module | None
+    """None: PPO builds its default conv GRU (inspector without a policy)."""
+    hook: ExplorationReward | None
+    """None for the random agent."""
+    env_fn: Callable[[], gym.Env]
+
+
+def build_explorer(
+    game: str,
+    preference_ckpt: str | Path | None,
+    mode: str = "ppgta",
+    *,
+    run_dir: str = "runs/explore",
+    total_timesteps: int = 100_000,
+    num_envs: int = 8,
+    rnd: RNDConfig | None = None,
+    **ppo_options: Any,
+) -> Explorer:
+    """The explorer of `mode` on `game`, every check done before training (see the module doc).
+
+    `ppo_options` go to `PPOConfig` (e.g. `num_steps`, `vector_env`, `num_minibatches`, `seed`);
+    by default the games run in separate processes (`async`) and the game's own reward is ignored
+    (`env_reward_coef=0`: the explorer is rewarded for novelty and style only).
+    """
+    if mode not in MODES:
+        raise UserError(f"explorer mode {mode!r}: use one of {', '.join(MODES)}")
+    preset = explorer_preset(mode, rnd)
+    if preset.needs_preference_policy and preference_ckpt is None:
+        raise UserError(f"explorer mode {mode!r} needs the path-following policy: pass --preference models/path.ckpt")
+
+    agent: nn.Module | None = None
+    preference = None
+    if preference_ckpt is not None and mode != "random":
+        agent = ImitationActorCritic.from_checkpoint(preference_ckpt, num_values=2)
+        if preset.needs_preference_policy:
+            preference = ImitationActorCritic.from_checkpoint(preference_ckpt, num_values=1)
+    frame_size = agent.policy_cfg.image_size if isinstance(agent, ImitationActorCritic) else 64
+
+    options: dict[str, Any] = {"vector_env": "async", "env_reward_coef": 0.0, "encoder": "conv",
+                               "num_minibatches": math.gcd(num_envs, 4), **ppo_options}
+    try:
+        cfg = PPOConfig(env_id=game, run_dir=run_dir, total_timesteps=total_timesteps, num_envs=num_envs,
+                        frame_size=frame_size, **options)
+    except (TypeError, ValueError) as e:
+        raise UserError(f"explorer options: {e}") from None
+    env_fn = functools.partial(explorer_env, game, frame_size)
+
+    # Look at the game once before anything trains: RGB frames, and the policy's actions.
+    probe = make_env(game, frame_size) if game.startswith("state:") else env_fn()
+    try:
+        observation_space, action_space = probe.observation_space, probe.action_space
+    finally:
+        probe.close()
+    check_rgb_frames(observation_space, f"game {game!r}")
+
+    if not preset.trained:
+        n = getattr(action_space, "n", None)
+        if n is None:
+            raise UserError(f"game {game!r}: its actions are {action_space}; the explorer needs a Discrete key map")
+        return Explorer(cfg, RandomAgent(RandomAgentConfig(num_actions=int(n), num_values=1)), None, env_fn)
+
+    device = "cuda" if cfg.accelerator == "cuda" else "cpu"
+    hook = ExplorationReward(preset.reward, num_envs, preference_policy=preference, device=device)
+    hook.check_game(observation_space, action_space, game)
+    if agent is not None and getattr(action_space, "n", None) != agent.num_actions:
+        raise UserError(f"game {game!r} has {getattr(action_space, 'n', None)} actions but the policy {preference_ckpt} "
+                        f"acts over {agent.num_actions}; use a policy trained with this game's key map")
+    return Explorer(cfg, agent, hook, env_fn)
+

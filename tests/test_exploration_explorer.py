@@ -1,0 +1,187 @@
+"""The full explorer on the small park with tiny models: the imitation actor-critic, the wiring,
+a short PPO run with its logs, and the checks done before training."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from playtester.capture.errors import UserError
+from playtester.capture.games import make_game
+from playtester.cli import main
+from playtester.exploration.checkpoints import load_agent
+from playtester.exploration.explorer import KnownObjectsMask, build_explorer, mask_known_objects
+from playtester.exploration.imitation_ac import ImitationActorCritic
+from playtester.exploration.ppo import train
+from playtester.exploration.rnd import RNDConfig
+from playtester.imitation.fit import fit_policy
+from playtester.imitation.live import load_policy
+from playtester.imitation.training import TrainConfig
+
+TINY = {"global_hidden": 32, "local_hidden": 16, "mlp": (32, 16)}
+SMALL_RND = RNDConfig(obs_warmup_frames=8, batch_size=16, train_steps=2, buffer_size=64)
+
+
+@pytest.fixture(scope="module")
+def path_policy(tmp_path_factory, small_park):
+    """A tiny path-following policy trained on park demos (the preference policy's checkpoint)."""
+    root = tmp_path_factory.mktemp("explorer")
+    demos = root / "path"
+    assert main(["demos", "--game", small_park, "--behavior", "path", "--episodes", "3", "--steps", "30", "--out", str(demos)]) == 0
+    encoder = root / "encoder.ckpt"
+    assert main(["train", "encoder", "--demos", str(demos), "--out", str(encoder), "--image-size", "64", "--pretrained", "none",
+                 "--feature-dim", "32", "--epochs", "1"]) == 0
+    ckpt = root / "path.ckpt"
+    fit_policy(demos, encoder, ckpt, TrainConfig(epochs=1, batch_size=2, chunk=16), shape=TINY, progress=False,
+               logdir=root, say=lambda m: None)
+    return ckpt
+
+
+@pytest.fixture(scope="module")
+def park_frames(small_park):
+    """12 native park frames from a short random walk."""
+    env = make_game(small_park)
+    try:
+        obs, _ = env.reset(seed=3)
+        frames = [obs]
+        rng = np.random.default_rng(0)
+        for _ in range(11):
+            obs, *_ = env.step(int(rng.integers(env.action_space.n)))
+            frames.append(obs)
+    finally:
+        env.close()
+    return np.stack(frames)
+
+
+def test_actor_critic_starts_as_the_path_policy(path_policy, park_frames):
+    live = load_policy(path_policy)
+    agent = ImitationActorCritic.from_checkpoint(path_policy).eval()
+    assert agent.num_actions == live.cfg.n_actions and agent.num_values == 2 and agent.frozen_trunk
+
+    # Two environments: env 0 plays frames 0..11 as one episode; env 1 starts a new episode at
+    # step 5 (the window and the global GRU must restart exactly as the live policy's reset does).
+    T = len(park_frames)
+    obs = np.stack([park_frames, park_frames[::-1]], axis=1)  # T×2×H×W×3
+    done = torch.zeros(T, 2)
+    done[0] = 1
+    done[5, 1] = 1
+    expected = np.zeros((T, 2, agent.num_actions))
+    for env in range(2):
+        for t in range(T):
+            if done[t, env]:
+                live.reset()
+            expected[t, env] = live.step(obs[t, env], None)
+
+    with torch.no_grad():
+        feats = torch.stack([agent.prepare(torch.from_numpy(obs[t])) for t in range(T)])
+        whole = agent(feats, agent.initial_state(2), done)
+        # Step by step, carrying the state, as the rollout runs it.
+        state, stepped = agent.initial_state(2), []
+        for t in range(T):
+            out = agent(feats[t : t + 1], state, done[t : t + 1])
+            state = out.state
+            stepped.append(out.logits[0])
+    np.testing.assert_allclose(torch.softmax(whole.logits, -1).numpy(), expected, atol=1e-5)
+    torch.testing.assert_close(torch.stack(stepped), whole.logits, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(state, whole.state, atol=1e-5, rtol=1e-5)
+    assert whole.values.shape == (T, 2, 2)
+
+
+def test_explorer_trains_on_the_park_and_logs_every_term(path_policy, small_park, tmp_path, park_frames, capsys):
+    explorer = build_explorer(small_park, path_policy, "ppgta", run_dir=str(tmp_path / "run"), total_timesteps=48,
+                              num_envs=2, num_steps=8, num_minibatches=1, update_epochs=2, rnd=SMALL_RND, checkpoint_every=0)
+    agent = explorer.agent
+    assert isinstance(agent, ImitationActorCritic) and explorer.cfg.vector_env == "async"
+    assert explorer.hook.preference_policy is not None
+    frames = torch.from_numpy(np.stack([park_frames[:6], park_frames[6:]], axis=1))
+    done = torch.zeros(6, 2)
+    done[0] = 1
+
+    def act(a):
+        with torch.no_grad():
+            feats = torch.stack([a.prepare(f) for f in frames])
+            return a(feats, a.initial_state(2), done)
+
+    before = act(agent.eval())
+    encoder_before = {k: v.clone() for k, v in agent.encoder.state_dict().items()}
+    result = train(*explorer)
+    assert result.global_step == 48
+
+    after = act(result.agent.eval())
+    assert not torch.allclose(before.logits, after.logits), "PPO did not change the policy"
+    assert not torch.allclose(before.values, after.values), "PPO did not change the value heads"
+    for k, v in result.agent.encoder.state_dict().items():
+        torch.testing.assert_close(v, encoder_before[k])  # the trunk stays frozen
+    # The checkpoint alone rebuilds the trained explorer.
+    rebuilt = load_agent(result.checkpoint).eval()
+    torch.testing.assert_close(act(rebuilt).logits, after.logits)
+    assert "frozen encoder trunk" in capsys.readouterr().out
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    wanted = {"rewards/intrinsic_raw", "rewards/intrinsic", "rewards/preference", "rewards/combined", "rewards/env",
+              "charts/alpha", "charts/SPS", "losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/rnd_loss"}
+    assert wanted <= tags, f"missing TensorBoard scalars: {sorted(wanted - tags)}"
+    alphas = [e.value for e in events.Scalars("charts/alpha")]
+    assert all(0.5 <= a <= 0.8 for a in alphas)
+    prefs = [e.value for e in events.Scalars("rewards/preference")]
+    assert all(p <= 0 for p in prefs) and any(p < 0 for p in prefs)  # −KL, and the explorer has moved
+
+
+def test_modes_share_the_code_path(path_policy, small_park, tmp_path):
+    inspector = build_explorer(small_park, path_policy, "inspector", run_dir=str(tmp_path), total_timesteps=512, num_envs=2)
+    assert inspector.hook.preference_policy is None and inspector.hook.rnd.config.num_predictors == 1
+    assert isinstance(inspector.agent, ImitationActorCritic)
+    scratch = build_explorer(small_park, None, "inspector", run_dir=str(tmp_path), total_timesteps=512, num_envs=2)
+    assert scratch.agent is None and scratch.cfg.encoder == "conv"  # PPO builds its conv GRU
+    rand = build_explorer(small_park, None, "random", run_dir=str(tmp_path), total_timesteps=512, num_envs=2)
+    assert rand.hook is None and rand.agent.num_actions == 9
+
+
+def test_bad_input_is_refused_before_training(path_policy, tmp_path):
+    # CartPole renders RGB frames but has 2 actions; the park policy acts over 9.
+    with pytest.raises(UserError, match="2 actions but the preference policy acts over 9"):
+        build_explorer("gym:CartPole-v1", path_policy, run_dir=str(tmp_path), total_timesteps=512, num_envs=2)
+    with pytest.raises(UserError, match="not RGB frames"):
+        build_explorer("state:CartPole-v1", path_policy, run_dir=str(tmp_path), total_timesteps=512, num_envs=2)
+    with pytest.raises(UserError, match="needs the path-following policy"):
+        build_explorer("gym:CartPole-v1", None, "ppgta", run_dir=str(tmp_path), total_timesteps=512, num_envs=2)
+    with pytest.raises(UserError, match="less than one rollout"):
+        build_explorer("gym:CartPole-v1", path_policy, run_dir=str(tmp_path), total_timesteps=16, num_envs=2)
+    with pytest.raises(UserError, match="explorer mode"):
+        build_explorer("gym:CartPole-v1", path_policy, "curious", run_dir=str(tmp_path), total_timesteps=512, num_envs=2)
+
+
+def test_known_objects_mask():
+    rng = np.random.default_rng(1)
+    frame = rng.integers(0, 256, (20, 30, 3), dtype=np.uint8)
+    out = mask_known_objects(frame, [[2, 3, 6, 8], [20.5, 10, 40, 25]])
+    inside = np.zeros((20, 30), bool)
+    inside[3:8, 2:6] = True
+    inside[10:20, 20:30] = True  # fractional start widened down, end clipped to the frame
+    np.testing.assert_array_equal(out[inside], frame[inside])
+    outside = out[~inside]
+    assert (outside[:, 0] == outside[:, 1]).all() and (outside[:, 1] == outside[:, 2]).all()
+    assert not (frame[~inside][:, 0] == frame[~inside][:, 1]).all()
+    gray = mask_known_objects(frame, [])
+    assert (gray[..., 0] == gray[..., 2]).all()
+
+
+def test_park_frames_are_masked_with_the_known_boxes(small_park):
+    env = KnownObjectsMask(make_game(small_park))
+    try:
+        obs, info = env.reset(seed=2)
+        for _ in range(15):
+            boxes = [o["box"] for o in info.get("objects", [])]
+            colour = (obs[..., 0] != obs[..., 1]) | (obs[..., 1] != obs[..., 2])
+            allowed = np.zeros(colour.shape, bool)
+            for x0, y0, x1, y1 in boxes:
+                allowed[max(int(np.floor(y0)), 0) : int(np.ceil(y1)), max(int(np.floor(x0)), 0) : int(np.ceil(x1))] = True
+            assert not (colour & ~allowed).any(), "colour outside every known OOI box"
+            obs, _, _, _, info = env.step(7)  # turn the camera
+    finally:
+        env.close()
