@@ -121,13 +121,12 @@ def build_explorer(
     if preset.needs_preference_policy and preference_ckpt is None:
         raise UserError(f"explorer mode {mode!r} needs the path-following policy: pass --preference models/path.ckpt")
 
-    agent: nn.Module | None = None
-    preference = None
+    policy = None
     if preference_ckpt is not None and mode != "random":
-        agent = ImitationActorCritic.from_checkpoint(preference_ckpt, num_values=2)
-        if preset.needs_preference_policy:
-            preference = ImitationActorCritic.from_checkpoint(preference_ckpt, num_values=1)
-    frame_size = agent.policy_cfg.image_size if isinstance(agent, ImitationActorCritic) else 64
+        from playtester.imitation.live import load_policy
+
+        policy = load_policy(preference_ckpt).policy
+    frame_size = policy.cfg.image_size if policy is not None else 64
 
     options: dict[str, Any] = {"vector_env": "async", "env_reward_coef": 0.0, "encoder": "conv",
                                "num_minibatches": math.gcd(num_envs, 4), **ppo_options}
@@ -138,25 +137,31 @@ def build_explorer(
         raise UserError(f"explorer options: {e}") from None
     env_fn = functools.partial(explorer_env, game, frame_size)
 
-    # Look at the game once before anything trains: RGB frames, and the policy's actions.
+    # Look at the game once before anything is built or trained: RGB frames, Discrete actions,
+    # and the same number of actions as the path policy.
     probe = make_env(game, frame_size) if game.startswith("state:") else env_fn()
     try:
         observation_space, action_space = probe.observation_space, probe.action_space
     finally:
         probe.close()
     check_rgb_frames(observation_space, f"game {game!r}")
+    n = getattr(action_space, "n", None)
+    if n is None:
+        raise UserError(f"game {game!r}: its actions are {action_space}; the explorer needs a Discrete key map")
+    if policy is not None and n != policy.cfg.n_actions:
+        raise UserError(f"game {game!r} has {n} actions but the preference policy acts over {policy.cfg.n_actions} "
+                        f"({preference_ckpt}); use a policy trained with this game's key map")
 
     if not preset.trained:
-        n = getattr(action_space, "n", None)
-        if n is None:
-            raise UserError(f"game {game!r}: its actions are {action_space}; the explorer needs a Discrete key map")
         return Explorer(cfg, RandomAgent(RandomAgentConfig(num_actions=int(n), num_values=1)), None, env_fn)
 
+    agent = preference = None
+    if policy is not None:
+        agent = ImitationActorCritic.from_policy(policy, num_values=2, source=str(preference_ckpt))
+        if preset.needs_preference_policy:
+            preference = ImitationActorCritic.from_policy(policy, num_values=1, source=str(preference_ckpt))
     device = "cuda" if cfg.accelerator == "cuda" else "cpu"
     hook = ExplorationReward(preset.reward, num_envs, preference_policy=preference, device=device)
     hook.check_game(observation_space, action_space, game)
-    if agent is not None and getattr(action_space, "n", None) != agent.num_actions:
-        raise UserError(f"game {game!r} has {getattr(action_space, 'n', None)} actions but the policy {preference_ckpt} "
-                        f"acts over {agent.num_actions}; use a policy trained with this game's key map")
     return Explorer(cfg, agent, hook, env_fn)
 

@@ -20,7 +20,8 @@ from playtester.imitation.live import load_policy
 from playtester.imitation.training import TrainConfig
 
 TINY = {"global_hidden": 32, "local_hidden": 16, "mlp": (32, 16)}
-SMALL_RND = RNDConfig(obs_warmup_frames=8, batch_size=16, train_steps=2, buffer_size=64)
+# Small RND widths: orthogonal init of the paper's 512-wide layers costs seconds on a busy CPU.
+SMALL_RND = RNDConfig(obs_warmup_frames=8, batch_size=16, train_steps=2, buffer_size=64, hidden_dim=64, out_dim=32)
 
 
 @pytest.fixture(scope="module")
@@ -133,10 +134,12 @@ def test_explorer_trains_on_the_park_and_logs_every_term(path_policy, small_park
 
 
 def test_modes_share_the_code_path(path_policy, small_park, tmp_path):
-    inspector = build_explorer(small_park, path_policy, "inspector", run_dir=str(tmp_path), total_timesteps=512, num_envs=2)
+    inspector = build_explorer(small_park, path_policy, "inspector", run_dir=str(tmp_path), total_timesteps=512, num_envs=2,
+                               rnd=SMALL_RND)
     assert inspector.hook.preference_policy is None and inspector.hook.rnd.config.num_predictors == 1
     assert isinstance(inspector.agent, ImitationActorCritic)
-    scratch = build_explorer(small_park, None, "inspector", run_dir=str(tmp_path), total_timesteps=512, num_envs=2)
+    scratch = build_explorer(small_park, None, "inspector", run_dir=str(tmp_path), total_timesteps=512, num_envs=2,
+                             rnd=SMALL_RND)
     assert scratch.agent is None and scratch.cfg.encoder == "conv"  # PPO builds its conv GRU
     rand = build_explorer(small_park, None, "random", run_dir=str(tmp_path), total_timesteps=512, num_envs=2)
     assert rand.hook is None and rand.agent.num_actions == 9
