@@ -13,22 +13,11 @@ from playtester.imitation.fit import fit_policy
 from playtester.imitation.live import LivePolicy, load_policy
 from playtester.imitation.training import TrainConfig
 
-TINY = {"global_hidden": 32, "local_hidden": 16, "mlp": (32, 16)}
+from conftest import TINY_POLICY as TINY
 
 
-@pytest.fixture(scope="module")
-def demos_and_encoder(tmp_path_factory, small_park):
-    root = tmp_path_factory.mktemp("bc")
-    demos = root / "inspect"
-    assert main(["demos", "--game", small_park, "--behavior", "inspect", "--episodes", "5", "--steps", "60", "--out", str(demos)]) == 0
-    encoder = root / "encoder.ckpt"
-    assert main(["train", "encoder", "--demos", str(demos), "--out", str(encoder), "--image-size", "64", "--pretrained", "none",
-                 "--feature-dim", "32", "--epochs", "1"]) == 0
-    return demos, encoder
-
-
-def test_fit_writes_a_checkpoint_that_rebuilds_the_same_policy(demos_and_encoder, tmp_path):
-    demos, encoder = demos_and_encoder
+def test_fit_writes_a_checkpoint_that_rebuilds_the_same_policy(bc_demos_and_encoder, tmp_path):
+    demos, encoder = bc_demos_and_encoder
     out = tmp_path / "inspect.ckpt"
     result = fit_policy(demos, encoder, out, TrainConfig(epochs=2, batch_size=2, chunk=16), shape=TINY, progress=False,
                         logdir=tmp_path / "logs", say=lambda m: None)
@@ -48,10 +37,8 @@ def test_fit_writes_a_checkpoint_that_rebuilds_the_same_policy(demos_and_encoder
         np.testing.assert_allclose(loaded.step(np.asarray(ep.frames[t]), box), trained.step(np.asarray(ep.frames[t]), box), atol=1e-6)
 
 
-def test_eval_policy_runs_held_out_tests(demos_and_encoder, tmp_path, small_park, capsys):
-    demos, encoder = demos_and_encoder
-    ckpt = tmp_path / "p.ckpt"
-    fit_policy(demos, encoder, ckpt, TrainConfig(epochs=1, batch_size=2), shape=TINY, progress=False, logdir=tmp_path, say=lambda m: None)
+def test_eval_policy_runs_held_out_tests(tiny_inspect_policy, small_park, tmp_path, capsys):
+    ckpt = tiny_inspect_policy
     report = tmp_path / "eval.json"
     assert main(["eval", "policy", "--ckpt", str(ckpt), "--game", small_park, "--episodes", "2", "--steps", "15", "--out", str(report)]) == 0
     import json
@@ -64,8 +51,8 @@ def test_eval_policy_runs_held_out_tests(demos_and_encoder, tmp_path, small_park
     assert "success rate" in capsys.readouterr().out
 
 
-def test_bad_demos_are_named(demos_and_encoder, tmp_path):
-    _, encoder = demos_and_encoder
+def test_bad_demos_are_named(bc_demos_and_encoder, tmp_path):
+    _, encoder = bc_demos_and_encoder
     with pytest.raises(UserError, match="no complete episodes"):
         fit_policy(tmp_path, encoder, tmp_path / "x.ckpt", TrainConfig(epochs=1), shape=TINY, say=lambda m: None)
 

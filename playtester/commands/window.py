@@ -66,7 +66,7 @@ def record(
 
 
 def replay(
-    episode: Path = typer.Argument(..., help="An episode folder (frames.npy, steps.jsonl, meta.json)."),
+    episode: Path = typer.Argument(..., help="An episode folder (frames.npy, steps.jsonl, meta.json), or a run's finding folder."),
     game: Optional[str] = typer.Option(None, "--game", help="Game spec to replay on (default: the episode's own)."),
     speed: float = typer.Option(1.0, "--speed", help="Timing factor: 1 the recorded timing, 2 twice as fast, 0 no waiting."),
     strict: bool = typer.Option(False, "--strict", help="Exit with status 1 unless every frame matches the recording."),
@@ -79,6 +79,16 @@ def replay(
     from playtester.capture.replay import replay_episode, replay_options
     from playtester.datasets.episodes import Episode
 
+    if (episode / "finding.json").exists():  # a finding of a run: replay the trace that led to it
+        from playtester.findings import replay_finding
+
+        found = replay_finding(episode, game)
+        console.print(f"replayed {found.steps} steps of finding {episode}: "
+                      f"{found.identical} of {found.compared} frames identical"
+                      + (f" (first difference after action {found.first_mismatch})" if found.first_mismatch is not None else ""))
+        if strict and found.identical != found.compared:
+            raise typer.Exit(1)
+        return
     ep = Episode.open(episode)
     spec = game or str(ep.meta.get("game", ""))
     if not spec:

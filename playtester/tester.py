@@ -1,0 +1,254 @@
+"""The tester loop (PPGTA's agent) as a Gymnasium wrapper around a game.
+
+The explorer, whatever drives it (PPO trained online, a baseline, a random agent), sends one
+action a step. Every `detect_every` steps the wrapper looks for objects of interest; when it sees
+an untested one close enough and with enough confidence, it hands control to the test policy
+with that OOI's box as the mask, for the behaviour's length, keeps the crops and the clip, scores
+the executed test (JSD against the expert, the texture oracle on the crops), and gives control
+back. From the explorer's side the whole test is one long step. Oracles run on every step, the
+explorer's and the test policy's alike; every finding keeps the actions that led to it.
+
+The wrapper sits under any resizing: detector, test policy and oracles see the game's own frames.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import gymnasium as gym
+import numpy as np
+
+from playtester.capture.doom import wrap_angle
+from playtester.imitation.jsd import action_distribution, jsd
+from playtester.imitation.live import LivePolicy
+from playtester.oracles import Finding, TextureOracle
+from playtester.runlog import JsonlWriter
+
+Detection = dict[str, Any]
+"""`box` [x0, y0, x1, y1] pixels, `class`, `score`, and `ooi` (the matched known OOI id, or None)."""
+
+
+@dataclass
+class TesterConfig:
+    __test__ = False  # not a pytest test class, whatever its name
+
+    detect_every: int = 4
+    """Run the detector every this many explorer steps."""
+    min_score: float = 0.6
+    """Detections below this confidence are ignored."""
+    min_box_height: int = 28
+    """An OOI is tested once its box is at least this tall (close enough to circle)."""
+    test_steps: int | None = None
+    """Steps of a test; default: the tester policy's mean demo length."""
+    clip_frames: int = 48
+    """Frames kept before each finding, and in each test's clip."""
+    greedy: bool = False
+    """Take the test policy's most likely action instead of sampling it."""
+    seed: int = 0
+
+
+class GroundTruthDetector:
+    """The engine's own labels as detections (score 1): a stand-in for a trained detector, to
+    measure the rest of the loop on its own. Needs a backend that reports `objects`."""
+
+    name = "ground-truth"
+
+    def __call__(self, frame: np.ndarray, info: dict[str, Any]) -> list[Detection]:
+        return [{"box": o["box"], "class": o["class"], "score": 1.0, "ooi": o.get("ooi")} for o in info.get("objects", [])]
+
+
+class ModelDetector:
+    """A trained detector; detections are matched to known OOIs by telemetry when there is some."""
+
+    name = "model"
+
+    def __init__(self, detector, oois: Sequence[Any] = (), hfov: float = 90.0) -> None:
+        self.detector = detector
+        self.oois = list(oois)
+        self.hfov = hfov
+
+    def __call__(self, frame: np.ndarray, info: dict[str, Any]) -> list[Detection]:
+        boxes, labels, scores = self.detector.predict([frame])[0]
+        out = []
+        for box, label, score in zip(boxes, labels, scores):
+            kind = self.detector.classes[int(label) - 1]
+            out.append({"box": [float(v) for v in box], "class": kind, "score": float(score),
+                        "ooi": match_ooi(self.oois, info, box, kind, frame.shape[1], self.hfov)})
+        return out
+
+
+def match_ooi(oois: Sequence[Any], info: dict[str, Any], box: Sequence[float], kind: str, width: int,
+              hfov: float = 90.0, tolerance: float = 8.0, reach: float = 1500.0) -> int | None:
+    """The known OOI a box shows: the one of that kind whose bearing from the player is closest to
+    the box centre's bearing (within `tolerance` degrees). None without telemetry."""
+    if "position" not in info or "angle" not in info:
+        return None
+    x, y = info["position"][0], info["position"][1]
+    centre = (box[0] + box[2]) / 2.0
+    # screen right is clockwise: a box right of centre lies at a smaller angle
+    half = math.radians(hfov / 2)
+    offset = math.degrees(math.atan((centre / width - 0.5) * 2 * math.tan(half)))
+    target = info["angle"] - offset
+    best, best_err = None, tolerance
+    for o in oois:
+        if o.kind != kind or math.hypot(o.x - x, o.y - y) > reach:
+            continue
+        err = abs(wrap_angle(math.degrees(math.atan2(o.y - y, o.x - x)) - target))
+        if err < best_err:
+            best, best_err = o.id, err
+    return best
+
+
+class TesterEnv(gym.Wrapper):
+    """Explore → detect → test, with oracles and logs; see the module's docstring."""
+
+    __test__ = False
+
+    def __init__(
+        self, env: gym.Env, *, tester: LivePolicy, detector: Callable[[np.ndarray, dict], list[Detection]],
+        oracles: Sequence[Any], run_dir: str | Path, game: str, game_options: dict[str, Any] | None = None,
+        texture: TextureOracle | None = None, config: TesterConfig | None = None, env_index: int = 0, n_envs: int = 1,
+    ) -> None:
+        super().__init__(env)
+        self.tester = tester
+        self.detector = detector
+        self.oracles = list(oracles)
+        self.texture = texture
+        self.cfg = config or TesterConfig()
+        self.run_dir = Path(run_dir)
+        self.game = game
+        self.game_options = dict(game_options or {})
+        self.env_index, self.n_envs = env_index, n_envs
+        self.rng = np.random.default_rng(self.cfg.seed + 7919 * env_index)
+        self.expert = np.asarray(tester.scoring["expert_distribution"])
+        self.threshold = float(tester.scoring["threshold"])
+        self.test_steps = self.cfg.test_steps or int(round(tester.scoring.get("mean_length", 100)))
+        (self.run_dir / "findings").mkdir(parents=True, exist_ok=True)
+        self.trajectory = JsonlWriter(self.run_dir / "trajectory.jsonl")
+        self.tests = JsonlWriter(self.run_dir / "tests.jsonl")
+        self.tested: set[Any] = set()
+        self.local_episode = -1
+        self.n_findings = len(list((self.run_dir / "findings").glob(f"{self._finding_prefix()}*")))
+        self.fps = float(env.metadata.get("render_fps", 10))
+
+    # -- episode bookkeeping ------------------------------------------------------------------
+    @property
+    def episode(self) -> int:
+        """Run-wide episode number: episodes of several envs interleave without clashing."""
+        return self.local_episode * self.n_envs + self.env_index
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        if seed is None:
+            seed = int(self.rng.integers(0, 2**31 - 1))
+        obs, info = self.env.reset(seed=seed, options=options)
+        self.local_episode += 1
+        self.t = 0
+        self.actions: list[int] = []
+        self.recent: deque[np.ndarray] = deque(maxlen=self.cfg.clip_frames)
+        self.reset_args = {"seed": seed, "options": options}
+        self._info = info
+        for oracle in self.oracles:
+            oracle.reset()
+        return obs, info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self._step(int(action), "explore", None)
+        if not (terminated or truncated) and self.t % self.cfg.detect_every == 0:
+            target = self._pick_target(obs, info)
+            if target is not None:
+                obs, extra, terminated, truncated, info = self._run_test(obs, info, target)
+                reward += extra
+        return obs, reward, terminated, truncated, info
+
+    def _step(self, action: int, mode: str, ooi: Any):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.actions.append(action)
+        self.recent.append(obs)
+        row = {"env": self.env_index, "episode": self.episode, "t": self.t, "action": action, "mode": mode, "ooi": ooi}
+        if "position" in info:
+            row["position"] = [round(float(v), 1) for v in info["position"]]
+        if "frame_time_ms" in info:
+            row["frame_time_ms"] = round(float(info["frame_time_ms"]), 3)
+        self.trajectory.write(row)
+        for oracle in self.oracles:
+            for finding in oracle.observe(obs, info, action, self.episode, self.t):
+                self._save(finding)
+        self.t += 1
+        self._info = info
+        if info.get("crashed"):
+            terminated = True
+        return obs, float(reward), bool(terminated), bool(truncated), info
+
+    # -- testing ------------------------------------------------------------------------------
+    def _pick_target(self, obs: np.ndarray, info: dict[str, Any]) -> Detection | None:
+        best = None
+        for d in self.detector(obs, info):
+            key = d.get("ooi")
+            if key is None or key in self.tested or d["score"] < self.cfg.min_score:
+                continue
+            if d["box"][3] - d["box"][1] < self.cfg.min_box_height:
+                continue
+            if best is None or d["score"] > best["score"]:
+                best = d
+        return best
+
+    def _track(self, obs: np.ndarray, info: dict[str, Any], target: Detection) -> list[float] | None:
+        for d in self.detector(obs, info):
+            if d.get("ooi") == target["ooi"]:
+                return d["box"]
+        return None
+
+    def _run_test(self, obs: np.ndarray, info: dict[str, Any], target: Detection):
+        ooi, kind = target["ooi"], target["class"]
+        self.tested.add(ooi)
+        self.tester.reset()
+        box: list[float] | None = target["box"]
+        crops, actions, frames = [], [], []
+        start = self.t
+        total = 0.0
+        terminated = truncated = False
+        for _ in range(self.test_steps):
+            probs = self.tester.step(obs, box)
+            a = int(np.argmax(probs)) if self.cfg.greedy else int(self.rng.choice(len(probs), p=probs / probs.sum()))
+            actions.append(a)
+            obs, r, terminated, truncated, info = self._step(a, "test", ooi)
+            total += r
+            frames.append(obs)
+            box = self._track(obs, info, target)
+            if box is not None:
+                crops.append((obs, box))
+            if terminated or truncated:
+                break
+        score = jsd(action_distribution(actions, len(self.expert)), self.expert)
+        verdict = self.texture.judge(kind, crops) if self.texture is not None else None
+        record = {"env": self.env_index, "episode": self.episode, "step": start, "ooi": ooi, "kind": kind,
+                  "steps": len(actions), "jsd": score, "success": score <= self.threshold, "crops": len(crops),
+                  "texture": None if verdict is None else {"bug": verdict.bug, "aspect_ratio": verdict.aspect_ratio,
+                                                           "texel_ratio": verdict.texel_ratio, "crops": verdict.crops}}
+        self.tests.write(record)
+        if verdict is not None and verdict.bug:
+            self._save(Finding("texture", f"{kind} OOI {ooi} looks {verdict.bug} (aspect ×{verdict.aspect_ratio:.2f}, "
+                                          f"texel ×{verdict.texel_ratio:.2f})", self.episode, self.t - 1,
+                               {"ooi": ooi, "kind": kind, "bug": verdict.bug}))
+        return obs, total, terminated, truncated, info
+
+    # -- findings -----------------------------------------------------------------------------
+    def _finding_prefix(self) -> str:
+        return "" if self.env_index == 0 else f"e{self.env_index}-"
+
+    def _save(self, finding: Finding) -> None:
+        from playtester.findings import save_finding
+
+        name = f"{self._finding_prefix()}{self.n_findings:04d}"
+        self.n_findings += 1
+        save_finding(self.run_dir / "findings" / name, finding, game=self.game, game_options=self.game_options,
+                     reset=self.reset_args, actions=self.actions, frames=list(self.recent), fps=self.fps)
+
+    def close(self) -> None:
+        self.trajectory.close()
+        self.tests.close()
+        super().close()

@@ -1,0 +1,99 @@
+"""The tester loop on the small park: explore → detect → test, oracles, findings that replay, report."""
+
+import json
+
+import numpy as np
+import pytest
+
+from playtester.capture.games import make_game
+from playtester.findings import replay_finding
+from playtester.imitation.live import load_policy
+from playtester.oracles import AssertionOracle, CrashOracle, StuckOracle
+from playtester.report import build_report
+from playtester.runlog import read_jsonl
+from playtester.tester import GroundTruthDetector, TesterConfig, TesterEnv, match_ooi
+
+
+def step_30(frame, info):
+    return info.get("step") != 30 or "the thirtieth step was reached"
+
+
+@pytest.fixture(scope="module")
+def loop_run(tmp_path_factory, small_park, tiny_inspect_policy):
+    run = tmp_path_factory.mktemp("runs") / "loop"
+    run.mkdir()
+    (run / "config.yaml").write_text(f"game: {small_park}\nagent: random explorer\n")
+    tester = load_policy(tiny_inspect_policy)
+    env = TesterEnv(
+        make_game(small_park), tester=tester, detector=GroundTruthDetector(),
+        oracles=[CrashOracle(), StuckOracle(patience=25), AssertionOracle([("step_30", step_30)])],
+        run_dir=run, game=small_park, config=TesterConfig(test_steps=12, min_box_height=20, seed=1),
+    )
+    rng = np.random.default_rng(0)
+    outer_steps = 0
+    for episode in range(2):
+        env.reset(seed=100 + episode)
+        for _ in range(120):
+            outer_steps += 1
+            _, _, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
+            if terminated or truncated:
+                break
+    env.close()
+    return run, outer_steps
+
+
+def test_loop_logs_every_step_and_tests_each_ooi_once(loop_run, tiny_inspect_policy):
+    run, outer_steps = loop_run
+    threshold = load_policy(tiny_inspect_policy).scoring["threshold"]
+    rows = list(read_jsonl(run / "trajectory.jsonl"))
+    tests = list(read_jsonl(run / "tests.jsonl"))
+    assert {r["episode"] for r in rows} == {0, 1}
+    explore = [r for r in rows if r["mode"] == "explore"]
+    assert len(explore) == outer_steps
+    assert tests, "a random walk on the small park sees OOIs close enough to test"
+    assert len({t["ooi"] for t in tests}) == len(tests), "an OOI is tested once"
+    for t in tests:
+        steps = [r for r in rows if r["mode"] == "test" and r["ooi"] == t["ooi"]]
+        assert len(steps) == t["steps"] <= 12
+        assert 0.0 <= t["jsd"] <= 1.0 and t["success"] == (t["jsd"] <= threshold)
+    # steps are numbered without gaps within each episode
+    for e in (0, 1):
+        ts = [r["t"] for r in rows if r["episode"] == e]
+        assert ts == list(range(len(ts)))
+
+
+def test_findings_replay_bit_for_bit(loop_run):
+    run, _ = loop_run
+    folders = sorted(p for p in (run / "findings").iterdir() if (p / "finding.json").exists())
+    asserted = [p for p in folders if json.loads((p / "finding.json").read_text())["kind"] == "assertion"]
+    assert len(asserted) == 2, "the step-30 assertion fires once per episode"
+    doc = json.loads((asserted[0] / "finding.json").read_text())
+    # the engine counts steps after they are taken: the 30th action makes info["step"] 30
+    assert doc["message"] == "the thirtieth step was reached" and doc["steps"] == 30
+    result = replay_finding(asserted[0])
+    assert result.steps == 30 and result.compared == len(np.load(asserted[0] / "frames.npy"))
+    assert result.identical == result.compared and result.first_mismatch is None
+
+
+def test_report_of_the_loop_run(loop_run):
+    run, _ = loop_run
+    build_report(run)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["episodes"] == 2 and summary["oois_tested"] == len(list(read_jsonl(run / "tests.jsonl")))
+    assert summary["findings"]["assertion"] == 2
+    assert 0 < summary["coverage"]["pathway_share"] <= 1
+
+
+def test_match_ooi_by_bearing():
+    from types import SimpleNamespace as O
+
+    oois = [O(id=1, kind="barrel", x=100.0, y=0.0), O(id=2, kind="barrel", x=0.0, y=100.0), O(id=3, kind="tire", x=100.0, y=1.0)]
+    info = {"position": (0.0, 0.0, 0.0), "angle": 0.0}
+    # facing east, a box in the middle of a 320-wide frame is the barrel straight ahead
+    assert match_ooi(oois, info, [150, 50, 170, 90], "barrel", 320) == 1
+    assert match_ooi(oois, info, [150, 50, 170, 90], "tire", 320) == 3
+    # facing north: the same box shows barrel 2
+    assert match_ooi(oois, {**info, "angle": 90.0}, [150, 50, 170, 90], "barrel", 320) == 2
+    # a box at the right edge (45° clockwise) matches nothing there
+    assert match_ooi(oois, info, [300, 50, 320, 90], "barrel", 320) is None
+    assert match_ooi(oois, {}, [150, 50, 170, 90], "barrel", 320) is None
