@@ -160,6 +160,7 @@ def build_explorer(
         agent = ImitationActorCritic.from_policy(policy, num_values=2, source=str(preference_ckpt))
         if preset.needs_preference_policy:
             preference = ImitationActorCritic.from_policy(policy, num_values=1, source=str(preference_ckpt))
+            preference.share_encoder(agent)
     device = "cuda" if cfg.accelerator == "cuda" else "cpu"
     hook = ExplorationReward(preset.reward, num_envs, preference_policy=preference, device=device)
     hook.check_game(observation_space, action_space, game)

@@ -84,6 +84,7 @@ class ImitationActorCritic(nn.Module):
         for p in self.encoder.parameters():
             p.requires_grad = False
         self.encoder.eval()
+        self._features: dict[str, Tensor] = {}  # the last frames prepared and their features
         self.core = PolicyCore(pcfg)
         # Critic shaped like the action head (fresh weights): h^c → MLP → one value per stream.
         layers: list[nn.Module] = []
@@ -132,13 +133,33 @@ class ImitationActorCritic(nn.Module):
         device = self.core.logits.weight.device
         return torch.zeros(batch_size, pcfg.global_hidden + (pcfg.k - 1) * pcfg.feature_dim, device=device)
 
+    def share_encoder(self, other: "ImitationActorCritic") -> None:
+        """Use `other`'s frozen encoder and its last features: the explorer and the preference
+        policy (both from the path policy) then encode each frame once, not twice."""
+        if self.policy_cfg.encoder != other.policy_cfg.encoder or self.policy_cfg.image_size != other.policy_cfg.image_size:
+            raise ValueError("share_encoder: the two policies were built on different encoders")
+        for name, value in self.encoder.state_dict().items():
+            if not torch.equal(value, other.encoder.state_dict()[name].to(value.device)):
+                raise ValueError("share_encoder: the two encoders have different weights")
+        self.encoder = other.encoder
+        self._features = other._features
+
     @torch.no_grad()
     def prepare(self, obs: Tensor) -> Tensor:
-        """uint8 B×H×W×3 frames → B×D features of the frozen encoder (on grayscale frames)."""
+        """uint8 B×H×W×3 frames → B×D features of the frozen encoder (on grayscale frames).
+
+        The last frames and their features are kept: the same frames again (the preference
+        policy on the frames the explorer just acted on) cost a comparison, not an encoder pass.
+        """
         if obs.ndim != 4 or obs.shape[-1] != 3:
             raise UserError(f"the explorer needs RGB frames B×H×W×3, got shape {tuple(obs.shape)}")
-        x = to_input(grayscale_frames(obs.to(torch.uint8)), self.policy_cfg.image_size)
-        return self.encoder(x)
+        obs = obs.to(device=self.core.logits.weight.device, dtype=torch.uint8)
+        last = self._features.get("obs")
+        if last is not None and last.shape == obs.shape and last.device == obs.device and torch.equal(last, obs):
+            return self._features["features"]
+        features = self.encoder(to_input(grayscale_frames(obs), self.policy_cfg.image_size))
+        self._features.update(obs=obs.clone(), features=features)
+        return features
 
     def forward(self, inputs: Tensor, state: Tensor, done: Tensor) -> ActorCriticOutput:
         """`T×B×D` features from `state`; `done[t]` starts an episode at step t."""

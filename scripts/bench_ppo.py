@@ -12,8 +12,8 @@ Prints per seed and overall: mean evaluation return, mean return of the last 20 
 episodes, env steps per second of training, and the ratios ours / SB3. Needs the `bench` extra.
 
 `--part latency` times one explorer decision on one frame: the explorer actor-critic, the
-preference policy and the 5-predictor RND reward (target ≤ 20 ms). Until the imitation policy
-exists (issue 5) both policies are stand-ins: the conv GRU actor-critic at 64×64.
+preference policy and the 5-predictor RND reward (target ≤ 20 ms), with the real networks at the
+paper's shape (`ImitationActorCritic`: AlexNet trunk at 128×128, local bi-GRU, global GRU 1024).
 """
 
 from __future__ import annotations
@@ -92,38 +92,61 @@ def run_sb3(env_id: str, timesteps: int, seed: int, episodes: int) -> dict[str, 
 
 
 def decision_latency(steps: int = 300) -> dict[str, float]:
-    """Median milliseconds of one explorer step on one 240×320 frame (stand-in policies)."""
-    from playtester.exploration.actor_critic import GRUActorCritic, GRUActorCriticConfig
+    """Median milliseconds of one explorer decision on one 240×320 frame, with the real networks.
+
+    The explorer is `ImitationActorCritic` at the paper's shape (untrained weights: the cost does
+    not depend on them): AlexNet trunk at 128×128 → 512 features, K = 4 local bi-GRU 256, global
+    GRU 1024, MLP 512 → 256, two value heads. The preference policy is the same network (the path
+    policy, frozen) sharing the explorer's frozen encoder and its features, as `build_explorer`
+    wires it (`preference_own_encoder_pass`: what it costs when it encodes the frame again). RND
+    sees the 64×64 OD-masked frame.
+    """
+    from dataclasses import asdict
+
+    from playtester.capture.wrappers import resize_frame
+    from playtester.exploration.explorer import mask_known_objects
+    from playtester.exploration.imitation_ac import ImitationActorCritic
     from playtester.exploration.preference import preference_reward
     from playtester.exploration.rnd import EnsembleRND, RNDConfig, frames_to_rnd_input
-    from playtester.capture.wrappers import resize_frame
+    from playtester.imitation.policy import ImitationPolicy, PolicyConfig, build_encoder
+    from playtester.perception.encoder import EncoderConfig
 
     torch.manual_seed(0)
-    shape = GRUActorCriticConfig(obs_shape=(64, 64, 3), num_actions=9, encoder="conv", hidden_dim=256, rnn_dim=256, num_values=2)
-    explorer, preference = GRUActorCritic(shape).eval(), GRUActorCritic(replace(shape, num_values=1)).eval()
+    encoder_cfg = EncoderConfig(action_names=[f"a{i}" for i in range(9)], image_size=128, feature_dim=512, pretrained="none")
+    policy_cfg = PolicyConfig(n_actions=9, feature_dim=512, image_size=128, encoder=asdict(encoder_cfg))
+    path_policy = ImitationPolicy(policy_cfg, build_encoder(policy_cfg.encoder))
+    explorer = ImitationActorCritic.from_policy(path_policy, num_values=2).eval()
+    preference = ImitationActorCritic.from_policy(path_policy, num_values=1).eval()
+    separate = ImitationActorCritic.from_policy(path_policy, num_values=1).eval()  # with its own encoder pass
+    preference.share_encoder(explorer)  # as build_explorer wires them
     rnd = EnsembleRND(RNDConfig(obs_warmup_frames=0))
     rnd_shared = EnsembleRND(RNDConfig(obs_warmup_frames=0, predictors="shared_trunk"))
     rng = np.random.default_rng(0)
     e_state, p_state, done = explorer.initial_state(1), preference.initial_state(1), torch.zeros(1, 1)
-    parts: dict[str, list[float]] = {"policy": [], "preference": [], "rnd": [], "total": [], "rnd_shared_trunk": [], "total_shared_trunk": []}
+    box = [[100, 60, 160, 140]]  # one OOI in view (its box kept in colour for RND)
+    parts: dict[str, list[float]] = {"policy": [], "preference": [], "rnd": [], "total": [], "rnd_shared_trunk": [],
+                                     "total_shared_trunk": [], "preference_own_encoder_pass": []}
     for _ in range(steps):
         frame = rng.integers(0, 256, (240, 320, 3), dtype=np.uint8)
         t0 = time.perf_counter()
         with torch.no_grad():
-            x = explorer.prepare(torch.from_numpy(resize_frame(frame, (64, 64))[None]))
+            masked = resize_frame(mask_known_objects(frame, box), (128, 128))  # what the env wrapper gives
+            x = explorer.prepare(torch.from_numpy(masked[None]))
             out = explorer(x.unsqueeze(0), e_state, done)
             e_state = out.state
             action = torch.distributions.Categorical(logits=out.logits[0]).sample()
             t1 = time.perf_counter()
-            pref = preference(x.unsqueeze(0), p_state, done)
+            pref = preference(preference.prepare(torch.from_numpy(masked[None])).unsqueeze(0), p_state, done)
             p_state = pref.state
             preference_reward(out.logits[0], pref.logits[0])
             t2 = time.perf_counter()
-            rnd.reward(frames_to_rnd_input(frame[None], 64))
+            rnd.reward(frames_to_rnd_input(masked[None], 64))
             t3 = time.perf_counter()
-            rnd_shared.reward(frames_to_rnd_input(frame[None], 64))
+            rnd_shared.reward(frames_to_rnd_input(masked[None], 64))
             t4 = time.perf_counter()
-        for k, v in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t3 - t0, t4 - t3, t2 - t0 + t4 - t3)):
+            separate(separate.prepare(torch.from_numpy(masked[None])).unsqueeze(0), p_state, done)
+            t5 = time.perf_counter()
+        for k, v in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t3 - t0, t4 - t3, t2 - t0 + t4 - t3, t5 - t4)):
             parts[k].append(v * 1000)
         int(action)
     return {k: statistics.median(v) for k, v in parts.items()}
@@ -143,7 +166,7 @@ def main(argv: list[str] | None = None) -> None:
 
     if args.part in ("latency", "all"):
         lat = decision_latency()
-        print("explorer decision latency, median ms (stand-in policies): " + ", ".join(f"{k} {v:.2f}" for k, v in lat.items()), flush=True)
+        print("explorer decision latency, median ms (imitation-shaped policies, paper shape): " + ", ".join(f"{k} {v:.2f}" for k, v in lat.items()), flush=True)
     if args.part == "latency":
         return
 

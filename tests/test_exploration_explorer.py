@@ -83,6 +83,13 @@ def test_actor_critic_starts_as_the_path_policy(path_policy, park_frames):
             out = agent(feats[t : t + 1], state, done[t : t + 1])
             state = out.state
             stepped.append(out.logits[0])
+    # The last frames' features are kept (the preference policy reuses them); other frames are encoded.
+    with torch.no_grad():
+        a, b = torch.from_numpy(obs[0]), torch.from_numpy(obs[1])
+        fresh = ImitationActorCritic.from_checkpoint(path_policy).eval()
+        torch.testing.assert_close(agent.prepare(a.clone()), fresh.prepare(a))
+        torch.testing.assert_close(agent.prepare(b), fresh.prepare(b))
+        assert not torch.allclose(agent.prepare(a), agent.prepare(b))
     np.testing.assert_allclose(torch.softmax(whole.logits, -1).numpy(), expected, atol=1e-5)
     torch.testing.assert_close(torch.stack(stepped), whole.logits, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(state, whole.state, atol=1e-5, rtol=1e-5)
@@ -94,7 +101,8 @@ def test_explorer_trains_on_the_park_and_logs_every_term(path_policy, small_park
                               num_envs=2, num_steps=8, num_minibatches=1, update_epochs=2, rnd=SMALL_RND, checkpoint_every=0)
     agent = explorer.agent
     assert isinstance(agent, ImitationActorCritic) and explorer.cfg.vector_env == "async"
-    assert explorer.hook.preference_policy is not None
+    preference = explorer.hook.preference_policy
+    assert preference is not None and preference.encoder is agent.encoder  # one encoder pass a frame
     frames = torch.from_numpy(np.stack([park_frames[:6], park_frames[6:]], axis=1))
     done = torch.zeros(6, 2)
     done[0] = 1
@@ -115,6 +123,10 @@ def test_explorer_trains_on_the_park_and_logs_every_term(path_policy, small_park
     for k, v in result.agent.encoder.state_dict().items():
         torch.testing.assert_close(v, encoder_before[k])  # the trunk stays frozen
     # The checkpoint alone rebuilds the trained explorer.
+    # The preference policy stayed the path policy while the explorer moved away from it.
+    path_logits = act(ImitationActorCritic.from_checkpoint(path_policy).eval()).logits
+    torch.testing.assert_close(act(preference).logits, path_logits)
+    torch.testing.assert_close(before.logits, path_logits)
     rebuilt = load_agent(result.checkpoint).eval()
     torch.testing.assert_close(act(rebuilt).logits, after.logits)
     assert "frozen encoder trunk" in capsys.readouterr().out
