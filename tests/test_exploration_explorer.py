@@ -24,6 +24,16 @@ TINY = {"global_hidden": 32, "local_hidden": 16, "mlp": (32, 16)}
 SMALL_RND = RNDConfig(obs_warmup_frames=8, batch_size=16, train_steps=2, buffer_size=64, hidden_dim=64, out_dim=32)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    """One torch thread: on this shared 2-core machine two threads spin against other jobs and
+    small convolutions run ~50× slower."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
 @pytest.fixture(scope="module")
 def path_policy(tmp_path_factory, small_park):
     """A tiny path-following policy trained on park demos (the preference policy's checkpoint)."""
