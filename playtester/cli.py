@@ -62,8 +62,9 @@ def _register() -> None:
     app.command("record")(window.record)
     app.command("replay")(window.replay)
 
-    from playtester.commands import imitation, report
+    from playtester.commands import imitation, report, run
 
+    app.command("run")(run.run)
     app.command("report")(report.report)
 
     train_app.command("policy")(imitation.train_policy)
