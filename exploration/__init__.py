@@ -9,8 +9,18 @@
     preference.py    `preference_reward` (−KL(π^e ‖ π^p)), `AlphaSchedule`, `mix_rewards`
     reward.py        `ExplorationReward`: the `RewardHook` that blends novelty and preference
     modes.py         `explorer_preset`: ppgta | inspector | random
+    imitation_ac.py  `ImitationActorCritic`: the path policy (frozen encoder) with two value heads
+    explorer.py      `build_explorer(game, preference_ckpt, mode)` → (cfg, agent, hook, env_fn)
+                     for `ppo.train`; `KnownObjectsMask` (OD mask from the engine's boxes)
 
-What wiring the full explorer (after issues 4 and 5) still needs:
+Done in `imitation_ac.py` and `explorer.py` (the first three points below): the actor-critic
+around the imitation policy, the frozen preference policy (sharing the explorer's encoder and
+features), the OD-masked RND input (an env wrapper, `KnownObjectsMask`, rather than
+`rnd_frames`; ground-truth boxes from `info["objects"]` stand in for the detector), the checks
+before training. Left: `playtester run` (its own issue), the detector's boxes in place of the
+ground truth, and the optional `FeatureEncoder` trunk inside RND (not wired).
+
+What wiring the full explorer (after issues 4 and 5) needed:
 
 - An `ActorCritic` around the imitation policy: `prepare(obs)` = the frozen `FeatureEncoder` trunk
   on the (K-frame, OD-masked) frames, so rollouts store features (`frozen_trunk = True`);
