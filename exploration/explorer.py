@@ -38,13 +38,11 @@ from playtester.exploration.ppo import PPOConfig
 from playtester.exploration.reward import ExplorationReward
 from playtester.exploration.rnd import RNDConfig
 from playtester.exploration.vector_env import check_rgb_frames, make_env
-from playtester.perception.od_mask import grayscale
+from playtester.perception.od_mask import grayscale, pixel_box
 
 
 def mask_known_objects(frame: np.ndarray, boxes: list[Any]) -> np.ndarray:
     """uint8 H×W×3 frame grayscale except inside each of `boxes` (`[x0, y0, x1, y1]`, end-exclusive)."""
-    from playtester.perception.od_mask import pixel_box
-
     h, w = frame.shape[:2]
     out = np.repeat(grayscale(frame)[..., None], 3, axis=2)
     for box in boxes:

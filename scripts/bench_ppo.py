@@ -23,7 +23,6 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import replace
 
 import gymnasium as gym
 import numpy as np
