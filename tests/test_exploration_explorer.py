@@ -184,6 +184,10 @@ def test_bad_input_is_refused_before_training(path_policy, tmp_path):
         build_explorer("gym:CartPole-v1", None, "ppgta", run_dir=str(tmp_path), total_timesteps=512, num_envs=2)
     with pytest.raises(UserError, match="less than one rollout"):
         build_explorer("gym:CartPole-v1", path_policy, run_dir=str(tmp_path), total_timesteps=16, num_envs=2)
+    junk = tmp_path / "junk.ckpt"
+    junk.write_bytes(b"not a checkpoint")
+    with pytest.raises(UserError, match="junk.ckpt"):
+        build_explorer("gym:CartPole-v1", junk, run_dir=str(tmp_path), total_timesteps=512, num_envs=2)
     with pytest.raises(UserError, match="explorer mode"):
         build_explorer("gym:CartPole-v1", path_policy, "curious", run_dir=str(tmp_path), total_timesteps=512, num_envs=2)
 
