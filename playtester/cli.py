@@ -62,8 +62,9 @@ def _register() -> None:
     app.command("record")(window.record)
     app.command("replay")(window.replay)
 
-    from playtester.commands import imitation, report, run
+    from playtester.commands import demo, imitation, report, run
 
+    app.command("demo")(demo.demo)
     app.command("run")(run.run)
     app.command("report")(report.report)
 
