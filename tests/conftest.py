@@ -38,31 +38,46 @@ def park_env(small_park):
     env.close()
 
 
-@pytest.fixture(scope="session")
-def bc_demos_and_encoder(tmp_path_factory, small_park):
-    """Five inspect demos on the small park and a tiny encoder trained on them (64 px, 32 features)."""
-    from playtester.cli import main
-
-    root = tmp_path_factory.mktemp("bc")
-    demos = root / "inspect"
-    assert main(["demos", "--game", small_park, "--behavior", "inspect", "--episodes", "5", "--steps", "60", "--out", str(demos)]) == 0
-    encoder = root / "encoder.ckpt"
-    assert main(["train", "encoder", "--demos", str(demos), "--out", str(encoder), "--image-size", "64", "--pretrained", "none",
-                 "--feature-dim", "32", "--epochs", "1"]) == 0
-    return demos, encoder
-
-
 TINY_POLICY = {"global_hidden": 32, "local_hidden": 16, "mlp": (32, 16)}
+"""A policy shape small enough to train in seconds."""
 
 
 @pytest.fixture(scope="session")
-def tiny_inspect_policy(bc_demos_and_encoder, tmp_path_factory):
-    """A tiny inspect policy checkpoint trained for one epoch on the fixture demos."""
+def tiny_parts(tmp_path_factory, small_park):
+    """`tiny_parts(behavior)` → (demos folder, encoder checkpoint, tiny policy checkpoint) for
+    `inspect` or `path`: a few scripted demos on the small park, a tiny encoder (64 px, 32
+    features, one epoch) and a tiny policy (one epoch) trained on them; made once a session."""
+    from playtester.cli import main
     from playtester.imitation.fit import fit_policy
     from playtester.imitation.training import TrainConfig
 
-    demos, encoder = bc_demos_and_encoder
-    out = tmp_path_factory.mktemp("policy") / "inspect.ckpt"
-    fit_policy(demos, encoder, out, TrainConfig(epochs=1, batch_size=2), shape=TINY_POLICY, progress=False,
-               logdir=out.parent / "logs", say=lambda m: None)
-    return out
+    made = {}
+
+    def make(behavior: str = "inspect"):
+        if behavior not in made:
+            root = tmp_path_factory.mktemp(f"tiny-{behavior}")
+            demos = root / behavior
+            assert main(["demos", "--game", small_park, "--behavior", behavior, "--episodes", "5", "--steps", "60",
+                         "--out", str(demos)]) == 0
+            encoder = root / "encoder.ckpt"
+            assert main(["train", "encoder", "--demos", str(demos), "--out", str(encoder), "--image-size", "64",
+                         "--pretrained", "none", "--feature-dim", "32", "--epochs", "1"]) == 0
+            policy = root / f"{behavior}.ckpt"
+            fit_policy(demos, encoder, policy, TrainConfig(epochs=1, batch_size=2, chunk=16), shape=TINY_POLICY,
+                       progress=False, logdir=root / "logs", say=lambda m: None)
+            made[behavior] = (demos, encoder, policy)
+        return made[behavior]
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def bc_demos_and_encoder(tiny_parts):
+    """Inspect demos on the small park and a tiny encoder trained on them."""
+    return tiny_parts("inspect")[:2]
+
+
+@pytest.fixture(scope="session")
+def tiny_inspect_policy(tiny_parts):
+    """A tiny inspect policy checkpoint."""
+    return tiny_parts("inspect")[2]

@@ -9,17 +9,13 @@ import torch
 
 from playtester.capture.errors import UserError
 from playtester.capture.games import make_game
-from playtester.cli import main
 from playtester.exploration.checkpoints import load_agent
 from playtester.exploration.explorer import KnownObjectsMask, build_explorer, mask_known_objects
 from playtester.exploration.imitation_ac import ImitationActorCritic
 from playtester.exploration.ppo import train
 from playtester.exploration.rnd import RNDConfig
-from playtester.imitation.fit import fit_policy
 from playtester.imitation.live import load_policy
-from playtester.imitation.training import TrainConfig
 
-TINY = {"global_hidden": 32, "local_hidden": 16, "mlp": (32, 16)}
 # Small RND widths: orthogonal init of the paper's 512-wide layers costs seconds on a busy CPU.
 SMALL_RND = RNDConfig(obs_warmup_frames=8, batch_size=16, train_steps=2, buffer_size=64, hidden_dim=64, out_dim=32)
 
@@ -35,18 +31,9 @@ def _one_torch_thread():
 
 
 @pytest.fixture(scope="module")
-def path_policy(tmp_path_factory, small_park):
+def path_policy(tiny_parts):
     """A tiny path-following policy trained on park demos (the preference policy's checkpoint)."""
-    root = tmp_path_factory.mktemp("explorer")
-    demos = root / "path"
-    assert main(["demos", "--game", small_park, "--behavior", "path", "--episodes", "3", "--steps", "30", "--out", str(demos)]) == 0
-    encoder = root / "encoder.ckpt"
-    assert main(["train", "encoder", "--demos", str(demos), "--out", str(encoder), "--image-size", "64", "--pretrained", "none",
-                 "--feature-dim", "32", "--epochs", "1"]) == 0
-    ckpt = root / "path.ckpt"
-    fit_policy(demos, encoder, ckpt, TrainConfig(epochs=1, batch_size=2, chunk=16), shape=TINY, progress=False,
-               logdir=root, say=lambda m: None)
-    return ckpt
+    return tiny_parts("path")[2]
 
 
 @pytest.fixture(scope="module")
