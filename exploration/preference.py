@@ -28,7 +28,8 @@ def preference_reward(logits_explorer: Tensor, logits_preference: Tensor) -> Ten
     logp_e = F.log_softmax(logits_explorer, dim=-1)
     logp_p = F.log_softmax(logits_preference, dim=-1)
     kl = (logp_e.exp() * (logp_e - logp_p)).sum(dim=-1)
-    return -kl
+    # KL is never negative; float rounding leaves it a hair below zero when the two agree.
+    return -kl.clamp_min(0.0)
 
 
 def mix_rewards(preference: Tensor, intrinsic: Tensor, alpha: Tensor | float) -> Tensor:
