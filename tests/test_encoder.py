@@ -110,10 +110,12 @@ def test_episode_split_holds_out_whole_episodes_of_each_behaviour(demos):
 
 @pytest.mark.slow
 def test_encoder_learns_inverse_dynamics_on_park_demos_and_round_trips(demos, tmp_path):
+    # The default learning rate (3e-4), 6 epochs: balanced accuracy 0.34 against chance 0.11 on
+    # a fresh machine; 3 epochs at 1e-3 had passed on one machine and failed on another (0.13).
     torch.set_num_threads(2)
     out = tmp_path / "encoder.ckpt"
     code = main(["train", "encoder", "--demos", str(demos), "--out", str(out), "--image-size", "64", "--pretrained", "none",
-                 "--epochs", "3", "--batch-size", "32", "--lr", "1e-3", "--feature-dim", "256",
+                 "--epochs", "6", "--batch-size", "32", "--feature-dim", "256",
                  "--logdir", str(tmp_path / "logs")])
     assert code == 0 and out.exists()
     assert not out.with_name(out.name + ".partial").exists()
