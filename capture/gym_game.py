@@ -1,7 +1,9 @@
 """`GymGame`: any Gymnasium env that renders RGB, seen only through its pixels.
 
 The wrapped env's own observation is ignored; the observation is `env.render()`. Its reward is
-passed on (Wuji's winning objective uses it); its own `info` is kept under `env_info`.
+passed on (Wuji's winning objective uses it); its own `info` is kept under `env_info`, and the
+telemetry keys the oracles and coverage read (`position`, `angle`, `crashed`, …) are also
+copied to the top level when the env reports them.
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ import numpy as np
 
 from playtester.capture.errors import UserError
 from playtester.capture.keymap import KeyAction, KeyMap
+
+TELEMETRY_KEYS = ("position", "angle", "pitch", "objects", "crashed", "crash_reason")
+"""Keys of the env's own `info` passed on at the top level, where backends put telemetry."""
 
 
 def index_keymap(name: str, n: int) -> KeyMap:
@@ -28,6 +33,8 @@ class GymGame(gym.Env):
         self, env_id: str, *, max_steps: int | None = None, render_mode: str | None = None,
         frame_timing: bool = True, **kwargs: Any,
     ):
+        if env_id.startswith("playtester/"):  # this package's own envs register on import
+            import playtester.capture.block_maze  # noqa: F401
         try:
             self.env = gym.make(env_id, render_mode="rgb_array", **kwargs)
         except gym.error.Error as e:
@@ -73,6 +80,7 @@ class GymGame(gym.Env):
 
     def _info(self, frame_time_ms: float, env_info: dict) -> dict[str, Any]:
         info: dict[str, Any] = {"step": self._steps, "env_info": env_info}
+        info.update((k, env_info[k]) for k in TELEMETRY_KEYS if k in env_info)
         if self.frame_timing:  # a wall-clock reading; see DoomGame's note on determinism
             info["frame_time_ms"] = frame_time_ms
         return info
