@@ -1,6 +1,7 @@
 """Game specs: one string names a backend and what it plays.
 
     doom:park[:SEED[:COLSxROWS]]   the built-in park on ViZDoom (generated and cached)
+    doom:park-perf[:SEED[:COLSxROWS]]  the same park with slow-rendering zones (load testing)
     doom:freedoom2:MAPxx           a stock Freedoom: Phase 2 level
     doom:freedoom1:ExMy            a stock Freedoom: Phase 1 level
     gym:ENV_ID                     any Gymnasium env that renders RGB frames
@@ -68,6 +69,14 @@ def doom_scenario(spec: str):
             spec=spec, iwad=iwad_path("freedoom2"), map="MAP01", pwad=files.wad,
             layout=files.layout(), map_png=files.map_png,
         )
+    if what == "park-perf":
+        from playtester.capture.park.perf import PerfParkConfig, build_perf_park
+
+        files = build_perf_park(PerfParkConfig(park=park_config_from_spec(spec)))
+        return DoomScenario(
+            spec=spec, iwad=iwad_path("freedoom2"), map="MAP01", pwad=files.wad,
+            layout=files.layout(), map_png=files.map_png,
+        )
     if what in ("freedoom2", "freedoom1"):
         if len(parts) != 3:
             example = "MAP01" if what == "freedoom2" else "E1M1"
@@ -77,7 +86,7 @@ def doom_scenario(spec: str):
         if not re.fullmatch(pattern, level):
             raise UserError(f"game {spec!r}: {what} has no level {parts[2]!r}")
         return DoomScenario(spec=spec, iwad=iwad_path(what), map=level)
-    raise UserError(f"game {spec!r}: unknown Doom scenario {what!r}; use doom:park, doom:freedoom2:MAPxx or doom:freedoom1:ExMy")
+    raise UserError(f"game {spec!r}: unknown Doom scenario {what!r}; use doom:park, doom:park-perf, doom:freedoom2:MAPxx or doom:freedoom1:ExMy")
 
 
 _DOOM_OPTIONS = {"resolution", "frame_skip", "spectator", "labels", "random_start"}

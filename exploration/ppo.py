@@ -154,6 +154,11 @@ class StepView(NamedTuple):
     """`N` bools: `obs` is the first observation of an episode."""
     next_obs: np.ndarray
     """Raw observations reached (the final one where an episode ended), `N×…`."""
+    infos: dict[str, Any] | None = None
+    """The vector env's `infos` of this step (telemetry such as `frame_time_ms`; the ended
+    episodes' own in `final_info`)."""
+    dones: np.ndarray | None = None
+    """`N` bools: the episode ended (terminated or truncated) in this step."""
 
 
 class ShapedRewards(NamedTuple):
@@ -352,7 +357,7 @@ def train(
                             final_value = agent(final_input.unsqueeze(0), next_state[i : i + 1], torch.zeros(1, 1, device=device)).values[0, 0, 0]
                         rewards[step, i, 0] += cfg.gamma * final_value
                 if reward_hook is not None:
-                    reward_hook.step(StepView(obs_before, logits, dones[step].bool().cpu(), reached_obs))
+                    reward_hook.step(StepView(obs_before, logits, dones[step].bool().cpu(), reached_obs, infos, done))
 
                 episode_return += reward
                 episode_length += 1
