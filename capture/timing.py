@@ -4,6 +4,7 @@ Where a step's frame time comes from (`info["frame_time_ms"]`, milliseconds):
 
 - `DoomGame`: the wall clock around the engine's `make_action` (its tics and the render), as
   RELINE times the render of the frames after each action; `frame_timing=False` turns it off.
+- `GymGame`: the wall clock around the env's step and render (`frame_timing=False` turns it off).
 - a window game: `fps` sent by the game's telemetry (`frame_time_ms = 1000 / fps`, see
   `window/telemetry.py`); without telemetry, `FrameIntervalTimer` times the interval between
   two distinct captured frames (a floor of one capture period: it only sees drops below the
@@ -44,8 +45,8 @@ def frame_time_of(info: dict[str, Any]) -> float | None:
 def missing_frame_time_message(game: str) -> str:
     """What to enable so that `game` reports frame times, in one line."""
     prefix = game.split(":", 1)[0]
-    if prefix == "doom":
-        how = "DoomGame measures it unless frame_timing=False; leave frame timing on"
+    if prefix in ("doom", "gym"):
+        how = f"the {prefix} backend measures it unless frame_timing=False; leave frame timing on"
     elif prefix == "window":
         how = ("send \"fps\" in the game's telemetry (--telemetry-port PORT) or time distinct captured frames "
                "(wrap the game in capture.timing.FrameIntervalTimer)")
