@@ -71,6 +71,10 @@ def _register() -> None:
     train_app.command("policy")(imitation.train_policy)
     eval_app.command("policy")(imitation.eval_policy)
 
+    from playtester.commands.plan import plan_app
+
+    app.add_typer(plan_app, name="plan")
+
 
 _register()
 
