@@ -97,6 +97,12 @@ class PPOConfig:
     """Weight of the episodic stream's advantages."""
     int_coef: float = 1.0
     """Weight of the non-episodic stream's advantages (used only with a hook that has one)."""
+    early_stop_patience: int = 0
+    """Stop once this many updates in a row finished episodes without beating the best mean
+    episodic return so far (Wuji's early stop for offspring); 0: never. Updates in which no
+    episode finished do not count."""
+    max_train_seconds: float = 0.0
+    """Stop after this many seconds of training (checked after each update); 0: no limit."""
     env_reward_coef: float = 1.0
     """Weight of the game's own reward in the episodic stream (0 for pure exploration)."""
     encoder: Literal["mlp", "conv"] = "mlp"
@@ -131,6 +137,8 @@ class PPOConfig:
             raise ValueError("gamma, int_gamma and gae_lambda must lie in [0, 1]")
         if self.learning_rate <= 0 or self.clip_coef <= 0 or self.update_epochs < 1:
             raise ValueError("learning_rate and clip_coef must be positive, update_epochs at least 1")
+        if self.early_stop_patience < 0 or self.max_train_seconds < 0:
+            raise ValueError(f"early_stop_patience={self.early_stop_patience} and max_train_seconds={self.max_train_seconds} must be ≥ 0 (0 turns them off)")
         if self.frame_size < 36:
             raise ValueError(f"frame_size={self.frame_size}: the conv encoder needs at least 36 pixels")
 
@@ -223,6 +231,8 @@ class TrainResult(NamedTuple):
     """Environment steps per second over this call."""
     checkpoint: Path
     agent: nn.Module
+    stopped_early: bool = False
+    """Training ended before `total_timesteps` (early stop or time limit)."""
 
 
 # -- training ----------------------------------------------------------------------------------
@@ -314,6 +324,7 @@ def train(
         start_time, start_step = time.time(), global_step
         obs = None
         iteration = start_iteration - 1
+        best_return, stale, stopped_early = -np.inf, 0, False
 
         for iteration in range(start_iteration, cfg.num_iterations + 1):
             initial_state = next_state.clone()
@@ -444,12 +455,19 @@ def train(
                 fabric.log_dict(metrics, step=global_step)
             if cfg.checkpoint_every and iteration % cfg.checkpoint_every == 0:
                 save(iteration)
+            if iteration_returns:
+                mean_return = float(np.mean(iteration_returns))
+                best_return, stale = (mean_return, 0) if mean_return > best_return else (best_return, stale + 1)
+            if (cfg.early_stop_patience and stale >= cfg.early_stop_patience) or (
+                    cfg.max_train_seconds and time.time() - start_time >= cfg.max_train_seconds):
+                stopped_early = iteration < cfg.num_iterations
+                break
 
         path = save(iteration)
         for lg in fabric.loggers:
             lg.finalize("success")
         sps = (global_step - start_step) / max(time.time() - start_time, 1e-9)
-        return TrainResult(global_step, iteration, finished_returns, sps, path, module)
+        return TrainResult(global_step, iteration, finished_returns, sps, path, module, stopped_early)
     finally:
         envs.close()
 

@@ -12,8 +12,6 @@ action trace that led to it so `playtester replay` can reproduce it.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -22,6 +20,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from playtester.capture.errors import UserError
+from playtester.capture.plugins import load_function
 
 
 @dataclass
@@ -90,27 +89,7 @@ Assertion = Callable[[np.ndarray, dict[str, Any]], Any]
 
 def load_assertion(spec: str) -> tuple[str, Assertion]:
     """`module:function` or `path/to/file.py:function` → (name, callable)."""
-    if ":" not in spec:
-        raise UserError(f"--assert {spec!r}: write it as module:function or file.py:function")
-    where, _, name = spec.rpartition(":")
-    try:
-        if where.endswith(".py"):
-            path = Path(where)
-            if not path.is_file():
-                raise UserError(f"--assert {spec!r}: file {path} not found")
-            mod_spec = importlib.util.spec_from_file_location(f"playtester_assert_{path.stem}", path)
-            module = importlib.util.module_from_spec(mod_spec)  # type: ignore[arg-type]
-            mod_spec.loader.exec_module(module)  # type: ignore[union-attr]
-        else:
-            module = importlib.import_module(where)
-    except UserError:
-        raise
-    except Exception as e:
-        raise UserError(f"--assert {spec!r}: cannot load {where} ({type(e).__name__}: {e})") from None
-    fn = getattr(module, name, None)
-    if not callable(fn):
-        raise UserError(f"--assert {spec!r}: {where} has no function {name!r}")
-    return spec, fn
+    return spec, load_function(spec, "--assert")
 
 
 class AssertionOracle:

@@ -1,0 +1,135 @@
+"""`playtester run --explorer evolve`: Wuji's evolutionary testing, with oracles on every evaluation.
+
+The population loop is `exploration.population.Evolution`; this adds what makes it a test run:
+the crash, stuck and assertion oracles watch every evaluation episode, and each distinct finding
+is saved with the episode's whole action trace and reset seed (`findings/NNNN/`), so that
+`playtester replay` reproduces it. A finding's signature is its kind, its message and the state
+it happened in; the first of each is saved, every occurrence is logged in `findings.jsonl`.
+
+    runs/NAME/config.yaml         the game and the options
+    runs/NAME/generations.jsonl   one line a generation: steps, states covered, best scores
+    runs/NAME/findings.jsonl      every finding: kind, message, generation, policy, seed, folder
+    runs/NAME/findings/NNNN/      one folder per distinct finding (see playtester.findings)
+    runs/NAME/evolution.ckpt      the population after the last generation (--resume)
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import deque
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import yaml
+
+from playtester.capture.atomic import write_text_atomic
+from playtester.capture.errors import UserError
+from playtester.exploration.evaluation import EvalJob
+from playtester.exploration.population import Evolution, EvolutionConfig
+from playtester.exploration.state_coverage import StateCoverageConfig, state_key
+from playtester.findings import save_finding
+from playtester.oracles import AssertionOracle, CrashOracle, Finding, StuckOracle, load_assertion
+from playtester.runlog import JsonlWriter
+
+
+class OracleWatch:
+    """Makes the oracles of each evaluation episode; saves the distinct findings."""
+
+    def __init__(self, run_dir: str | Path, game: str, game_options: dict[str, Any], *,
+                 assertions: Sequence[str] = (), stuck_steps: int = 20, clip_frames: int = 32,
+                 coverage: StateCoverageConfig | None = None, clock: Callable[[], int] | None = None):
+        self.run_dir = Path(run_dir)
+        self.game, self.game_options = game, dict(game_options)
+        self.checks = [load_assertion(a) for a in assertions]
+        self.stuck_steps, self.clip_frames = stuck_steps, clip_frames
+        self.coverage = coverage or StateCoverageConfig()
+        self.clock = clock or (lambda: 0)
+        self.signatures: dict[str, str] = {}
+        """Signature → the folder of its first finding."""
+        self.count = 0
+        """Findings seen (every occurrence)."""
+
+    def __call__(self, job: EvalJob, frame: np.ndarray, info: dict[str, Any]) -> "EpisodeOracles":
+        return EpisodeOracles(self, job, frame, info)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"signatures": dict(self.signatures), "count": self.count}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.signatures, self.count = dict(state["signatures"]), int(state["count"])
+
+    def report(self, finding: Finding, job: EvalJob, info: dict[str, Any], frame: np.ndarray,
+               actions: list[int], frames: list[np.ndarray]) -> None:
+        """Log one finding; save it when its signature is new."""
+        where = state_key(frame, info, self.coverage)
+        signature = f"{finding.kind}|{finding.details.get('assertion', '')}|{where!r}"
+        finding.details.update(position=_plain(info.get("position")), generation=job.generation, policy=job.policy,
+                               seed=job.seed, game_steps=self.clock(), signature=signature)
+        folder = None
+        if signature not in self.signatures:
+            folder = f"{len(self.signatures):04d}"
+            save_finding(self.run_dir / "findings" / folder, finding, game=self.game, game_options=self.game_options,
+                         reset={"seed": job.seed, "options": None}, actions=actions, frames=frames, fps=10.0)
+            self.signatures[signature] = folder
+        self.count += 1
+        log = JsonlWriter(self.run_dir / "findings.jsonl")
+        try:
+            log.write(finding.to_dict() | {"folder": folder or self.signatures[signature], "new": folder is not None})
+        finally:
+            log.close()
+
+
+def _plain(value: Any) -> Any:
+    """JSON-friendly telemetry (tuples of numpy numbers → lists of floats)."""
+    if value is None:
+        return None
+    return [float(v) for v in np.atleast_1d(np.asarray(value, dtype=np.float64))]
+
+
+class EpisodeOracles:
+    """Crash, stuck and assertion oracles over one evaluation episode, with its action trace."""
+
+    def __init__(self, watch: OracleWatch, job: EvalJob, frame: np.ndarray, info: dict[str, Any]):
+        self.watch, self.job = watch, job
+        self.oracles = [CrashOracle(), StuckOracle(watch.stuck_steps), AssertionOracle(watch.checks)]
+        self.actions: list[int] = []
+        self.frames: deque[np.ndarray] = deque(maxlen=watch.clip_frames)
+        for oracle in self.oracles:
+            oracle.observe(frame, info, None, job.episode, 0)
+
+    def step(self, action: int, frame: np.ndarray, reward: float, info: dict[str, Any], done: bool) -> None:
+        self.actions.append(action)
+        self.frames.append(frame.copy())
+        for oracle in self.oracles:
+            for finding in oracle.observe(frame, info, action, self.job.episode, len(self.actions)):
+                self.watch.report(finding, self.job, info, frame, list(self.actions), list(self.frames))
+
+    def close(self) -> None:
+        pass
+
+
+def run_evolve(cfg: EvolutionConfig, *, assertions: Sequence[str] = (), stuck_steps: int = 20,
+               overwrite: bool = False, log: Callable[[str], None] = print) -> Evolution:
+    """The whole `--explorer evolve` run in `cfg.run_dir` (see the module doc)."""
+    out = Path(cfg.run_dir)
+    if cfg.resume and overwrite:
+        raise UserError("--resume and --overwrite contradict each other; give one")
+    if out.exists() and not cfg.resume:
+        if not overwrite:
+            raise UserError(f"--out {out}: the run folder exists; give --resume to continue it or --overwrite to replace it")
+        shutil.rmtree(out)
+    if cfg.resume and not (out / "evolution.ckpt").exists():
+        raise UserError(f"--resume: {out} holds no evolution run to continue (no evolution.ckpt)")
+    game_options = {**cfg.game_options, "max_steps": cfg.eval_steps}
+    watch = OracleWatch(out, cfg.game, game_options, assertions=assertions, stuck_steps=stuck_steps, coverage=cfg.coverage())
+    evolution = Evolution(cfg, watch, log)  # checks the game, its reward and the assertions first
+    watch.clock = lambda: evolution.steps
+    out.mkdir(parents=True, exist_ok=True)
+    if not cfg.resume:
+        config = {"game": cfg.game, "agent": "evolve explorer", "explorer": "evolve", "assertions": list(assertions),
+                  "stuck_steps": stuck_steps, "evolution": asdict(cfg)}
+        write_text_atomic(out / "config.yaml", yaml.safe_dump(config, sort_keys=False))
+    evolution.run()
+    return evolution

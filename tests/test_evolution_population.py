@@ -1,0 +1,141 @@
+"""Wuji's loop on the Block Maze: the game and its injected bugs, evaluations on a vector env, a
+population that improves both objectives, oracles whose findings replay, resume, bad input."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+from gymnasium.utils.env_checker import check_env
+
+from playtester.capture.block_maze import ENV_ID, BlockMaze, distances
+from playtester.capture.errors import UserError
+from playtester.capture.games import make_game
+from playtester.exploration.actor_critic import RandomAgent, RandomAgentConfig
+from playtester.exploration.evaluation import EvalJob, evaluate, make_eval_envs, policy_scores
+from playtester.exploration.game_reward import check_game_reward, game_env
+from playtester.exploration.population import Evolution, EvolutionConfig, default_offspring_ppo
+from playtester.exploration.state_coverage import StateCoverageConfig
+from playtester.evolve import run_evolve
+from playtester.findings import replay_finding
+from playtester.runlog import read_jsonl
+
+MAZE = f"gym:{ENV_ID}"
+ASSERT = "playtester.capture.block_maze:health_in_range"
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+def test_block_maze_is_a_game_with_bugs_near_far_and_off_route():
+    check_env(make_game(MAZE, frame_timing=False).unwrapped)
+    for seed in range(4):
+        maze = BlockMaze(maze_seed=seed)
+        from_start, to_coin = distances(maze.blocks, maze.start), distances(maze.blocks, maze.coin)
+        total = from_start[maze.coin[1], maze.coin[0]]
+        assert total > 0 and {b.region for b in maze.bugs} == {"near", "far", "off_route"}
+        assert {b.kind for b in maze.bugs} == {"crash", "stuck", "logic"}
+        for bug in maze.bugs:
+            x, y = bug.cell
+            on_route = from_start[y, x] + to_coin[y, x] == total
+            assert not (bug.kind in ("crash", "stuck") and on_route), "a blocking bug on the way makes the game unwinnable"
+            if bug.region == "near":
+                assert from_start[y, x] <= max(4, total // 4)
+            if bug.region == "off_route":
+                assert not on_route
+
+
+def test_block_maze_bugs_fire_where_they_are_injected():
+    maze = BlockMaze(maze_seed=0)
+    for bug in maze.bugs:
+        maze.reset(seed=0)
+        x, y = bug.cell
+        maze.pos = next((x - dx, y - dy) for dx, dy in ((0, -1), (0, 1), (1, 0), (-1, 0)) if not maze.blocks[y - dy, x - dx])
+        step = next(a for a, (dx, dy) in enumerate(((0, -1), (0, 1), (1, 0), (-1, 0))) if (maze.pos[0] + dx, maze.pos[1] + dy) == bug.cell)
+        frame_before = maze.render()
+        _, _, terminated, _, info = maze.step(step)
+        if bug.kind == "crash":
+            assert terminated and info["crashed"]
+        elif bug.kind == "logic":
+            assert info["health"] < 0 and not terminated
+        else:  # frozen: moves do nothing, the picture (clock included) stops changing
+            frozen = maze.render()
+            assert not np.array_equal(frozen, frame_before)
+            maze.step((step + 1) % 4)
+            assert np.array_equal(maze.render(), frozen)
+
+
+def test_evaluate_plays_every_job_on_few_instances_in_order_and_deterministically():
+    agents = [RandomAgent(RandomAgentConfig(num_actions=4)) for _ in range(2)]
+    jobs = [EvalJob(p, e, seed=10 * p + e) for p in range(2) for e in range(3)]
+    coverage = StateCoverageConfig(features={"position": 1.0})
+
+    def play():
+        envs = make_eval_envs(lambda: game_env(MAZE, None, {"max_steps": 30, "maze_seed": 1}), 2)
+        try:
+            return evaluate(agents, jobs, envs, 48, coverage)
+        finally:
+            envs.close()
+
+    first, again = play(), play()
+    assert [r.job for r in first] == jobs
+    assert all(1 <= r.steps <= 30 for r in first)
+    assert [r.actions for r in first] == [r.actions for r in again]
+    assert len({tuple(r.actions) for r in first}) == len(jobs)  # each job its own episode
+    assert all(len(r.states) >= 2 for r in first)
+    scores = policy_scores(first, 2)
+    assert scores[0, 0] == pytest.approx(np.mean([len(r.states) for r in first[:3]]))
+    assert scores[1, 1] == pytest.approx(np.mean([r.reward for r in first[3:]]))
+
+
+def test_a_population_improves_both_objectives_and_its_findings_replay(tmp_path):
+    cfg = EvolutionConfig(game=MAZE, run_dir=str(tmp_path / "run"), population_size=4, generations=2, eval_episodes=2,
+                          eval_steps=100, num_envs=4, frame_size=48, ppo=replace(default_offspring_ppo(), total_timesteps=1024))
+    evo = run_evolve(cfg, assertions=[ASSERT], stuck_steps=8, log=lambda _: None)
+    # resume for one more generation: it continues from the checkpoint, not from scratch
+    evo = run_evolve(replace(cfg, generations=3, resume=True), assertions=[ASSERT], stuck_steps=8, log=lambda _: None)
+    rows = list(read_jsonl(tmp_path / "run" / "generations.jsonl"))
+    assert [r["generation"] for r in rows] == [0, 1, 2, 3] and evo.generation == 3
+    first, last = rows[0], rows[-1]
+    assert last["best_exploration"] > first["best_exploration"]
+    assert last["best_winning"] > first["best_winning"]
+    assert last["states_covered"] > first["states_covered"]
+    assert all(b["steps"] > a["steps"] for a, b in zip(rows, rows[1:]))
+    assert "trained" in last["origins"]  # PPO-refined offspring survive selection
+
+    findings = sorted((tmp_path / "run" / "findings").iterdir())
+    kinds = {json.loads((f / "finding.json").read_text())["kind"] for f in findings}
+    assert kinds == {"crash", "stuck", "assertion"}
+    for folder in findings[:4]:
+        result = replay_finding(folder)
+        assert result.compared > 0 and result.identical == result.compared
+    log = list(read_jsonl(tmp_path / "run" / "findings.jsonl"))
+    assert len(log) >= len(findings) and sum(r["new"] for r in log) == len(findings)
+
+
+def test_a_game_without_a_reward_is_refused_naming_the_option(tmp_path):
+    with pytest.raises(UserError, match="--reward"):
+        Evolution(EvolutionConfig(game="doom:park:5:24x24", run_dir=str(tmp_path)))
+    with pytest.raises(UserError, match="--reward"):
+        check_game_reward('window:"My Game"', None)
+    with pytest.raises(UserError, match="--reward 'nowhere.py:score'"):
+        check_game_reward("doom:park", "nowhere.py:score")
+    check_game_reward(MAZE, None)  # a Gymnasium env brings its own
+
+
+def test_a_reward_callable_replaces_the_games_reward(tmp_path):
+    path = tmp_path / "reward.py"
+    path.write_text("def east(frame, info):\n    return float(info['position'][0])\n")
+    env = game_env(MAZE, f"{path}:east", {"max_steps": 5})
+    env.reset(seed=0)
+    _, reward, *_ , info = env.step(2)
+    assert reward == float(info["position"][0]) and reward >= 1.0
+    env.close()
