@@ -52,10 +52,11 @@ def mask_known_objects(frame: np.ndarray, boxes: list[Any]) -> np.ndarray:
 
 
 class KnownObjectsMask(gym.Wrapper):
-    """OD-mask each frame with the boxes of the objects the engine reports (`info["objects"]`).
+    """OD-mask each frame with the boxes of the objects of interest.
 
-    The stand-in for the detector while exploring: ground truth on the park; on a game without
-    that telemetry every frame goes all grayscale.
+    Under the tester loop these are its detector's latest boxes (`info["detections"]`); without
+    it, the boxes the engine reports (`info["objects"]`, ground truth on the park); on a game
+    with neither every frame goes all grayscale.
     """
 
     def __init__(self, env: gym.Env):
@@ -63,6 +64,8 @@ class KnownObjectsMask(gym.Wrapper):
         check_rgb_frames(env.observation_space, "the explorer's game")
 
     def _mask(self, obs: np.ndarray, info: dict[str, Any]) -> np.ndarray:
+        if "detections" in info:  # under the tester loop: what its detector saw last
+            return mask_known_objects(obs, list(info["detections"]))
         boxes = [o["box"] for o in info.get("objects") or () if o.get("box") is not None]
         return mask_known_objects(obs, boxes)
 
@@ -75,13 +78,21 @@ class KnownObjectsMask(gym.Wrapper):
         return self._mask(obs, info), reward, terminated, truncated, info
 
 
-def explorer_env(game: str, frame_size: int) -> gym.Env:
-    """One game instance as the explorer sees it (module level, so `AsyncVectorEnv` can pickle it)."""
+GameWrapper = Callable[[gym.Env, int], gym.Env]
+"""`wrap(game, index)`: what sits between game instance `index` and the explorer's mask (the
+tester loop, in `playtester run`); picklable, since it runs in the worker processes."""
+
+
+def explorer_env(game: str, frame_size: int, game_options: dict[str, Any] | None = None,
+                 wrap: GameWrapper | None = None, index: int = 0) -> gym.Env:
+    """Game instance `index` as the explorer sees it (module level, so `AsyncVectorEnv` can pickle it)."""
     from playtester.capture.games import make_game
     from playtester.capture.wrappers import ResizeFrame
 
-    env = make_game(game)
+    env = make_game(game, **(game_options or {}))
     check_rgb_frames(env.observation_space, f"game {game!r}")
+    if wrap is not None:
+        env = wrap(env, index)
     return ResizeFrame(KnownObjectsMask(env), (frame_size, frame_size))
 
 
@@ -93,7 +104,8 @@ class Explorer(NamedTuple):
     """None: PPO builds its default conv GRU (inspector without a policy)."""
     hook: ExplorationReward | None
     """None for the random agent."""
-    env_fn: Callable[[], gym.Env]
+    env_fn: Callable[[], gym.Env] | list[Callable[[], gym.Env]]
+    """One factory for every instance, or one per instance."""
 
 
 def build_explorer(
@@ -105,13 +117,17 @@ def build_explorer(
     total_timesteps: int = 100_000,
     num_envs: int = 8,
     rnd: RNDConfig | None = None,
+    game_options: dict[str, Any] | None = None,
+    wrap: GameWrapper | None = None,
     **ppo_options: Any,
 ) -> Explorer:
     """The explorer of `mode` on `game`, every check done before training (see the module doc).
 
     `ppo_options` go to `PPOConfig` (e.g. `num_steps`, `vector_env`, `num_minibatches`, `seed`);
     by default the games run in separate processes (`async`) and the game's own reward is ignored
-    (`env_reward_coef=0`: the explorer is rewarded for novelty and style only).
+    (`env_reward_coef=0`: the explorer is rewarded for novelty and style only). `game_options`
+    go to `make_game` (e.g. `max_steps`); `wrap` puts a wrapper on each instance (see
+    `GameWrapper`); the game is probed unwrapped.
     """
     if mode not in MODES:
         raise UserError(f"explorer mode {mode!r}: use one of {', '.join(MODES)}")
@@ -133,11 +149,14 @@ def build_explorer(
                         frame_size=frame_size, **options)
     except (TypeError, ValueError) as e:
         raise UserError(f"explorer options: {e}") from None
-    env_fn = functools.partial(explorer_env, game, frame_size)
+    if wrap is None:
+        env_fn: Callable[[], gym.Env] | list[Callable[[], gym.Env]] = functools.partial(explorer_env, game, frame_size, game_options)
+    else:
+        env_fn = [functools.partial(explorer_env, game, frame_size, game_options, wrap, i) for i in range(num_envs)]
 
     # Look at the game once before anything is built or trained: RGB frames, Discrete actions,
     # and the same number of actions as the path policy.
-    probe = make_env(game, frame_size) if game.startswith("state:") else env_fn()
+    probe = make_env(game, frame_size) if game.startswith("state:") else explorer_env(game, frame_size, game_options)
     try:
         observation_space, action_space = probe.observation_space, probe.action_space
     finally:

@@ -22,7 +22,7 @@ import random
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Callable, Literal, NamedTuple, Protocol
+from typing import Any, Callable, Literal, NamedTuple, Protocol, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -240,9 +240,16 @@ def train(
     cfg: PPOConfig,
     agent: nn.Module | None = None,
     reward_hook: RewardHook | None = None,
-    env_fn: Callable[[], gym.Env] | None = None,
+    env_fn: Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]] | None = None,
+    stop: Callable[[dict[str, Any]], bool] | None = None,
 ) -> TrainResult:
-    """Train `agent` (by default a `GRUActorCritic` shaped by `cfg`) with PPO; see the module doc."""
+    """Train `agent` (by default a `GRUActorCritic` shaped by `cfg`) with PPO; see the module doc.
+
+    `stop(infos)` is asked after every step of the games with that step's infos; when it says
+    so, training ends before `total_timesteps`: the rollout in progress is dropped (no update
+    from it) and the last update is saved. Ctrl-C saves the last completed update too, so
+    `resume` continues from it.
+    """
     from lightning.fabric import Fabric
     from lightning.fabric.loggers import TensorBoardLogger
 
@@ -294,12 +301,12 @@ def train(
         if ckpt is not None:
             fabric.print(f"resumed from {checkpoint_path} at step {global_step}")
 
-        def save(iteration: int) -> Path:
+        def save(iteration: int, step: int, rng: dict[str, Any] | None = None) -> Path:
             return save_checkpoint(checkpoint_path, {
                 "config": asdict(cfg), "agent_spec": agent_spec, "agent": module.state_dict(),
-                "optimizer": optimizer.state_dict(), "iteration": iteration, "global_step": global_step,
+                "optimizer": optimizer.state_dict(), "iteration": iteration, "global_step": step,
                 "reward_hook": reward_hook.state_dict() if reward_hook is not None else None,
-                "rng": rng_state(),
+                "rng": rng if rng is not None else rng_state(),
             })
 
         # Storage for one rollout, time first.
@@ -323,151 +330,174 @@ def train(
         finished_returns: list[float] = []
         start_time, start_step = time.time(), global_step
         obs = None
-        iteration = start_iteration - 1
         best_return, stale, stopped_early = -np.inf, 0, False
+        # What Ctrl-C saves: the last completed update, with the random state it ended with; an
+        # interrupt in the middle of an update (weights half-changed) saves nothing new.
+        completed, completed_step, completed_rng = start_iteration - 1, global_step, rng_state()
+        saved_through, updating = start_iteration - 1, False
+        stopped = False  # by `stop`
 
-        for iteration in range(start_iteration, cfg.num_iterations + 1):
-            initial_state = next_state.clone()
-            if cfg.anneal_lr:
-                frac = 1.0 - (iteration - 1.0) / cfg.num_iterations
-                optimizer.param_groups[0]["lr"] = frac * cfg.learning_rate
-            iteration_returns, iteration_lengths = [], []
+        try:
+            for iteration in range(start_iteration, cfg.num_iterations + 1):
+                initial_state = next_state.clone()
+                if cfg.anneal_lr:
+                    frac = 1.0 - (iteration - 1.0) / cfg.num_iterations
+                    optimizer.param_groups[0]["lr"] = frac * cfg.learning_rate
+                iteration_returns, iteration_lengths = [], []
 
-            # 1. Rollout.
-            for step in range(T):
-                global_step += N
+                # 1. Rollout.
+                for step in range(T):
+                    global_step += N
+                    with torch.no_grad():
+                        next_input = module.prepare(torch.as_tensor(next_obs_np, device=device))
+                        if obs is None:
+                            obs = torch.zeros((T, N, *next_input.shape[1:]), dtype=next_input.dtype, device=device)
+                        obs[step] = next_input
+                        dones[step] = next_done
+                        out = agent(next_input.unsqueeze(0), next_state, next_done.unsqueeze(0))
+                        logits, next_state = out.logits[0], out.state
+                        dist = Categorical(logits=logits, validate_args=False)
+                        action = dist.sample()
+                        logprobs[step] = dist.log_prob(action)
+                        values[step] = out.values[0]
+                    actions[step] = action
+
+                    obs_before = next_obs_np
+                    next_obs_np, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+                    if stop is not None and stop(infos):
+                        stopped = True
+                        break
+                    done = np.logical_or(terminations, truncations)
+                    reward_t = torch.as_tensor(reward, dtype=torch.float32, device=device)
+                    game_rewards[step] = reward_t
+                    rewards[step, :, 0] = cfg.env_reward_coef * reward_t
+                    reached_obs = next_obs_np
+                    if done.any():
+                        reached_obs = next_obs_np.copy()
+                        for i in np.flatnonzero(done):
+                            reached_obs[i] = infos["final_obs"][i]
+                        # Time-limit truncation: the episode did not really end, so bootstrap its value.
+                        for i in np.flatnonzero(truncations & ~terminations):
+                            with torch.no_grad():
+                                final_input = module.prepare(torch.as_tensor(reached_obs[i : i + 1], device=device))
+                                final_value = agent(final_input.unsqueeze(0), next_state[i : i + 1], torch.zeros(1, 1, device=device)).values[0, 0, 0]
+                            rewards[step, i, 0] += cfg.gamma * final_value
+                    if reward_hook is not None:
+                        reward_hook.step(StepView(obs_before, logits, dones[step].bool().cpu(), reached_obs, infos, done))
+
+                    episode_return += reward
+                    episode_length += 1
+                    for i in np.flatnonzero(done):
+                        iteration_returns.append(float(episode_return[i]))
+                        iteration_lengths.append(int(episode_length[i]))
+                    episode_return[done] = 0.0
+                    episode_length[done] = 0
+                    next_done = torch.as_tensor(done, dtype=torch.float32, device=device)
+
+                if stopped:
+                    break
+                hook_logs: dict[str, float] = {}
+                if reward_hook is not None:
+                    shaped = reward_hook.end_rollout()
+                    rewards[:, :, 0] += shaped.episodic.to(device)
+                    if num_values == 2:
+                        rewards[:, :, 1] = shaped.non_episodic.to(device)
+                    hook_logs = shaped.logs
+
+                # 2. Advantages: GAE per stream; the non-episodic stream ignores episode ends.
                 with torch.no_grad():
                     next_input = module.prepare(torch.as_tensor(next_obs_np, device=device))
-                    if obs is None:
-                        obs = torch.zeros((T, N, *next_input.shape[1:]), dtype=next_input.dtype, device=device)
-                    obs[step] = next_input
-                    dones[step] = next_done
-                    out = agent(next_input.unsqueeze(0), next_state, next_done.unsqueeze(0))
-                    logits, next_state = out.logits[0], out.state
-                    dist = Categorical(logits=logits, validate_args=False)
-                    action = dist.sample()
-                    logprobs[step] = dist.log_prob(action)
-                    values[step] = out.values[0]
-                actions[step] = action
+                    next_value = agent(next_input.unsqueeze(0), next_state, next_done.unsqueeze(0)).values[0]
+                    advantages = torch.zeros((T, N), device=device)
+                    returns = torch.zeros_like(values)
+                    for v in range(num_values):
+                        episodic = v == 0
+                        adv_v, returns[:, :, v] = compute_gae(
+                            rewards[:, :, v], values[:, :, v],
+                            dones if episodic else torch.zeros_like(dones),
+                            next_value[:, v], next_done if episodic else torch.zeros_like(next_done),
+                            gammas[v], cfg.gae_lambda,
+                        )
+                        advantages += adv_coefs[v] * adv_v
+                batch = RolloutBatch(obs, actions, logprobs, dones, values, advantages, returns, initial_state)
 
-                obs_before = next_obs_np
-                next_obs_np, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
-                done = np.logical_or(terminations, truncations)
-                reward_t = torch.as_tensor(reward, dtype=torch.float32, device=device)
-                game_rewards[step] = reward_t
-                rewards[step, :, 0] = cfg.env_reward_coef * reward_t
-                reached_obs = next_obs_np
-                if done.any():
-                    reached_obs = next_obs_np.copy()
-                    for i in np.flatnonzero(done):
-                        reached_obs[i] = infos["final_obs"][i]
-                    # Time-limit truncation: the episode did not really end, so bootstrap its value.
-                    for i in np.flatnonzero(truncations & ~terminations):
-                        with torch.no_grad():
-                            final_input = module.prepare(torch.as_tensor(reached_obs[i : i + 1], device=device))
-                            final_value = agent(final_input.unsqueeze(0), next_state[i : i + 1], torch.zeros(1, 1, device=device)).values[0, 0, 0]
-                        rewards[step, i, 0] += cfg.gamma * final_value
-                if reward_hook is not None:
-                    reward_hook.step(StepView(obs_before, logits, dones[step].bool().cpu(), reached_obs, infos, done))
+                # 3. Minibatch epochs over whole environment sequences.
+                updating = True
+                envs_per_batch = N // cfg.num_minibatches
+                clipfracs, approx_kls = [], []
+                for epoch in range(cfg.update_epochs):
+                    env_order = torch.randperm(N, device=device)
+                    for start in range(0, N, envs_per_batch):
+                        mb = batch.environments(env_order[start : start + envs_per_batch])
+                        out = agent(mb.obs, mb.initial_state, mb.dones)
+                        dist = Categorical(logits=out.logits, validate_args=False)
+                        newlogprob = dist.log_prob(mb.actions)
+                        pg_loss, approx_kl, clipfrac = policy_loss(
+                            newlogprob.flatten(), mb.logprobs.flatten(), mb.advantages.flatten(), cfg.clip_coef, normalize=cfg.norm_adv
+                        )
+                        v_loss = sum(
+                            value_loss(out.values[..., v].flatten(), mb.values[..., v].flatten(), mb.returns[..., v].flatten(),
+                                       cfg.clip_coef if cfg.clip_vloss else None)
+                            for v in range(num_values)
+                        )
+                        entropy_loss = entropy_bonus(out.logits)
+                        loss = pg_loss - cfg.ent_coef * entropy_loss + cfg.vf_coef * v_loss
 
-                episode_return += reward
-                episode_length += 1
-                for i in np.flatnonzero(done):
-                    iteration_returns.append(float(episode_return[i]))
-                    iteration_lengths.append(int(episode_length[i]))
-                episode_return[done] = 0.0
-                episode_length[done] = 0
-                next_done = torch.as_tensor(done, dtype=torch.float32, device=device)
+                        optimizer.zero_grad()
+                        fabric.backward(loss)
+                        fabric.clip_gradients(agent, optimizer, max_norm=cfg.max_grad_norm)
+                        optimizer.step()
+                        clipfracs.append(float(clipfrac))
+                        approx_kls.append(float(approx_kl))
+                    if cfg.target_kl is not None and approx_kls[-1] > cfg.target_kl:
+                        break
 
-            hook_logs: dict[str, float] = {}
-            if reward_hook is not None:
-                shaped = reward_hook.end_rollout()
-                rewards[:, :, 0] += shaped.episodic.to(device)
-                if num_values == 2:
-                    rewards[:, :, 1] = shaped.non_episodic.to(device)
-                hook_logs = shaped.logs
-
-            # 2. Advantages: GAE per stream; the non-episodic stream ignores episode ends.
-            with torch.no_grad():
-                next_input = module.prepare(torch.as_tensor(next_obs_np, device=device))
-                next_value = agent(next_input.unsqueeze(0), next_state, next_done.unsqueeze(0)).values[0]
-                advantages = torch.zeros((T, N), device=device)
-                returns = torch.zeros_like(values)
-                for v in range(num_values):
-                    episodic = v == 0
-                    adv_v, returns[:, :, v] = compute_gae(
-                        rewards[:, :, v], values[:, :, v],
-                        dones if episodic else torch.zeros_like(dones),
-                        next_value[:, v], next_done if episodic else torch.zeros_like(next_done),
-                        gammas[v], cfg.gae_lambda,
-                    )
-                    advantages += adv_coefs[v] * adv_v
-            batch = RolloutBatch(obs, actions, logprobs, dones, values, advantages, returns, initial_state)
-
-            # 3. Minibatch epochs over whole environment sequences.
-            envs_per_batch = N // cfg.num_minibatches
-            clipfracs, approx_kls = [], []
-            for epoch in range(cfg.update_epochs):
-                env_order = torch.randperm(N, device=device)
-                for start in range(0, N, envs_per_batch):
-                    mb = batch.environments(env_order[start : start + envs_per_batch])
-                    out = agent(mb.obs, mb.initial_state, mb.dones)
-                    dist = Categorical(logits=out.logits, validate_args=False)
-                    newlogprob = dist.log_prob(mb.actions)
-                    pg_loss, approx_kl, clipfrac = policy_loss(
-                        newlogprob.flatten(), mb.logprobs.flatten(), mb.advantages.flatten(), cfg.clip_coef, normalize=cfg.norm_adv
-                    )
-                    v_loss = sum(
-                        value_loss(out.values[..., v].flatten(), mb.values[..., v].flatten(), mb.returns[..., v].flatten(),
-                                   cfg.clip_coef if cfg.clip_vloss else None)
-                        for v in range(num_values)
-                    )
-                    entropy_loss = entropy_bonus(out.logits)
-                    loss = pg_loss - cfg.ent_coef * entropy_loss + cfg.vf_coef * v_loss
-
-                    optimizer.zero_grad()
-                    fabric.backward(loss)
-                    fabric.clip_gradients(agent, optimizer, max_norm=cfg.max_grad_norm)
-                    optimizer.step()
-                    clipfracs.append(float(clipfrac))
-                    approx_kls.append(float(approx_kl))
-                if cfg.target_kl is not None and approx_kls[-1] > cfg.target_kl:
-                    break
-
-            finished_returns.extend(iteration_returns)
-            sps = (global_step - start_step) / max(time.time() - start_time, 1e-9)
-            if cfg.log_every and iteration % cfg.log_every == 0:
-                metrics = {
-                    "charts/learning_rate": optimizer.param_groups[0]["lr"],
-                    "charts/SPS": sps,
-                    "losses/value_loss": float(v_loss.detach()),
-                    "losses/policy_loss": float(pg_loss.detach()),
-                    "losses/entropy": float(entropy_loss.detach()),
-                    "losses/approx_kl": float(np.mean(approx_kls)),
-                    "losses/clipfrac": float(np.mean(clipfracs)),
-                    "losses/explained_variance": explained_variance(batch.values[..., 0].flatten(), batch.returns[..., 0].flatten()),
-                    "rewards/env": float(game_rewards.mean()),
-                    **hook_logs,
-                }
+                finished_returns.extend(iteration_returns)
+                sps = (global_step - start_step) / max(time.time() - start_time, 1e-9)
+                if cfg.log_every and iteration % cfg.log_every == 0:
+                    metrics = {
+                        "charts/learning_rate": optimizer.param_groups[0]["lr"],
+                        "charts/SPS": sps,
+                        "losses/value_loss": float(v_loss.detach()),
+                        "losses/policy_loss": float(pg_loss.detach()),
+                        "losses/entropy": float(entropy_loss.detach()),
+                        "losses/approx_kl": float(np.mean(approx_kls)),
+                        "losses/clipfrac": float(np.mean(clipfracs)),
+                        "losses/explained_variance": explained_variance(batch.values[..., 0].flatten(), batch.returns[..., 0].flatten()),
+                        "rewards/env": float(game_rewards.mean()),
+                        **hook_logs,
+                    }
+                    if iteration_returns:
+                        metrics["charts/episodic_return"] = float(np.mean(iteration_returns))
+                        metrics["charts/episodic_length"] = float(np.mean(iteration_lengths))
+                    fabric.log_dict(metrics, step=global_step)
+                updating = False
+                completed, completed_step, completed_rng = iteration, global_step, rng_state()
+                if cfg.checkpoint_every and iteration % cfg.checkpoint_every == 0:
+                    save(iteration, global_step, completed_rng)
+                    saved_through = iteration
                 if iteration_returns:
-                    metrics["charts/episodic_return"] = float(np.mean(iteration_returns))
-                    metrics["charts/episodic_length"] = float(np.mean(iteration_lengths))
-                fabric.log_dict(metrics, step=global_step)
-            if cfg.checkpoint_every and iteration % cfg.checkpoint_every == 0:
-                save(iteration)
-            if iteration_returns:
-                mean_return = float(np.mean(iteration_returns))
-                best_return, stale = (mean_return, 0) if mean_return > best_return else (best_return, stale + 1)
-            if (cfg.early_stop_patience and stale >= cfg.early_stop_patience) or (
-                    cfg.max_train_seconds and time.time() - start_time >= cfg.max_train_seconds):
-                stopped_early = iteration < cfg.num_iterations
-                break
+                    mean_return = float(np.mean(iteration_returns))
+                    best_return, stale = (mean_return, 0) if mean_return > best_return else (best_return, stale + 1)
+                if (cfg.early_stop_patience and stale >= cfg.early_stop_patience) or (
+                        cfg.max_train_seconds and time.time() - start_time >= cfg.max_train_seconds):
+                    stopped_early = iteration < cfg.num_iterations
+                    break
+        except KeyboardInterrupt:
+            if not updating and completed > saved_through:
+                save(completed, completed_step, completed_rng)
+            if checkpoint_path.exists():
+                fabric.print(f"interrupted: {checkpoint_path} holds the update of step {load_checkpoint(checkpoint_path)['global_step']}; "
+                             "resume continues from it")
+            raise
 
-        path = save(iteration)
+        path = save(completed, completed_step, completed_rng)
         for lg in fabric.loggers:
             lg.finalize("success")
         sps = (global_step - start_step) / max(time.time() - start_time, 1e-9)
-        return TrainResult(global_step, iteration, finished_returns, sps, path, module, stopped_early)
+        if stopped:
+            fabric.print(f"stopped at step {global_step}: the run's budget is spent; the update of step {completed_step} is saved")
+        return TrainResult(completed_step, completed, finished_returns, sps, path, module, stopped_early or stopped)
     finally:
         envs.close()
 

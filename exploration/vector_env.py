@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -36,11 +36,17 @@ def check_rgb_frames(space: gym.Space, what: str) -> None:
         raise UserError(f"{what}: its observations are {space}, not RGB frames (uint8 H×W×3); the explorer sees only pixels")
 
 
-def make_vector_env(cfg: "PPOConfig", env_fn: Callable[[], gym.Env] | None = None) -> gym.vector.VectorEnv:
-    """`num_envs` copies, reset in the same step they end (`final_obs` in `infos`)."""
+def make_vector_env(
+    cfg: "PPOConfig", env_fn: Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]] | None = None,
+) -> gym.vector.VectorEnv:
+    """`num_envs` instances, reset in the same step they end (`final_obs` in `infos`); `env_fn`
+    is one factory for all, or a list of one factory per instance."""
     env_fn = env_fn or functools.partial(make_env, cfg.env_id, cfg.frame_size)
+    env_fns = list(env_fn) if isinstance(env_fn, Sequence) else [env_fn] * cfg.num_envs
+    if len(env_fns) != cfg.num_envs:
+        raise ValueError(f"{len(env_fns)} env factories for num_envs={cfg.num_envs}")
     vector_cls = gym.vector.AsyncVectorEnv if cfg.vector_env == "async" else gym.vector.SyncVectorEnv
-    envs = vector_cls([env_fn] * cfg.num_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    envs = vector_cls(env_fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     if not isinstance(envs.single_action_space, gym.spaces.Discrete):
         envs.close()
         raise UserError(f"env {cfg.env_id!r}: its actions are {envs.single_action_space}; PPO here needs a Discrete action space")

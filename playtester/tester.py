@@ -9,10 +9,19 @@ back. From the explorer's side the whole test is one long step. Oracles run on e
 explorer's and the test policy's alike; every finding keeps the actions that led to it.
 
 The wrapper sits under any resizing: detector, test policy and oracles see the game's own frames.
+
+Several game instances may run at once, each in its own process with its own wrapper
+(`env_index` of `n_envs`): they share the run folder, number their episodes so that they never
+clash, and share which OOIs are taken through `claims.jsonl` (an OOI is claimed when its test
+starts, so it is tested once in the whole run). With an episode budget, an instance whose next
+episode lies beyond it goes idle: it still plays (the vector env needs frames) but logs, detects
+and tests nothing, and says so with `info["tester_idle"]`. The latest detections ride in
+`info["detections"]`, for the explorer's OD mask.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections import deque
 from dataclasses import dataclass
@@ -26,7 +35,7 @@ from playtester.capture.doom import wrap_angle
 from playtester.imitation.jsd import action_distribution, jsd
 from playtester.imitation.live import LivePolicy
 from playtester.oracles import Finding, TextureOracle
-from playtester.runlog import JsonlWriter
+from playtester.runlog import JsonlWriter, read_jsonl
 
 Detection = dict[str, Any]
 """`box` [x0, y0, x1, y1] pixels, `class`, `score`, and `ooi` (the matched known OOI id, or None)."""
@@ -103,6 +112,40 @@ def match_ooi(oois: Sequence[Any], info: dict[str, Any], box: Sequence[float], k
     return best
 
 
+class ClaimLog:
+    """The OOIs taken in a run, shared by every game instance through one append-only file.
+
+    `claim(ooi)` appends a line; `taken()` reads what the others appended since the last look
+    (only the new bytes), so a look costs next to nothing. Two instances that pick the same
+    OOI within one detection interval both test it: rare, and harmless.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.path.touch()
+        self._seen: set[Any] = set()
+        self._offset = 0
+        self._writer = JsonlWriter(path)
+
+    def taken(self) -> set[Any]:
+        with open(self.path, "rb") as f:
+            f.seek(self._offset)
+            chunk = f.read()
+        end = chunk.rfind(b"\n") + 1  # a line still being written waits for the next look
+        for line in chunk[:end].splitlines():
+            if line.strip():
+                self._seen.add(json.loads(line)["ooi"])
+        self._offset += end
+        return self._seen
+
+    def claim(self, ooi: Any, episode: int) -> None:
+        self._writer.write({"ooi": ooi, "episode": episode})
+        self._seen.add(ooi)
+
+    def close(self) -> None:
+        self._writer.close()
+
+
 class TesterEnv(gym.Wrapper):
     """Explore → detect → test, with oracles and logs; see the module's docstring."""
 
@@ -112,6 +155,7 @@ class TesterEnv(gym.Wrapper):
         self, env: gym.Env, *, tester: LivePolicy, detector: Callable[[np.ndarray, dict], list[Detection]],
         oracles: Sequence[Any], run_dir: str | Path, game: str, game_options: dict[str, Any] | None = None,
         texture: TextureOracle | None = None, config: TesterConfig | None = None, env_index: int = 0, n_envs: int = 1,
+        episodes: int | None = None,
     ) -> None:
         super().__init__(env)
         self.tester = tester
@@ -130,9 +174,13 @@ class TesterEnv(gym.Wrapper):
         (self.run_dir / "findings").mkdir(parents=True, exist_ok=True)
         self.trajectory = JsonlWriter(self.run_dir / "trajectory.jsonl")
         self.tests = JsonlWriter(self.run_dir / "tests.jsonl")
-        self.tested: set[Any] = set()
+        self.claims = ClaimLog(self.run_dir / "claims.jsonl")
+        self.episodes = episodes
         self.local_episode = -1
-        self.n_findings = len(list((self.run_dir / "findings").glob(f"{self._finding_prefix()}*")))
+        self.idle = False
+        self.detections: list[Detection] = []
+        self.n_findings = len([p for p in (self.run_dir / "findings").glob(f"{self._finding_prefix()}*")
+                               if not p.name.endswith(".partial") and (self.env_index or not p.name.startswith("e"))])
         self.fps = float(env.metadata.get("render_fps", 10))
 
     # -- episode bookkeeping ------------------------------------------------------------------
@@ -141,11 +189,27 @@ class TesterEnv(gym.Wrapper):
         """Run-wide episode number: episodes of several envs interleave without clashing."""
         return self.local_episode * self.n_envs + self.env_index
 
+    @property
+    def tested(self) -> set[Any]:
+        """The OOIs tested (or under test) anywhere in the run."""
+        return self.claims.taken()
+
+    def continue_run(self) -> int:
+        """Carry on a run folder that was interrupted: episodes this instance already played
+        (the interrupted one too, kept as it was) are skipped. Returns the next episode's number."""
+        mine = [r["episode"] for r in read_jsonl(self.run_dir / "trajectory.jsonl")
+                if r.get("env", 0) == self.env_index]
+        self.local_episode = max((e - self.env_index) // self.n_envs for e in mine) if mine else -1
+        self.rng = np.random.default_rng(self.cfg.seed + 7919 * self.env_index + 104729 * (self.local_episode + 1))
+        return self.episode + self.n_envs
+
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         if seed is None:
             seed = int(self.rng.integers(0, 2**31 - 1))
         obs, info = self.env.reset(seed=seed, options=options)
         self.local_episode += 1
+        self.idle = self.episodes is not None and self.episode >= self.episodes
+        self.detections = []
         self.t = 0
         self.actions: list[int] = []
         self.recent: deque[np.ndarray] = deque(maxlen=self.cfg.clip_frames)
@@ -153,16 +217,26 @@ class TesterEnv(gym.Wrapper):
         self._info = info
         for oracle in self.oracles:
             oracle.reset()
-        return obs, info
+        return obs, self._annotate(info)
+
+    def _annotate(self, info: dict[str, Any]) -> dict[str, Any]:
+        info = dict(info)
+        info["tester_idle"] = self.idle
+        info["detections"] = [d["box"] for d in self.detections]
+        return info
 
     def step(self, action):
+        if self.idle:  # beyond the run's episode budget: play on, record nothing
+            obs, reward, terminated, truncated, info = self.env.step(int(action))
+            return obs, reward, terminated, truncated, self._annotate(info)
         obs, reward, terminated, truncated, info = self._step(int(action), "explore", None)
         if not (terminated or truncated) and self.t % self.cfg.detect_every == 0:
-            target = self._pick_target(obs, info)
+            self.detections = self.detector(obs, info)
+            target = self._pick_target(self.detections)
             if target is not None:
                 obs, extra, terminated, truncated, info = self._run_test(obs, info, target)
                 reward += extra
-        return obs, reward, terminated, truncated, info
+        return obs, reward, terminated, truncated, self._annotate(info)
 
     def _step(self, action: int, mode: str, ooi: Any):
         obs, reward, terminated, truncated, info = self.env.step(action)
@@ -184,11 +258,12 @@ class TesterEnv(gym.Wrapper):
         return obs, float(reward), bool(terminated), bool(truncated), info
 
     # -- testing ------------------------------------------------------------------------------
-    def _pick_target(self, obs: np.ndarray, info: dict[str, Any]) -> Detection | None:
+    def _pick_target(self, detections: list[Detection]) -> Detection | None:
         best = None
-        for d in self.detector(obs, info):
+        tested = self.tested
+        for d in detections:
             key = d.get("ooi")
-            if key is None or key in self.tested or d["score"] < self.cfg.min_score:
+            if key is None or key in tested or d["score"] < self.cfg.min_score:
                 continue
             if d["box"][3] - d["box"][1] < self.cfg.min_box_height:
                 continue
@@ -204,7 +279,7 @@ class TesterEnv(gym.Wrapper):
 
     def _run_test(self, obs: np.ndarray, info: dict[str, Any], target: Detection):
         ooi, kind = target["ooi"], target["class"]
-        self.tested.add(ooi)
+        self.claims.claim(ooi, self.episode)
         self.tester.reset()
         box: list[float] | None = target["box"]
         crops, actions, frames = [], [], []
@@ -219,6 +294,7 @@ class TesterEnv(gym.Wrapper):
             total += r
             frames.append(obs)
             box = self._track(obs, info, target)
+            self.detections = [] if box is None else [{**target, "box": box}]
             if box is not None:
                 crops.append((obs, box))
             if terminated or truncated:
@@ -251,4 +327,5 @@ class TesterEnv(gym.Wrapper):
     def close(self) -> None:
         self.trajectory.close()
         self.tests.close()
+        self.claims.close()
         super().close()

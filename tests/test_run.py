@@ -15,7 +15,8 @@ from playtester.runlog import read_jsonl
 
 def test_run_writes_a_report_and_resumes(tiny_inspect_policy, small_park, tmp_path, capsys):
     out = tmp_path / "r1"
-    args = ["run", "--game", small_park, "--tester", str(tiny_inspect_policy), "--steps", "40", "--test-steps", "8", "--out", str(out)]
+    args = ["run", "--game", small_park, "--tester", str(tiny_inspect_policy), "--explorer", "random", "--steps", "40",
+            "--test-steps", "8", "--out", str(out)]
     assert main([*args, "--episodes", "2"]) == 0
     assert "report" in capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
@@ -33,7 +34,7 @@ def test_run_writes_a_report_and_resumes(tiny_inspect_policy, small_park, tmp_pa
 def test_ctrl_c_keeps_what_was_written_and_resume_finishes(tiny_inspect_policy, small_park, tmp_path):
     out = tmp_path / "r2"
     args = [sys.executable, "-m", "playtester", "run", "--game", small_park, "--tester", str(tiny_inspect_policy),
-            "--steps", "400", "--episodes", "2", "--test-steps", "8", "--out", str(out)]
+            "--explorer", "random", "--steps", "400", "--episodes", "2", "--test-steps", "8", "--out", str(out)]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 240
     while time.time() < deadline and len(list(read_jsonl(out / "trajectory.jsonl"))) < 50:
@@ -51,11 +52,46 @@ def test_ctrl_c_keeps_what_was_written_and_resume_finishes(tiny_inspect_policy, 
     assert json.loads((out / "summary.json").read_text())["episodes"] >= 2
 
 
+def test_ppo_explorer_run_on_two_instances(tiny_parts, small_park, tmp_path, capsys):
+    """The PPGTA explorer trained online on two game instances in their own processes: the run
+    plays exactly its episode budget, numbers episodes without clashes, tests each OOI once
+    across both instances, saves the explorer, and --resume with a larger budget goes on."""
+    tester, path = tiny_parts("inspect")[2], tiny_parts("path")[2]
+    out = tmp_path / "ppo"
+    args = ["run", "--game", small_park, "--tester", str(tester), "--preference", str(path), "--envs", "2",
+            "--rollout", "16", "--steps", "48", "--test-steps", "8", "--out", str(out)]
+    assert main([*args, "--episodes", "3"]) == 0
+    printed = capsys.readouterr().out
+    assert "explorer:" in printed and "report" in printed
+    rows = list(read_jsonl(out / "trajectory.jsonl"))
+    assert {r["episode"] for r in rows} == {0, 1, 2}
+    assert {r["env"] for r in rows} == {0, 1}
+    assert all(r["episode"] % 2 == r["env"] for r in rows)  # instance i plays episodes i, i + 2, …
+    for e in range(3):
+        ts = [r["t"] for r in rows if r["episode"] == e]
+        assert ts == list(range(48)), f"episode {e} is not one whole episode of 48 steps"
+    tests = list(read_jsonl(out / "tests.jsonl"))
+    claims = [c["ooi"] for c in read_jsonl(out / "claims.jsonl")]
+    assert sorted(claims) == sorted(t["ooi"] for t in tests) and len(set(claims)) == len(claims)
+    assert (out / "explorer" / "checkpoints" / "last.ckpt").exists()
+    assert list((out / "explorer" / "tensorboard").glob("events.out.tfevents.*"))
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["episodes"] == 3 and summary["agent"] == "PPGTA explorer"
+    # a resumed run must keep its options; with a larger budget it plays only the new episodes
+    assert main([*args[:-4], "--envs", "1", "--out", str(out), "--episodes", "4", "--resume"]) == 2
+    assert "num-envs" in capsys.readouterr().err
+    assert main([*args, "--episodes", "4", "--resume"]) == 0
+    rows = list(read_jsonl(out / "trajectory.jsonl"))
+    assert {r["episode"] for r in rows} == {0, 1, 2, 3}
+    assert [r["t"] for r in rows if r["episode"] == 3] == list(range(48))
+
+
 @pytest.mark.parametrize("extra, words", [
-    (["--game", "gym:CartPole-v1"], ["key map", "train the test policy"]),
-    (["--game", "doom:freedoom2:MAP99"], ["no level"]),
+    (["--game", "gym:CartPole-v1", "--explorer", "random"], ["key map", "train the test policy"]),
+    (["--game", "doom:park:5:24x24"], ["--explorer ppgta", "--preference"]),
+    (["--game", "doom:freedoom2:MAP99", "--explorer", "random"], ["no level"]),
     (["--game", "doom:park:5:24x24", "--explorer", "wander"], ["--explorer", "wander"]),
-    (["--game", "doom:freedoom2:MAP01"], ["ground truth", "detector checkpoint"]),
+    (["--game", "doom:freedoom2:MAP01", "--explorer", "random"], ["ground truth", "detector checkpoint"]),
 ])
 def test_bad_runs_are_one_line(tiny_inspect_policy, tmp_path, capsys, extra, words):
     code = main(["run", "--tester", str(tiny_inspect_policy), "--out", str(tmp_path / "r"), "--episodes", "1", "--steps", "5", *extra])

@@ -88,7 +88,8 @@ def demo(
     for behavior in ("inspect", "path"):
         stage(f"5/7 {behavior} policy", "train", "policy", "--demos", out / "demos" / behavior, "--encoder", encoder,
               "--out", out / "models" / f"{behavior}.ckpt", "--max-minutes", budget[behavior], *p.policy_shape)
-    stage("6/7 tester run", "run", "--game", game, "--tester", out / "models" / "inspect.ckpt", "--detector", detector,
+    stage("6/7 tester run (the PPGTA explorer, trained as it plays)", "run", "--game", game,
+          "--tester", out / "models" / "inspect.ckpt", "--preference", out / "models" / "path.ckpt", "--detector", detector,
           "--texture-reference", out / "shots" / "labels.json", "--episodes", p.run_episodes, "--steps", p.run_steps,
           "--out", out / "runs" / "demo")
     console.rule("[bold]7/7 done")

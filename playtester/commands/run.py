@@ -10,55 +10,65 @@ import typer
 import yaml
 from rich.console import Console
 
+from playtester.capture.atomic import write_text_atomic
 from playtester.capture.errors import UserError
 from playtester.commands.scenario import check_out_parent, progress
 
 console = Console()
 
-EXPLORERS = ("random",)
+KEPT_ON_RESUME = ("game", "explorer", "tester", "preference", "detector", "num_envs", "rollout", "seed", "steps")
+"""Options a resumed run must keep: the logs and the explorer's checkpoint were made with them."""
 
 
 def run(
     game: str = typer.Option(..., "--game", help="Game spec (see `playtester games`)."),
     tester: Path = typer.Option(..., "--tester", help="Test policy checkpoint (e.g. the inspect policy)."),
     out: Path = typer.Option(..., "--out", help="Run folder, e.g. runs/r1 (refused if it exists, unless --resume or --overwrite)."),
+    preference: Optional[Path] = typer.Option(None, "--preference", help="Path-following policy checkpoint: the explorer starts from it and is rewarded for keeping its style (needed by --explorer ppgta)."),
+    explorer: str = typer.Option("ppgta", "--explorer", help="ppgta (PPO with RND novelty + the path policy's preference, trained online), inspector (PPO with single-predictor RND, the baseline), or random."),
     detector: str = typer.Option("ground-truth", "--detector", help="Detector checkpoint, or ground-truth (the engine's labels; park only)."),
-    explorer: str = typer.Option("random", "--explorer", help="How to explore between tests: random (the PPO explorer is issue 6's)."),
-    episodes: int = typer.Option(3, "--episodes", min=1, help="Episodes, each from a random start."),
-    steps: int = typer.Option(500, "--steps", min=1, help="Steps per episode (test steps included)."),
+    episodes: int = typer.Option(3, "--episodes", min=1, help="Episodes in the whole run, each from a random start."),
+    steps: int = typer.Option(500, "--steps", min=1, help="Game steps per episode (test steps included)."),
+    envs: int = typer.Option(2, "--envs", min=1, help="Game instances played at once by the PPO explorer, one process each."),
+    rollout: int = typer.Option(64, "--rollout", min=1, help="PPO steps per game instance between updates."),
     texture_reference: Optional[Path] = typer.Option(None, "--texture-reference", help="COCO labels of healthy OOIs for the texture oracle."),
     assertions: List[str] = typer.Option([], "--assert", help="A user assertion, module:function or file.py:function (repeatable)."),
     stuck_steps: int = typer.Option(40, "--stuck-steps", min=1, help="Steps of unchanged picture under input that count as stuck."),
     test_steps: Optional[int] = typer.Option(None, "--test-steps", help="Steps of one OOI test (default: the test policy's demo length)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of starts and action sampling."),
-    resume: bool = typer.Option(False, "--resume", help="Continue a run that was interrupted."),
+    seed: int = typer.Option(0, "--seed", help="Seed of starts, action sampling and PPO."),
+    resume: bool = typer.Option(False, "--resume", help="Continue a run that was interrupted (the explorer from its last checkpoint)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Delete an existing run folder first."),
 ) -> None:
-    """Run the tester: explore the game, test every OOI it finds with the test policy, judge
-    textures, watch for crashes, stuck states and failed assertions; then write the report."""
-    import numpy as np
-
+    """Run the tester: explore the game (the PPO explorer learns as it plays), test every OOI it
+    finds with the test policy, judge textures, watch for crashes, stuck states and failed
+    assertions; then write the report. Ctrl-C keeps everything written; --resume continues."""
     from playtester.capture.games import make_game
     from playtester.imitation.live import load_policy
-    from playtester.oracles import AssertionOracle, CrashOracle, StuckOracle, TextureOracle, load_assertion
+    from playtester.oracles import TextureOracle, load_assertion
     from playtester.report import build_report
-    from playtester.runlog import read_jsonl
-    from playtester.tester import GroundTruthDetector, ModelDetector, TesterConfig, TesterEnv
+    from playtester.runner import RunSpec, episodes_left, explore_at_random, explore_with_ppo, make_detector
 
-    if explorer not in EXPLORERS:
-        raise UserError(f"--explorer {explorer!r}: use one of {', '.join(EXPLORERS)}")
     if resume and overwrite:
         raise UserError("--resume and --overwrite contradict each other; give one")
+    spec = RunSpec(game=game, tester=str(tester), run_dir=str(out), explorer=explorer,
+                   preference=str(preference) if preference else None, detector=detector, episodes=episodes,
+                   steps=steps, num_envs=envs, rollout=rollout,
+                   texture_reference=str(texture_reference) if texture_reference else None,
+                   assertions=list(assertions), stuck_steps=stuck_steps, test_steps=test_steps, seed=seed)
     check_out_parent(out)
     if out.exists() and not resume:
         if not overwrite:
             raise UserError(f"--out {out}: the run folder exists; give --resume to continue it or --overwrite to replace it")
         shutil.rmtree(out)
-    if resume and not (out / "config.yaml").exists():
-        raise UserError(f"--resume: {out} holds no run to continue (no config.yaml)")
+    if resume:
+        check_same_run(out, spec.to_config())
+
+    # Everything that can be refused is refused before the run folder is written.
     live = load_policy(tester)
-    texture = TextureOracle.from_coco(texture_reference) if texture_reference else None
-    checks = [load_assertion(a) for a in assertions]
+    if texture_reference:
+        TextureOracle.from_coco(texture_reference)
+    for a in assertions:
+        load_assertion(a)
     env = make_game(game, max_steps=steps)
     try:
         if not env.unwrapped.keymap.same_actions(live.keymap):
@@ -66,46 +76,40 @@ def run(
                 f"--tester {tester}: trained with the key map ({', '.join(live.keymap.names)}), but {game} uses "
                 f"({', '.join(env.unwrapped.keymap.names)}); train the test policy on demos from this game"
             )
-        layout = getattr(getattr(env.unwrapped, "scenario", None), "layout", None)
-        if detector == "ground-truth":
-            if layout is None:
-                raise UserError(f"--detector ground-truth: {game} has no ground truth; give a trained detector checkpoint")
-            detect = GroundTruthDetector()
-        else:
-            from playtester.perception.detector import load_detector
-
-            detect = ModelDetector(load_detector(detector), layout.oois if layout else ())
-        out.mkdir(exist_ok=True)
-        config = {"game": game, "agent": f"{explorer} explorer", "explorer": explorer, "tester": str(tester),
-                  "detector": detector, "episodes": episodes, "steps": steps, "seed": seed,
-                  "texture_reference": str(texture_reference) if texture_reference else None, "assertions": assertions}
-        if not resume:
-            (out / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-        done = {r["episode"] for r in read_jsonl(out / "trajectory.jsonl")}
-        wrapped = TesterEnv(
-            env, tester=live, detector=detect, oracles=[CrashOracle(), StuckOracle(stuck_steps), AssertionOracle(checks)],
-            run_dir=out, game=game, game_options={"max_steps": steps}, texture=texture,
-            config=TesterConfig(test_steps=test_steps, seed=seed),
-        )
-        if resume:  # what was played is kept (an interrupted episode too); play the episodes left
-            wrapped.local_episode = max(done, default=-1)
-            wrapped.tested = {t["ooi"] for t in read_jsonl(out / "tests.jsonl")}
-        rng = np.random.default_rng(seed + len(done))
-        first = wrapped.local_episode + 1
-        try:
-            with progress() as bar:
-                task = bar.add_task("episodes", total=episodes, completed=first)
-                for _ in range(first, episodes):
-                    wrapped.reset()
-                    for _ in range(steps):
-                        _, _, terminated, truncated, _ = wrapped.step(int(rng.integers(env.action_space.n)))
-                        if terminated or truncated:
-                            break
-                    bar.advance(task)
-        finally:
-            wrapped.close()
+        make_detector(spec, env)
     finally:
         env.close()
+
+    out.mkdir(exist_ok=True)
+    if not resume:
+        write_text_atomic(out / "config.yaml", yaml.safe_dump(spec.to_config(), sort_keys=False))
+    already = episodes - episodes_left(spec)
+    with progress() as bar:
+        task = bar.add_task(f"episodes ({explorer} explorer)", total=episodes, completed=already)
+
+        def advance(ended: int) -> None:
+            bar.update(task, completed=min(episodes, already + ended))
+
+        if explorer == "random":
+            explore_at_random(spec, advance)
+        else:
+            result = explore_with_ppo(spec, advance, resume=resume)
+            console.print(f"explorer: {result.global_step} steps trained, checkpoint {result.checkpoint}")
+        bar.update(task, completed=episodes - episodes_left(spec))
     report = build_report(out)
     console.print(f"wrote {out} (trajectory, tests, findings) and the report {report}")
 
+
+def check_same_run(out: Path, now: dict) -> None:
+    """Refuse a --resume whose options differ from the interrupted run's (except the budget)."""
+    from playtester.runlog import read_config
+
+    if not (out / "config.yaml").exists():
+        raise UserError(f"--resume: {out} holds no run to continue (no config.yaml)")
+    saved = read_config(out)
+    for key in KEPT_ON_RESUME:
+        if key in saved and saved[key] != now[key]:
+            raise UserError(f"--resume: {out} was run with {key.replace('_', '-')}={saved[key]!r}, now {now[key]!r}; "
+                            "give the same options (only --episodes may grow), or start a new run")
+    if now["episodes"] != saved.get("episodes"):
+        write_text_atomic(out / "config.yaml", yaml.safe_dump({**saved, "episodes": now["episodes"]}, sort_keys=False))

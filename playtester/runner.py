@@ -1,0 +1,194 @@
+"""A tester run: one `TesterEnv` per game instance, driven by the explorer.
+
+`RunSpec` holds what a game instance needs to build its tester loop (paths and options only, so
+that it pickles into `AsyncVectorEnv`'s worker processes). Two drivers share it:
+
+- `explore_with_ppo`: the PPO explorer, trained online while it plays (PPGTA's agent, `ppgta`,
+  or the Inspector-style baseline, `inspector`), on `num_envs` game instances at once. Each
+  instance is `make_game` → `TesterEnv` → the explorer's OD mask → resize; the tester loop sits
+  under the explorer, so a whole OOI test is one explorer step. The run ends when every
+  instance has played its share of the episode budget.
+- `explore_at_random`: uniform random actions on one instance (the random baseline), no
+  learning.
+
+Both write to the same run folder in the same formats, so reports and benchmarks compare them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+
+from playtester.capture.errors import UserError
+from playtester.tester import TesterConfig, TesterEnv
+
+EXPLORERS = ("ppgta", "inspector", "random")
+"""`ppgta`: RND novelty + the path policy's preference; `inspector`: single-predictor RND only;
+`random`: uniform random actions."""
+
+
+@dataclass
+class RunSpec:
+    """Everything a game instance needs to build its tester loop; saved as the run's config."""
+
+    game: str
+    """Game spec (see `playtester games`)."""
+    tester: str
+    """Test policy checkpoint (the inspect policy)."""
+    run_dir: str
+    """The run folder."""
+    explorer: str = "ppgta"
+    """One of `EXPLORERS`."""
+    preference: str | None = None
+    """Path-following policy checkpoint: the preference reward (ppgta) and the explorer's initial weights."""
+    detector: str = "ground-truth"
+    """Detector checkpoint, or `ground-truth` (the engine's labels; the park only)."""
+    episodes: int = 3
+    """Episodes in the whole run, each from a random start."""
+    steps: int = 500
+    """Game steps per episode, test steps included."""
+    num_envs: int = 2
+    """Game instances played at once by the PPO explorer (the random explorer plays one)."""
+    rollout: int = 64
+    """PPO steps per instance between updates."""
+    texture_reference: str | None = None
+    """COCO labels of healthy OOIs for the texture oracle."""
+    assertions: list[str] = field(default_factory=list)
+    """User assertions, `module:function` or `file.py:function`."""
+    stuck_steps: int = 40
+    """Steps of unchanged picture under input that count as stuck."""
+    test_steps: int | None = None
+    """Steps of one OOI test; None: the test policy's demo length."""
+    seed: int = 0
+    """Seed of starts, action sampling and PPO."""
+
+    def __post_init__(self) -> None:
+        if self.explorer not in EXPLORERS:
+            raise UserError(f"--explorer {self.explorer!r}: use one of {', '.join(EXPLORERS)}")
+        if self.explorer == "ppgta" and not self.preference:
+            raise UserError("--explorer ppgta needs the path-following policy: give --preference models/path.ckpt "
+                            "(or --explorer inspector|random)")
+        for name in ("episodes", "steps", "num_envs", "rollout", "stuck_steps"):
+            if getattr(self, name) < 1:
+                raise UserError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")
+        if self.explorer == "random":
+            self.num_envs = 1
+
+    def to_config(self) -> dict[str, Any]:
+        config = asdict(self)
+        config["agent"] = {"ppgta": "PPGTA explorer", "inspector": "Inspector-style explorer",
+                           "random": "random explorer"}[self.explorer]
+        return config
+
+
+def make_detector(spec: RunSpec, env: gym.Env):
+    """The detector the tester loop runs: the engine's labels, or a trained model whose
+    detections are matched to the known OOIs by telemetry where the game has both."""
+    from playtester.tester import GroundTruthDetector, ModelDetector
+
+    layout = getattr(getattr(env.unwrapped, "scenario", None), "layout", None)
+    if spec.detector == "ground-truth":
+        if layout is None:
+            raise UserError(f"--detector ground-truth: {spec.game} has no ground truth; give a trained detector checkpoint")
+        return GroundTruthDetector()
+    from playtester.perception.detector import load_detector
+
+    return ModelDetector(load_detector(spec.detector), layout.oois if layout else ())
+
+
+def tester_env(spec: RunSpec, env: gym.Env, index: int = 0) -> TesterEnv:
+    """Game instance `index` inside its tester loop, carrying on the run folder's logs."""
+    import torch
+
+    from playtester.imitation.live import load_policy
+    from playtester.oracles import AssertionOracle, CrashOracle, StuckOracle, TextureOracle, load_assertion
+
+    torch.set_num_threads(1)  # one game instance a process: more threads only fight each other
+    live = load_policy(spec.tester)
+    texture = TextureOracle.from_coco(spec.texture_reference) if spec.texture_reference else None
+    oracles = [CrashOracle(), StuckOracle(spec.stuck_steps), AssertionOracle([load_assertion(a) for a in spec.assertions])]
+    wrapped = TesterEnv(
+        env, tester=live, detector=make_detector(spec, env), oracles=oracles, run_dir=spec.run_dir, game=spec.game,
+        game_options={"max_steps": spec.steps}, texture=texture,
+        config=TesterConfig(test_steps=spec.test_steps, seed=spec.seed), env_index=index, n_envs=spec.num_envs,
+        episodes=spec.episodes,
+    )
+    wrapped.continue_run()
+    return wrapped
+
+
+def _wrap(spec: RunSpec, env: gym.Env, index: int) -> gym.Env:
+    return tester_env(spec, env, index)
+
+
+def episodes_left(spec: RunSpec) -> int:
+    """Episodes of the budget not yet started in the run folder."""
+    from playtester.runlog import read_jsonl
+
+    played = {r["episode"] for r in read_jsonl(Path(spec.run_dir) / "trajectory.jsonl")}
+    return max(0, spec.episodes - len(played))
+
+
+def explore_at_random(spec: RunSpec, progress: Callable[[int], None] = lambda n: None) -> None:
+    """The random baseline on one game instance; `progress(n)` after each episode."""
+    from playtester.capture.games import make_game
+
+    env = tester_env(spec, make_game(spec.game, max_steps=spec.steps))
+    rng = np.random.default_rng(spec.seed + 1 + env.local_episode)
+    first = env.episode + env.n_envs
+    try:
+        while True:
+            env.reset()
+            if env.idle:
+                return
+            for _ in range(spec.steps):
+                _, _, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
+                if terminated or truncated:
+                    break
+            progress(env.episode + 1 - first)
+    finally:
+        env.close()
+
+
+def all_idle(infos: dict[str, Any]) -> bool:
+    """`stop` for PPO: every instance has played its share of the budget."""
+    idle = infos.get("tester_idle")
+    return idle is not None and bool(np.all(idle))
+
+
+def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: None, resume: bool = False):
+    """Train the PPO explorer online while it plays the run's episodes; see the module doc."""
+    import functools
+
+    from playtester.exploration.explorer import build_explorer
+    from playtester.exploration.checkpoints import load_checkpoint
+    from playtester.exploration.ppo import CHECKPOINT_NAME, train
+
+    explorer_dir = Path(spec.run_dir) / "explorer"
+    checkpoint = explorer_dir / "checkpoints" / CHECKPOINT_NAME
+    resume_ppo = resume and checkpoint.exists()
+    trained = load_checkpoint(checkpoint)["global_step"] if resume_ppo else 0
+    per_env = math.ceil(episodes_left(spec) / spec.num_envs)
+    # An upper bound: a test takes many game steps but counts as one explorer step; `all_idle` ends the run.
+    budget = trained + spec.num_envs * (per_env * spec.steps + 2 * spec.rollout)
+    explorer = build_explorer(
+        spec.game, spec.preference, spec.explorer, run_dir=str(explorer_dir), total_timesteps=budget,
+        num_envs=spec.num_envs, num_steps=spec.rollout, seed=spec.seed, checkpoint_every=5, resume=resume_ppo,
+        game_options={"max_steps": spec.steps}, wrap=functools.partial(_wrap, spec),
+    )
+
+    ended = 0
+
+    def stop(infos: dict[str, Any]) -> bool:
+        nonlocal ended
+        if "_final_obs" in infos and infos["_final_obs"].any():
+            ended += int(np.sum(infos["_final_obs"]))  # idle instances' ends too: the bar is capped at the budget
+            progress(ended)
+        return all_idle(infos)
+
+    return train(*explorer, stop=stop)
