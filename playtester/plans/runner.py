@@ -359,6 +359,7 @@ class PlanRunner:
                 yield int(np.argmax(probs)) if self.cfg.greedy else int(self.rng.choice(len(probs), p=probs / probs.sum()))
         for check in self.registry.post_for(action):
             self.pending.append((PendingCheck(check, before, self.t), rec))
+        self._poll_checks()  # a check with no delay runs on the moment the action ends
 
     def _poll_checks(self) -> None:
         if not self.pending:

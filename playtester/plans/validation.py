@@ -23,8 +23,6 @@ runner goes on. An event that does not fire within its steps fails the check.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +31,7 @@ from typing import Any, Callable
 import numpy as np
 
 from playtester.capture.errors import UserError
+from playtester.capture.plugins import load_module
 
 ANY_ACTION = "*"
 
@@ -208,22 +207,8 @@ class PendingCheck:
 def load_validations(spec: str | Path) -> ValidationRegistry:
     """A registry from `file.py` or a module: its `registry` (a ValidationRegistry) or its
     `register(registry)` function."""
-    spec = str(spec)
     where = f"--validations {spec}"
-    try:
-        if spec.endswith(".py"):
-            path = Path(spec)
-            if not path.is_file():
-                raise UserError(f"{where}: file not found")
-            mod_spec = importlib.util.spec_from_file_location(f"playtester_validations_{path.stem}", path)
-            module = importlib.util.module_from_spec(mod_spec)  # type: ignore[arg-type]
-            mod_spec.loader.exec_module(module)  # type: ignore[union-attr]
-        else:
-            module = importlib.import_module(spec)
-    except UserError:
-        raise
-    except Exception as e:
-        raise UserError(f"{where}: cannot load it ({type(e).__name__}: {e})") from None
+    module = load_module(str(spec), "--validations")
     registry = getattr(module, "registry", None)
     if not isinstance(registry, ValidationRegistry):
         register = getattr(module, "register", None)
