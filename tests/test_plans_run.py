@@ -5,6 +5,7 @@ import copy
 import dataclasses
 import json
 import math
+import shutil
 import time
 
 import gymnasium as gym
@@ -16,6 +17,7 @@ from playtester.capture.games import doom_scenario
 from playtester.capture.park.layout import OOI_KINDS
 from playtester.capture.park.wad import park_wad
 from playtester.cli import main
+from playtester.plans.record import plan_from_episode
 from playtester.plans.report import write_plan_report
 from playtester.plans.runner import PlanRunner
 from playtester.plans.schema import load_plan, parse_plan
@@ -29,6 +31,8 @@ start: 4
 nodes:
   - {name: the barrel, target: {ooi: 6}, action: jump, timeout: 150}
   - {name: a tire, target: {kind: tire}, action: jump, timeout: 200}
+rules:
+  - {name: hop at tires, when: [{see: tire, min_size: 0.15}], action: jump, cooldown: 30}
 """
 
 
@@ -95,6 +99,8 @@ def test_a_hand_written_plan_passes_on_the_park(park_env, tmp_path):
     assert [n.reached for n in result.nodes] == [True, True]
     for node in result.nodes:
         assert {c["name"] for c in node.checks} == {"rose", "came_down"} and all(c["passed"] for c in node.checks)
+    (hop,) = result.rules  # the rule fired once on the way to the tire, and its jump was validated too
+    assert hop.interrupted == "a tire" and hop.passed and {c["name"] for c in hop.checks} == {"rose", "came_down"}
     # the agent really stood by OOI 6 when it jumped there
     layout = park_env.unwrapped.scenario.layout
     barrel = next(o for o in layout.oois if o.id == 6)
@@ -185,6 +191,18 @@ def test_a_plan_recorded_from_a_demo_replays_to_the_same_places(small_park, tmp_
     assert len(plan.nodes) >= 4 and plan.start is not None
     for node in plan.nodes:  # every node is a place the demo went through
         assert any(math.dist(node.target.position, s["position"][:2]) < 1 for s in recorded)
+    # without telemetry the same session becomes the objects it approached, in order
+    blind = tmp_path / "blind"
+    shutil.copytree(demos / "ep0000", blind)
+    seen = [{k: v for k, v in s.items() if k not in ("position", "angle", "pitch")} for s in recorded]
+    (blind / "steps.jsonl").write_text("".join(json.dumps(s) + "\n" for s in seen))
+    by_sight = plan_from_episode(blind)
+    approached = []
+    for s in recorded:
+        for o in s["objects"]:
+            if (o["box"][3] - o["box"][1]) / 240 >= 0.25 and o["ooi"] not in approached:
+                approached.append(o["ooi"])
+    assert approached and [n.target.ooi for n in by_sight.nodes if n.target] == approached
     out = tmp_path / "replay"
     assert main(["plan", "run", str(plan_file), "--game", small_park, "--out", str(out)]) == 0
     replayed = [r["position"][:2] for r in read_jsonl(out / "trajectory.jsonl")]
