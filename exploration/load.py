@@ -183,7 +183,9 @@ class LoadReward:
         inner: RewardHook | None = None,
         area: AreaMask | Callable[[float, float], bool] | None = None,
         game: str = "the game",
+        on_shift: Callable[[LoadThreshold], None] | None = None,
     ) -> None:
+        """`on_shift(threshold)` is called once the warm-up has shifted the threshold (to save it)."""
         self.config = config
         self.threshold = threshold
         self.num_envs = num_envs
@@ -191,6 +193,7 @@ class LoadReward:
         self.non_episodic = bool(inner is not None and inner.non_episodic)
         self.area = area.contains if isinstance(area, AreaMask) else area
         self.game = game
+        self.on_shift = on_shift
         self.warmup_samples: list[float] = []
         self.warmup_left = config.warmup_steps
         self.episode_load = np.zeros(num_envs)
@@ -231,6 +234,8 @@ class LoadReward:
             self.warmup_left -= 1
             if self.warmup_left == 0:
                 self.threshold = self.threshold.shifted(self.warmup_samples)
+                if self.on_shift is not None:
+                    self.on_shift(self.threshold)
         else:
             inside = self._in_area(vector_info(view.infos, "position", done))
             load = np.where((frame_times > self.threshold.value) & inside, self.config.reward, 0.0)

@@ -9,7 +9,9 @@ map; the violin plot shows the frame times at each agent's low-FPS points.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -183,3 +185,58 @@ def violin_plot(times_by_agent: dict[str, np.ndarray], threshold: float | None, 
     image = np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
     plt.close(fig)
     return image
+
+
+# -- the report's load-testing section ---------------------------------------------------------
+
+@dataclass
+class LoadSection:
+    """What a run's frame times add to its report: a summary and pictures `(file, caption, png)`."""
+
+    summary: dict[str, Any]
+    pictures: list[tuple[str, str, bytes]]
+
+
+def load_section(run: Any, trajectory: list[dict[str, Any]], view: Any | None, cell: float | None,
+                 agent: str = "agent") -> LoadSection | None:
+    """The low-FPS map and the frame-time violins of a run, or None when it recorded no frame times.
+
+    The threshold is the run's `load_threshold.json` (`--objective load`), else `t_b` of the
+    run's own frame times (mean + 5 sd): without a baseline the run is its own.
+    """
+    import cv2
+
+    timed = [r for r in trajectory if frame_time_of(r) is not None]
+    if not timed:
+        return None
+    path = Path(run) / "load_threshold.json"
+    times = np.array([frame_time_of(r) for r in timed])
+    if path.exists():
+        try:
+            threshold, source = float(json.loads(path.read_text())["value"]), "the run's load threshold"
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise UserError(f"{path}: malformed ({type(e).__name__}: {e}); delete it to use the run's own frame times") from None
+    else:
+        threshold = float(times.mean() + 5 * times.std(ddof=1)) if times.size > 1 else float(times[0])
+        source = "mean + 5 sd of this run's frame times"
+    if not any(r.get("position") is not None or r.get("frame_cell") is not None for r in timed):
+        return None  # frame times but nowhere to place them: no points, no map
+    log = VisitLog.from_records(timed, cell=cell or 128.0, where=f"{run}/trajectory.jsonl")
+    points = low_fps_points(log, threshold)
+    summary = {"threshold_ms": threshold, "threshold_from": source, "steps_timed": len(timed),
+               "frame_time_median_ms": float(np.median(times)), "over_threshold_share": float(np.mean(times > threshold)),
+               **confidence_summary(points), "low_fps": [p.to_dict() for p in points[:50]]}
+
+    def encode(image: np.ndarray) -> bytes:
+        ok, buf = cv2.imencode(".png", cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
+        assert ok
+        return buf.tobytes()
+
+    pictures = []
+    if view is not None and cell is not None:
+        pictures.append(("lowfps_map.png", f"Low-FPS map: {len(points)} point(s) where most visits took over "
+                         f"{threshold:.2f} ms (red, the redder the more confident); visited cells shaded",
+                         encode(low_fps_map(view, points, cell, visited=log))))
+    violins = {f"{agent}: all steps": times, f"{agent}: at low-FPS points": point_frame_times(points)}
+    pictures.append(("frame_times.png", f"Frame times (ms); red line: t ({source})", encode(violin_plot(violins, threshold))))
+    return LoadSection(summary, pictures)

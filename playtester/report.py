@@ -22,6 +22,7 @@ from playtester.capture.atomic import write_bytes_atomic, write_text_atomic
 from playtester.capture.errors import UserError
 from playtester.capture.park.birdseye import BirdsEye, render_birdseye
 from playtester.coverage import OccupancyGrid
+from playtester.lowfps import load_section
 from playtester.runlog import read_config, read_jsonl
 
 GREEN, RED, GREY, TRACE = (40, 190, 60), (220, 30, 30), (150, 150, 150), (230, 20, 20)
@@ -175,6 +176,10 @@ def build_report(run: str | Path) -> Path:
         pictures.append(("coverage.png", "Bird's-eye coverage: traces in red, pathways in white", _png(coverage_map(src, trajectory))))
         pictures.append(("ooi_map.png", "OOI test map: green passed, red failed (bug found), grey missed", _png(ooi_map(src, verdicts))))
     pictures.append(("tested.png", "OOIs tested over episodes", _png(tested_over_episodes(tests, max(1, summary["episodes"])))))
+    load = load_section(run, trajectory, src.view if src else None, src.cell if src else None, summary["agent"] or "agent")
+    if load is not None:  # only when the run recorded frame times
+        summary["load"] = load.summary
+        pictures += load.pictures
     for name, _, png in pictures:
         write_bytes_atomic(run / name, png)
     write_text_atomic(run / "summary.json", json.dumps(summary, indent=1))
@@ -192,6 +197,9 @@ def _html(run: Path, summary: dict, tests: list[dict], findings: list[dict], pic
         facts.append(("whole map covered", f"{cov['area_share']:.1%}"))
     tested = f"{summary['oois_tested']}" + (f" of {summary['oois_total']}" if "oois_total" in summary else "")
     facts.append(("OOIs tested", tested))
+    if "load" in summary:
+        facts.append(("low-FPS points (frame time over t = %.2f ms on most visits)" % summary["load"]["threshold_ms"],
+                      summary["load"]["points"]))
     if summary["test_success_rate"] is not None:
         facts.append(("test success rate", f"{summary['test_success_rate']:.0%}"))
     rows = "".join(f"<tr><th>{e(str(k))}</th><td>{e(str(v))}</td></tr>" for k, v in facts)

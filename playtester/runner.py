@@ -28,6 +28,7 @@ from playtester.capture.errors import UserError
 from playtester.tester import TesterConfig, TesterEnv
 
 EXPLORERS = ("ppgta", "inspector", "random")
+OBJECTIVES = ("coverage", "load")
 """`ppgta`: RND novelty + the path policy's preference; `inspector`: single-predictor RND only;
 `random`: uniform random actions."""
 
@@ -66,8 +67,22 @@ class RunSpec:
     """Steps of one OOI test; None: the test policy's demo length."""
     seed: int = 0
     """Seed of starts, action sampling and PPO."""
+    objective: str = "coverage"
+    """`coverage`: the explorer's own reward; `load`: plus RELINE's load reward for frame-rate drops."""
+    load_threshold: str | None = None
+    """With `load`: a threshold file (`LoadThreshold.save`); None: measured by random play first,
+    saved as `load_threshold.json` in the run folder."""
+    load_area: str = "everywhere"
+    """With `load`: where frame-rate drops are rewarded, `everywhere` or `pathways` (the park's)."""
 
     def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise UserError(f"--objective {self.objective!r}: use one of {', '.join(OBJECTIVES)}")
+        if self.objective == "load" and self.explorer == "random":
+            raise UserError("--objective load trains the PPO explorer; use --explorer inspector or ppgta "
+                            "(a random run's report shows its frame times anyway)")
+        if self.load_area not in ("everywhere", "pathways"):
+            raise UserError(f"--load-area {self.load_area!r}: use everywhere or pathways")
         if self.explorer not in EXPLORERS:
             raise UserError(f"--explorer {self.explorer!r}: use one of {', '.join(EXPLORERS)}")
         if self.explorer == "ppgta" and not self.preference:
@@ -83,6 +98,8 @@ class RunSpec:
         config = asdict(self)
         config["agent"] = {"ppgta": "PPGTA explorer", "inspector": "Inspector-style explorer",
                            "random": "random explorer"}[self.explorer]
+        if self.objective == "load":
+            config["agent"] += " + load reward"
         return config
 
 
@@ -181,6 +198,10 @@ def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: 
         num_envs=spec.num_envs, num_steps=spec.rollout, seed=spec.seed, checkpoint_every=5, resume=resume_ppo,
         game_options={"max_steps": spec.steps}, wrap=functools.partial(_wrap, spec),
     )
+    if spec.objective == "load":
+        from playtester.load_objective import load_objective
+
+        explorer = load_objective(spec, explorer)
 
     ended = 0
 

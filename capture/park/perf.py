@@ -48,7 +48,7 @@ class PerfParkConfig:
     """The park underneath (same layout, OOIs and terrain as `doom:park` with this config)."""
     zones: int = 2
     """Number of slow zones."""
-    sprites: int = 160
+    sprites: int = 300
     """Translucent sprites per zone (more: slower)."""
     radius: float = 1.25
     """Zone radius in cells."""

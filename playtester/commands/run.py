@@ -16,7 +16,7 @@ from playtester.commands.scenario import check_out_parent, progress
 
 console = Console()
 
-KEPT_ON_RESUME = ("game", "explorer", "tester", "preference", "detector", "num_envs", "rollout", "seed", "steps")
+KEPT_ON_RESUME = ("game", "explorer", "tester", "preference", "detector", "num_envs", "rollout", "seed", "steps", "objective")
 """Options a resumed run must keep: the logs and the explorer's checkpoint were made with them."""
 
 
@@ -36,6 +36,9 @@ def run(
     stuck_steps: int = typer.Option(40, "--stuck-steps", min=1, help="Steps of unchanged picture under input that count as stuck."),
     test_steps: Optional[int] = typer.Option(None, "--test-steps", help="Steps of one OOI test (default: the test policy's demo length)."),
     seed: int = typer.Option(0, "--seed", help="Seed of starts, action sampling and PPO."),
+    objective: str = typer.Option("coverage", "--objective", help="coverage (the explorer's own reward) or load (plus RELINE's reward for frame-rate drops: load testing)."),
+    load_threshold: Optional[Path] = typer.Option(None, "--load-threshold", help="With --objective load: a threshold file (load_threshold.json of an earlier run); default: measured by random play first."),
+    load_area: str = typer.Option("everywhere", "--load-area", help="With --objective load: where frame-rate drops are rewarded, everywhere or pathways."),
     resume: bool = typer.Option(False, "--resume", help="Continue a run that was interrupted (the explorer from its last checkpoint)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Delete an existing run folder first."),
 ) -> None:
@@ -54,7 +57,8 @@ def run(
                    preference=str(preference) if preference else None, detector=detector, episodes=episodes,
                    steps=steps, num_envs=envs, rollout=rollout,
                    texture_reference=str(texture_reference) if texture_reference else None,
-                   assertions=list(assertions), stuck_steps=stuck_steps, test_steps=test_steps, seed=seed)
+                   assertions=list(assertions), stuck_steps=stuck_steps, test_steps=test_steps, seed=seed,
+                   objective=objective, load_threshold=str(load_threshold) if load_threshold else None, load_area=load_area)
     check_out_parent(out)
     if out.exists() and not resume:
         if not overwrite:
