@@ -16,10 +16,11 @@ Both write to the same run folder in the same formats, so reports and benchmarks
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -39,8 +40,8 @@ class RunSpec:
 
     game: str
     """Game spec (see `playtester games`)."""
-    tester: str
-    """Test policy checkpoint (the inspect policy)."""
+    tester: str | None
+    """Test policy checkpoint (the inspect policy); None: explore and watch the oracles only."""
     run_dir: str
     """The run folder."""
     explorer: str = "ppgta"
@@ -67,6 +68,15 @@ class RunSpec:
     """Steps of one OOI test; None: the test policy's demo length."""
     seed: int = 0
     """Seed of starts, action sampling and PPO."""
+    map: str | None = None
+    """Bird's-eye map image of a game without built-in ground truth (a window game), for the report."""
+    map_bounds: list[float] | None = None
+    """World bounds `x0, y0, x1, y1` the map image covers (telemetry units)."""
+    oois: str | None = None
+    """JSON file of the known OOIs (`id`, `kind`, `x`, `y`): detections are matched to them by
+    telemetry, and the report draws them."""
+    telemetry_port: int | None = None
+    """A window game's UDP telemetry port (its dev build sends position, angle, fps there)."""
     objective: str = "coverage"
     """`coverage`: the explorer's own reward; `load`: plus RELINE's load reward for frame-rate drops."""
     load_threshold: str | None = None
@@ -91,8 +101,23 @@ class RunSpec:
         for name in ("episodes", "steps", "num_envs", "rollout", "stuck_steps"):
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")
-        if self.explorer == "random":
-            self.num_envs = 1
+        if self.explorer == "random" or self.game.startswith("window:"):
+            self.num_envs = 1  # one random walker; one window on the desktop
+        if (self.map is None) != (self.map_bounds is None):
+            raise UserError("--map and --map-bounds go together: the image, and the world area it shows")
+        if self.map is not None:
+            check_map(self.map, self.map_bounds)
+        if self.oois is not None:
+            load_known_oois(self.oois)
+        if self.telemetry_port is not None and not self.game.startswith("window:"):
+            raise UserError(f"--telemetry-port: only a window game listens for telemetry; {self.game} reports its own")
+
+    def game_options(self) -> dict[str, Any]:
+        """What `make_game` takes for this run's game."""
+        options: dict[str, Any] = {"max_steps": self.steps}
+        if self.telemetry_port is not None:
+            options["telemetry_port"] = self.telemetry_port
+        return options
 
     def to_config(self) -> dict[str, Any]:
         config = asdict(self)
@@ -103,11 +128,54 @@ class RunSpec:
         return config
 
 
+class KnownOOI(NamedTuple):
+    """An object of interest whose place the tester knows (from `--oois`)."""
+
+    id: Any
+    kind: str
+    x: float
+    y: float
+
+
+def load_known_oois(path: str | Path) -> list[KnownOOI]:
+    """The `--oois` file: a JSON list of `{"id", "kind", "x", "y"}` (more keys are kept for the report)."""
+    try:
+        records = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UserError(f"--oois {path}: no such file") from None
+    except (OSError, json.JSONDecodeError) as e:
+        raise UserError(f"--oois {path}: not a JSON file ({e})") from None
+    if not isinstance(records, list):
+        raise UserError(f"--oois {path}: expected a JSON list of objects with id, kind, x, y")
+    oois = []
+    for i, r in enumerate(records):
+        try:
+            oois.append(KnownOOI(r["id"], str(r["kind"]), float(r["x"]), float(r["y"])))
+        except (KeyError, TypeError, ValueError):
+            raise UserError(f"--oois {path}: record {i} ({json.dumps(r)[:80]}) needs id, kind and numeric x, y") from None
+    if len({o.id for o in oois}) != len(oois):
+        raise UserError(f"--oois {path}: two records share an id; ids must be unique")
+    return oois
+
+
+def check_map(image: str, bounds: list[float] | None) -> None:
+    """Refuse an unreadable `--map` image or `--map-bounds` that enclose no area."""
+    import cv2
+
+    if cv2.imread(str(image)) is None:
+        raise UserError(f"--map {image}: missing or not an image (PNG or JPEG)")
+    if bounds is None or len(bounds) != 4 or not (bounds[2] > bounds[0] and bounds[3] > bounds[1]):
+        raise UserError(f"--map-bounds {bounds}: give X0,Y0,X1,Y1 (world units) with X1 > X0 and Y1 > Y0")
+
+
 def make_detector(spec: RunSpec, env: gym.Env):
     """The detector the tester loop runs: the engine's labels, or a trained model whose
-    detections are matched to the known OOIs by telemetry where the game has both."""
+    detections are matched to the known OOIs (the park's, or `--oois`) by telemetry; None
+    without a test policy (nothing to test with)."""
     from playtester.tester import GroundTruthDetector, ModelDetector
 
+    if spec.tester is None:
+        return None
     layout = getattr(getattr(env.unwrapped, "scenario", None), "layout", None)
     if spec.detector == "ground-truth":
         if layout is None:
@@ -115,7 +183,8 @@ def make_detector(spec: RunSpec, env: gym.Env):
         return GroundTruthDetector()
     from playtester.perception.detector import load_detector
 
-    return ModelDetector(load_detector(spec.detector), layout.oois if layout else ())
+    known = layout.oois if layout else (load_known_oois(spec.oois) if spec.oois else ())
+    return ModelDetector(load_detector(spec.detector), known)
 
 
 def tester_env(spec: RunSpec, env: gym.Env, index: int = 0) -> TesterEnv:
@@ -126,12 +195,12 @@ def tester_env(spec: RunSpec, env: gym.Env, index: int = 0) -> TesterEnv:
     from playtester.oracles import AssertionOracle, CrashOracle, StuckOracle, TextureOracle, load_assertion
 
     torch.set_num_threads(1)  # one game instance a process: more threads only fight each other
-    live = load_policy(spec.tester)
+    live = load_policy(spec.tester) if spec.tester else None
     texture = TextureOracle.from_coco(spec.texture_reference) if spec.texture_reference else None
     oracles = [CrashOracle(), StuckOracle(spec.stuck_steps), AssertionOracle([load_assertion(a) for a in spec.assertions])]
     wrapped = TesterEnv(
         env, tester=live, detector=make_detector(spec, env), oracles=oracles, run_dir=spec.run_dir, game=spec.game,
-        game_options={"max_steps": spec.steps}, texture=texture,
+        game_options=spec.game_options(), texture=texture,
         config=TesterConfig(test_steps=spec.test_steps, seed=spec.seed), env_index=index, n_envs=spec.num_envs,
         episodes=spec.episodes,
     )
@@ -151,20 +220,30 @@ def episodes_left(spec: RunSpec) -> int:
     return max(0, spec.episodes - len(played))
 
 
-def explore_at_random(spec: RunSpec, progress: Callable[[int], None] = lambda n: None) -> None:
-    """The random baseline on one game instance; `progress(n)` after each episode."""
+def explore_at_random(spec: RunSpec, progress: Callable[[int], None] = lambda n: None,
+                      say: Callable[[str], None] = print) -> None:
+    """The random baseline on one game instance; `progress(n)` after each episode. A game that
+    crashed and cannot be started again ends the run (the crash is a finding already)."""
     from playtester.capture.games import make_game
 
-    env = tester_env(spec, make_game(spec.game, max_steps=spec.steps))
+    env = tester_env(spec, make_game(spec.game, **spec.game_options()))
     rng = np.random.default_rng(spec.seed + 1 + env.local_episode)
     first = env.episode + env.n_envs
+    crashed = False
     try:
         while True:
-            env.reset()
+            try:
+                env.reset()
+            except UserError as e:
+                if not crashed:
+                    raise
+                say(f"the game crashed in episode {env.episode} and cannot be started again ({e}); the run ends here")
+                return
             if env.idle:
                 return
             for _ in range(spec.steps):
-                _, _, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
+                _, _, terminated, truncated, info = env.step(int(rng.integers(env.action_space.n)))
+                crashed = bool(info.get("crashed"))
                 if terminated or truncated:
                     break
             progress(env.episode + 1 - first)
@@ -196,7 +275,7 @@ def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: 
     explorer = build_explorer(
         spec.game, spec.preference, spec.explorer, run_dir=str(explorer_dir), total_timesteps=budget,
         num_envs=spec.num_envs, num_steps=spec.rollout, seed=spec.seed, checkpoint_every=5, resume=resume_ppo,
-        game_options={"max_steps": spec.steps}, wrap=functools.partial(_wrap, spec),
+        game_options=spec.game_options(), wrap=functools.partial(_wrap, spec),
     )
     if spec.objective == "load":
         from playtester.load_objective import load_objective

@@ -152,7 +152,7 @@ class TesterEnv(gym.Wrapper):
     __test__ = False
 
     def __init__(
-        self, env: gym.Env, *, tester: LivePolicy, detector: Callable[[np.ndarray, dict], list[Detection]],
+        self, env: gym.Env, *, tester: LivePolicy | None, detector: Callable[[np.ndarray, dict], list[Detection]] | None,
         oracles: Sequence[Any], run_dir: str | Path, game: str, game_options: dict[str, Any] | None = None,
         texture: TextureOracle | None = None, config: TesterConfig | None = None, env_index: int = 0, n_envs: int = 1,
         episodes: int | None = None,
@@ -168,9 +168,10 @@ class TesterEnv(gym.Wrapper):
         self.game_options = dict(game_options or {})
         self.env_index, self.n_envs = env_index, n_envs
         self.rng = np.random.default_rng(self.cfg.seed + 7919 * env_index)
-        self.expert = np.asarray(tester.scoring["expert_distribution"])
-        self.threshold = float(tester.scoring["threshold"])
-        self.test_steps = self.cfg.test_steps or int(round(tester.scoring.get("mean_length", 100)))
+        if tester is not None:  # without a test policy the loop only explores and watches the oracles
+            self.expert = np.asarray(tester.scoring["expert_distribution"])
+            self.threshold = float(tester.scoring["threshold"])
+            self.test_steps = self.cfg.test_steps or int(round(tester.scoring.get("mean_length", 100)))
         (self.run_dir / "findings").mkdir(parents=True, exist_ok=True)
         self.trajectory = JsonlWriter(self.run_dir / "trajectory.jsonl")
         self.tests = JsonlWriter(self.run_dir / "tests.jsonl")
@@ -230,7 +231,8 @@ class TesterEnv(gym.Wrapper):
             obs, reward, terminated, truncated, info = self.env.step(int(action))
             return obs, reward, terminated, truncated, self._annotate(info)
         obs, reward, terminated, truncated, info = self._step(int(action), "explore", None)
-        if not (terminated or truncated) and self.t % self.cfg.detect_every == 0:
+        testing = self.tester is not None and self.detector is not None
+        if testing and not (terminated or truncated) and self.t % self.cfg.detect_every == 0:
             self.detections = self.detector(obs, info)
             target = self._pick_target(self.detections)
             if target is not None:

@@ -78,10 +78,10 @@ def wait_for_window(title, timeout=60.0, exclude=()):
 class GameProcess:
     """The sample game in its own process group (so that killing it kills the engine too)."""
 
-    def __init__(self, tmp_path, port):
+    def __init__(self, tmp_path, port, spec="doom:freedoom2:MAP01"):
         self.port = port
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "playtester.capture.window.doom_spectator", "--game", "doom:freedoom2:MAP01",
+            [sys.executable, "-m", "playtester.capture.window.doom_spectator", "--game", spec,
              "--resolution", "320x240", "--telemetry-port", str(port)],
             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         )
