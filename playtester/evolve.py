@@ -133,3 +133,25 @@ def run_evolve(cfg: EvolutionConfig, *, assertions: Sequence[str] = (), stuck_st
         write_text_atomic(out / "config.yaml", yaml.safe_dump(config, sort_keys=False))
     evolution.run()
     return evolution
+
+
+def run_evolve_command(*, game: str, out: Path, reward: str | None, population: int, generations: int, steps: int,
+                       envs: int, assertions: Sequence[str], stuck_steps: int, seed: int, resume: bool, overwrite: bool,
+                       log: Callable[[str], None] = print) -> Evolution:
+    """`playtester run --explorer evolve` from its command-line options."""
+    import torch
+
+    torch.set_num_threads(1)  # small networks, a few frames a step: more threads only fight each other
+    if game.startswith("window:") and envs > 1:
+        raise UserError(f"--envs {envs}: a window game is a single instance; give --envs 1")
+    try:
+        cfg = EvolutionConfig(game=game, run_dir=str(out), reward=reward, population_size=population,
+                              generations=generations, eval_steps=steps, num_envs=envs, seed=seed, resume=resume,
+                              vector_env="async" if game.startswith("doom:") and envs > 1 else "sync")
+    except ValueError as e:
+        raise UserError(f"--explorer evolve: {e}") from None
+    evolution = run_evolve(cfg, assertions=assertions, stuck_steps=stuck_steps, overwrite=overwrite, log=log)
+    watch = evolution.watch
+    log(f"{evolution.generation} generations, {evolution.steps} game steps, {len(evolution.states)} states covered, "
+        f"{watch.count} findings ({len(watch.signatures)} distinct, in {out / 'findings'})")
+    return evolution

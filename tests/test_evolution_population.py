@@ -139,3 +139,17 @@ def test_a_reward_callable_replaces_the_games_reward(tmp_path):
     _, reward, *_ , info = env.step(2)
     assert reward == float(info["position"][0]) and reward >= 1.0
     env.close()
+
+
+def test_playtester_run_explorer_evolve_from_the_command_line(tmp_path, capsys):
+    from playtester.cli import main
+
+    out = tmp_path / "run"
+    assert main(["run", "--game", MAZE, "--explorer", "evolve", "--population", "2", "--generations", "1", "--steps", "30",
+                 "--envs", "2", "--assert", ASSERT, "--stuck-steps", "8", "--out", str(out)]) == 0
+    rows = list(read_jsonl(out / "generations.jsonl"))
+    assert [r["generation"] for r in rows] == [0, 1] and (out / "report.html").exists()
+    assert main(["run", "--game", "doom:park", "--explorer", "evolve", "--out", str(tmp_path / "park")]) == 2
+    assert "--reward" in capsys.readouterr().err and not (tmp_path / "park").exists()
+    assert main(["run", "--game", MAZE, "--explorer", "evolve", "--out", str(out)]) == 2  # exists: not overwritten
+    assert "--resume" in capsys.readouterr().err and len(list(read_jsonl(out / "generations.jsonl"))) == 2
