@@ -12,6 +12,12 @@
     imitation_ac.py  `ImitationActorCritic`: the path policy (frozen encoder) with two value heads
     explorer.py      `build_explorer(game, preference_ckpt, mode)` → (cfg, agent, hook, env_fn)
                      for `ppo.train`; `KnownObjectsMask` (OD mask from the engine's boxes)
+    evolution.py     Wuji's operators, pure: non-dominated sort, crowding distance, survivors,
+                     binary tournament, single-point crossover, Gaussian mutation of weights
+    state_coverage.py  states = telemetry features in equal intervals (frame cells without)
+    evaluation.py    policies played on a vector env, one seeded job an episode; their scores
+    game_reward.py   the winning objective's reward: the game's own or a `--reward` callable
+    population.py    `Evolution`: Wuji's generation loop (PPO-refined offspring, NSGA-II), resume
 
 Done in `imitation_ac.py` and `explorer.py` (the first three points below): the actor-critic
 around the imitation policy, the frozen preference policy (sharing the explorer's encoder and
