@@ -162,5 +162,6 @@ def test_ppo_stops_early_when_the_return_stops_improving(tmp_path):
     result = train(cfg, env_fn=SameReturn)
     # update 1 sets the best (4.0), updates 2 and 3 do not beat it: stop after 3 of 10
     assert result.stopped_early and result.iteration == 3 and result.global_step == 3 * 16
-    patient = train(PPOConfig(**{**cfg.__dict__, "run_dir": str(tmp_path / "b"), "early_stop_patience": 0}), env_fn=SameReturn)
-    assert not patient.stopped_early and patient.iteration == 10
+    patient = train(PPOConfig(**{**cfg.__dict__, "run_dir": str(tmp_path / "b"), "early_stop_patience": 0,
+                                 "total_timesteps": 16 * 5}), env_fn=SameReturn)
+    assert not patient.stopped_early and patient.iteration == 5
