@@ -102,7 +102,7 @@ def tested_over_episodes(tests: list[dict[str, Any]], episodes: int) -> np.ndarr
     seen: set[int] = set()
     counts = []
     for e in range(episodes):
-        seen |= {int(t["ooi"]) for t in tests if int(t["episode"]) == e}
+        seen |= {str(t["ooi"]) for t in tests if int(t["episode"]) == e}
         counts.append(len(seen))
     fig, ax = plt.subplots(figsize=(5, 3), dpi=100)
     ax.plot(range(1, episodes + 1), counts, marker="o", color="#c0392b")
@@ -132,17 +132,20 @@ def summarise(config: dict[str, Any], trajectory: list[dict], tests: list[dict],
         "episodes": episodes,
         "steps": len(trajectory),
         "tests": len(tests),
-        "oois_tested": len({int(t["ooi"]) for t in tests}),
+        "oois_tested": len({str(t["ooi"]) for t in tests}),
         "test_success_rate": float(np.mean([bool(t.get("success")) for t in tests])) if tests else None,
         "findings": {k: sum(f["kind"] == k for f in findings) for k in sorted({f["kind"] for f in findings})},
     }
+    cells = {r["cell"] for r in trajectory if "cell" in r}
+    if cells:  # no telemetry: Go-Explore cells of downsampled frames stand for places
+        summary["coverage"] = {"frame_cells": len(cells)}
     if src is not None:
         x0, y0, x1, y1 = src.view.bounds
         grid = OccupancyGrid((x0, y0, x1, y1), src.cell)
         for r in trajectory:
             if r.get("position"):
                 grid.visit(r["position"][0], r["position"][1])
-        summary["coverage"] = {"area_share": grid.share()}
+        summary.setdefault("coverage", {})["area_share"] = grid.share()
         if src.pathway_mask is not None:
             summary["coverage"]["pathway_share"] = grid.share(src.pathway_mask)
         if src.oois:
@@ -170,7 +173,8 @@ def build_report(run: str | Path) -> Path:
     summary = summarise(config, trajectory, tests, findings, src)
     verdicts: dict[int, bool] = {}
     for t in tests:
-        verdicts[int(t["ooi"])] = verdicts.get(int(t["ooi"]), True) and passed(t)
+        if isinstance(t["ooi"], int):  # a known OOI; those told apart by sight have no place on the map
+            verdicts[t["ooi"]] = verdicts.get(t["ooi"], True) and passed(t)
     pictures: list[tuple[str, str, bytes]] = []
     if src is not None:
         pictures.append(("coverage.png", "Bird's-eye coverage: traces in red, pathways in white", _png(coverage_map(src, trajectory))))

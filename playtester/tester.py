@@ -21,6 +21,7 @@ and tests nothing, and says so with `info["tester_idle"]`. The latest detections
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections import deque
@@ -32,10 +33,15 @@ import gymnasium as gym
 import numpy as np
 
 from playtester.capture.doom import wrap_angle
+from playtester.coverage import frame_cell
+from playtester.identity import appearance_signature, best_overlap, nearest_box, same_object
 from playtester.imitation.jsd import action_distribution, jsd
 from playtester.imitation.live import LivePolicy
 from playtester.oracles import Finding, TextureOracle
 from playtester.runlog import JsonlWriter, read_jsonl
+
+VIEWS_PER_TEST = 6
+"""Appearance signatures kept from each test of an OOI no telemetry names."""
 
 Detection = dict[str, Any]
 """`box` [x0, y0, x1, y1] pixels, `class`, `score`, and `ooi` (the matched known OOI id, or None)."""
@@ -117,13 +123,15 @@ class ClaimLog:
 
     `claim(ooi)` appends a line; `taken()` reads what the others appended since the last look
     (only the new bytes), so a look costs next to nothing. Two instances that pick the same
-    OOI within one detection interval both test it: rare, and harmless.
+    OOI within one detection interval both test it: rare, and harmless. A claim may carry
+    appearance signatures of its OOI (`playtester.identity`), for games without telemetry.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.path.touch()
         self._seen: set[Any] = set()
+        self._views: dict[str, list[np.ndarray]] = {}
         self._offset = 0
         self._writer = JsonlWriter(path)
 
@@ -134,13 +142,26 @@ class ClaimLog:
         end = chunk.rfind(b"\n") + 1  # a line still being written waits for the next look
         for line in chunk[:end].splitlines():
             if line.strip():
-                self._seen.add(json.loads(line)["ooi"])
+                record = json.loads(line)
+                self._seen.add(record["ooi"])
+                for sig in record.get("views", ()):
+                    self._views.setdefault(record.get("kind", ""), []).append(np.asarray(sig, dtype=np.float32))
         self._offset += end
         return self._seen
 
-    def claim(self, ooi: Any, episode: int) -> None:
-        self._writer.write({"ooi": ooi, "episode": episode})
+    def views(self, kind: str) -> list[np.ndarray]:
+        """Appearance signatures of the claimed OOIs of `kind`."""
+        self.taken()
+        return self._views.get(kind, [])
+
+    def claim(self, ooi: Any, episode: int, kind: str = "", views: Sequence[np.ndarray] = ()) -> None:
+        record: dict[str, Any] = {"ooi": ooi, "episode": episode}
+        if views:
+            record["kind"] = kind
+            record["views"] = [[round(float(v), 3) for v in sig] for sig in views]
+        self._writer.write(record)
         self._seen.add(ooi)
+        self._views.setdefault(kind, []).extend(np.asarray(v, dtype=np.float32) for v in views)
 
     def close(self) -> None:
         self._writer.close()
@@ -180,6 +201,8 @@ class TesterEnv(gym.Wrapper):
         self.local_episode = -1
         self.idle = False
         self.detections: list[Detection] = []
+        self.following: dict[Any, Detection] = {}
+        """Tested OOIs no telemetry names, followed from one detection to the next while in view."""
         self.n_findings = len([p for p in (self.run_dir / "findings").glob(f"{self._finding_prefix()}*")
                                if not p.name.endswith(".partial") and (self.env_index or not p.name.startswith("e"))])
         self.fps = float(env.metadata.get("render_fps", 10))
@@ -211,6 +234,7 @@ class TesterEnv(gym.Wrapper):
         self.local_episode += 1
         self.idle = self.episodes is not None and self.episode >= self.episodes
         self.detections = []
+        self.following = {}
         self.t = 0
         self.actions: list[int] = []
         self.recent: deque[np.ndarray] = deque(maxlen=self.cfg.clip_frames)
@@ -233,8 +257,8 @@ class TesterEnv(gym.Wrapper):
         obs, reward, terminated, truncated, info = self._step(int(action), "explore", None)
         testing = self.tester is not None and self.detector is not None
         if testing and not (terminated or truncated) and self.t % self.cfg.detect_every == 0:
-            self.detections = self.detector(obs, info)
-            target = self._pick_target(self.detections)
+            self.detections = self._follow(self.detector(obs, info))
+            target = self._pick_target(obs, self.detections)
             if target is not None:
                 obs, extra, terminated, truncated, info = self._run_test(obs, info, target)
                 reward += extra
@@ -247,6 +271,8 @@ class TesterEnv(gym.Wrapper):
         row = {"env": self.env_index, "episode": self.episode, "t": self.t, "action": action, "mode": mode, "ooi": ooi}
         if "position" in info:
             row["position"] = [round(float(v), 1) for v in info["position"]]
+        else:  # no telemetry: the frame's Go-Explore cell stands for the place
+            row["cell"] = hashlib.blake2b(frame_cell(obs), digest_size=8).hexdigest()
         if "frame_time_ms" in info:
             row["frame_time_ms"] = round(float(info["frame_time_ms"]), 3)
         self.trajectory.write(row)
@@ -260,30 +286,58 @@ class TesterEnv(gym.Wrapper):
         return obs, float(reward), bool(terminated), bool(truncated), info
 
     # -- testing ------------------------------------------------------------------------------
-    def _pick_target(self, detections: list[Detection]) -> Detection | None:
+    def _follow(self, detections: list[Detection]) -> list[Detection]:
+        """Name the detections that are tested OOIs still in view (by where they just were);
+        an OOI not found again is no longer followed."""
+        out = list(detections)
+        following: dict[Any, Detection] = {}
+        for ooi, last in self.following.items():
+            free = [i for i, d in enumerate(out) if d.get("ooi") is None and d["class"] == last["class"]]
+            i = nearest_box(last["box"], [out[j]["box"] for j in free])
+            if i is not None:
+                out[free[i]] = {**out[free[i]], "ooi": ooi}
+                following[ooi] = out[free[i]]
+        self.following = following
+        return out
+
+    def _pick_target(self, obs: np.ndarray, detections: list[Detection]) -> Detection | None:
+        """The most confident untested OOI close enough to test. A detection no telemetry names
+        is judged by appearance against the tested OOIs' views (`playtester.identity`)."""
         best = None
         tested = self.tested
         for d in detections:
-            key = d.get("ooi")
-            if key is None or key in tested or d["score"] < self.cfg.min_score:
+            if d["score"] < self.cfg.min_score or d["box"][3] - d["box"][1] < self.cfg.min_box_height:
                 continue
-            if d["box"][3] - d["box"][1] < self.cfg.min_box_height:
+            key = d.get("ooi")
+            if key is None:
+                sig = appearance_signature(obs, d["box"])
+                if sig is None or same_object(sig, self.claims.views(d["class"])):
+                    continue
+                d = {**d, "ooi": f"{d['class']}@{self.episode}:{self.t}", "view": sig}
+            elif key in tested:
                 continue
             if best is None or d["score"] > best["score"]:
                 best = d
         return best
 
-    def _track(self, obs: np.ndarray, info: dict[str, Any], target: Detection) -> list[float] | None:
-        for d in self.detector(obs, info):
-            if d.get("ooi") == target["ooi"]:
+    def _track(self, obs: np.ndarray, info: dict[str, Any], target: Detection, previous: Sequence[float] | None) -> list[float] | None:
+        """The OOI under test in this frame: by its id, else by overlap with where it just was."""
+        detections = [d for d in self.detector(obs, info) if d["class"] == target["class"]]
+        for d in detections:
+            if d.get("ooi") is not None and d.get("ooi") == target["ooi"]:
                 return d["box"]
-        return None
+        if previous is None:
+            return None
+        i = best_overlap(previous, [d["box"] for d in detections])
+        return None if i is None else detections[i]["box"]
 
     def _run_test(self, obs: np.ndarray, info: dict[str, Any], target: Detection):
         ooi, kind = target["ooi"], target["class"]
-        self.claims.claim(ooi, self.episode)
+        by_sight = "view" in target  # no telemetry named it: remember how it looks
+        self.claims.claim(ooi, self.episode, kind, [target["view"]] if by_sight else ())
         self.tester.reset()
         box: list[float] | None = target["box"]
+        last_seen = box
         crops, actions, frames = [], [], []
         start = self.t
         total = 0.0
@@ -295,15 +349,23 @@ class TesterEnv(gym.Wrapper):
             obs, r, terminated, truncated, info = self._step(a, "test", ooi)
             total += r
             frames.append(obs)
-            box = self._track(obs, info, target)
+            box = self._track(obs, info, target, box if box is not None else last_seen)
+            last_seen = box if box is not None else last_seen
             self.detections = [] if box is None else [{**target, "box": box}]
             if box is not None:
                 crops.append((obs, box))
             if terminated or truncated:
                 break
+        if by_sight and last_seen is not None:
+            self.following[ooi] = {**target, "box": last_seen}
+        if by_sight and crops:  # the views the test saw: from any side it comes back from, it is known
+            picks = np.linspace(0, len(crops) - 1, num=min(VIEWS_PER_TEST, len(crops))).round().astype(int)
+            views = [v for v in (appearance_signature(*crops[i]) for i in sorted(set(picks))) if v is not None]
+            self.claims.claim(ooi, self.episode, kind, views)
         score = jsd(action_distribution(actions, len(self.expert)), self.expert)
         verdict = self.texture.judge(kind, crops) if self.texture is not None else None
         record = {"env": self.env_index, "episode": self.episode, "step": start, "ooi": ooi, "kind": kind,
+                  "box": [round(float(v), 1) for v in target["box"]],
                   "steps": len(actions), "jsd": score, "success": score <= self.threshold, "crops": len(crops),
                   "texture": None if verdict is None else {"bug": verdict.bug, "aspect_ratio": verdict.aspect_ratio,
                                                            "texel_ratio": verdict.texel_ratio, "crops": verdict.crops}}
