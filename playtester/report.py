@@ -92,6 +92,16 @@ def ooi_map(src: MapSource, verdicts: dict[int, bool]) -> np.ndarray:
     return img
 
 
+def tested_counts(tests: list[dict[str, Any]], episodes: int) -> list[int]:
+    """Distinct OOIs tested by the end of each episode (cumulative)."""
+    seen: set[str] = set()
+    counts = []
+    for e in range(episodes):
+        seen |= {str(t["ooi"]) for t in tests if int(t["episode"]) == e}
+        counts.append(len(seen))
+    return counts
+
+
 def tested_over_episodes(tests: list[dict[str, Any]], episodes: int) -> np.ndarray:
     import matplotlib
 
@@ -99,11 +109,7 @@ def tested_over_episodes(tests: list[dict[str, Any]], episodes: int) -> np.ndarr
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    seen: set[int] = set()
-    counts = []
-    for e in range(episodes):
-        seen |= {str(t["ooi"]) for t in tests if int(t["episode"]) == e}
-        counts.append(len(seen))
+    counts = tested_counts(tests, episodes)
     fig, ax = plt.subplots(figsize=(5, 3), dpi=100)
     ax.plot(range(1, episodes + 1), counts, marker="o", color="#c0392b")
     ax.set_xlabel("episodes")

@@ -94,7 +94,7 @@ class RunSpec:
         if self.load_area not in ("everywhere", "pathways"):
             raise UserError(f"--load-area {self.load_area!r}: use everywhere or pathways")
         if self.explorer not in EXPLORERS:
-            raise UserError(f"--explorer {self.explorer!r}: use one of {', '.join(EXPLORERS)}")
+            raise UserError(f"--explorer {self.explorer!r}: use one of {', '.join(EXPLORERS)}, evolve")
         if self.explorer == "ppgta" and not self.preference:
             raise UserError("--explorer ppgta needs the path-following policy: give --preference models/path.ckpt "
                             "(or --explorer inspector|random)")

@@ -14,7 +14,8 @@ def test_demo_runs_the_whole_pipeline_and_says_where_the_report_is(tmp_path, cap
         assert (out / "models" / f"{model}.ckpt").exists(), model
     summary = json.loads((out / "runs" / "demo" / "summary.json").read_text())
     assert summary["agent"] == "PPGTA explorer" and summary["episodes"] == 1 and summary["steps"] == 60
-    assert 0 < summary["coverage"]["pathway_share"] <= 1
+    # the demo's models train against the clock, so where 60 steps lead differs run to run
+    assert 0 < summary["coverage"]["area_share"] <= 1 and 0 <= summary["coverage"]["pathway_share"] <= 1
     assert (out / "runs" / "demo" / "explorer" / "checkpoints" / "last.ckpt").exists()
     # a second demo into the same folder is refused unless told to start again
     assert main(["demo", "--profile", "smoke", "--out", str(out)]) == 2

@@ -1,0 +1,165 @@
+"""The tester's explorer against the paper's baselines, on the same park seeds with the same budget.
+
+Three agents play the same park, from the same random starts, for the same episodes and steps,
+each with the same test policy and detector:
+
+    ppgta      PPO trained online, ensemble RND novelty + the path policy's preference (PPGTA)
+    inspector  PPO trained online, single-predictor RND, no preference (the Inspector baseline)
+    random     uniform random actions
+
+and the script prints, per agent (mean over seeds): preferred-area (pathway) coverage, OOIs
+tested after each episode, tests and their success rate (JSD under the validation threshold), and
+saves `agents.png` (OOIs tested over episodes) and `agents.json` in `--out`.
+
+    python scripts/bench_agents.py [--models playtester-demo/models] [--seeds 1 2] [--full]
+
+The models are the inspect (test) and path (preference) policies, e.g. those `playtester demo`
+trains. The default profile fits a 2-core CPU in minutes (the built-in demo park, 4 episodes ×
+300 steps); `--full` is the paper's protocol (45 episodes × 2000 steps from random starts, a
+park of the paper's size), for a machine with hours to spare. The detector is the engine's labels
+(`--detector ground-truth`) unless `--detector PATH` is given, so that what differs between the
+agents is only how they explore.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+PROFILES = {
+    "default": dict(game="doom:park:1", episodes=4, steps=300),
+    "full": dict(game="doom:park:1:64x64", episodes=45, steps=2000),
+}
+AGENTS = ("ppgta", "inspector", "random")
+
+
+def run_agent(agent: str, seed: int, args, out: Path) -> dict:
+    """One agent's run in its own folder; its summary and per-episode counts."""
+    from playtester.report import build_report, tested_counts
+    from playtester.runlog import read_jsonl
+    from playtester.runner import RunSpec, explore_at_random, explore_with_ppo
+
+    folder = out / f"{agent}-seed{seed}"
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    spec = RunSpec(game=args.game, tester=str(args.models / "inspect.ckpt"), run_dir=str(folder), explorer=agent,
+                   preference=str(args.models / "path.ckpt"), detector=args.detector, episodes=args.episodes,
+                   steps=args.steps, num_envs=args.envs, rollout=args.rollout, test_steps=args.test_steps, seed=seed)
+    import yaml
+
+    (folder / "config.yaml").write_text(yaml.safe_dump(spec.to_config(), sort_keys=False))
+    started = time.time()
+    if agent == "random":
+        explore_at_random(spec, say=lambda m: None)
+    else:
+        explore_with_ppo(spec)
+    seconds = time.time() - started
+    build_report(folder)
+    summary = json.loads((folder / "summary.json").read_text())
+    tests = list(read_jsonl(folder / "tests.jsonl"))
+    return {
+        "agent": agent, "seed": seed, "seconds": seconds,
+        "pathway_share": summary.get("coverage", {}).get("pathway_share"),
+        "tested_per_episode": tested_counts(tests, args.episodes),
+        "tests": len(tests), "success_rate": summary["test_success_rate"],
+        "oois_total": summary.get("oois_total"),
+    }
+
+
+def mean(values):
+    values = [v for v in values if v is not None]
+    return float(np.mean(values)) if values else None
+
+
+def table(results: list[dict], episodes: int) -> str:
+    marks = sorted({1, max(1, episodes // 2), episodes})
+    head = ["agent", "pathway coverage"] + [f"OOIs tested after {e} ep." for e in marks] + ["tests", "success rate", "minutes"]
+    lines = ["| " + " | ".join(head) + " |", "| " + " | ".join(["---"] + ["---:"] * (len(head) - 1)) + " |"]
+    for agent in AGENTS:
+        rows = [r for r in results if r["agent"] == agent]
+        if not rows:
+            continue
+        share, rate = mean([r["pathway_share"] for r in rows]), mean([r["success_rate"] for r in rows])
+        cells = [agent, "–" if share is None else f"{100 * share:.1f} %"]
+        cells += [f"{np.mean([r['tested_per_episode'][e - 1] for r in rows]):.1f}" for e in marks]
+        cells += [f"{np.mean([r['tests'] for r in rows]):.1f}", "–" if rate is None else f"{100 * rate:.0f} %",
+                  f"{np.mean([r['seconds'] for r in rows]) / 60:.1f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot(results: list[dict], episodes: int, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+    for agent, colour in zip(AGENTS, ("#c0392b", "#2c7fb8", "#7f7f7f")):
+        rows = [r["tested_per_episode"] for r in results if r["agent"] == agent]
+        if rows:
+            ax.plot(range(1, episodes + 1), np.mean(rows, axis=0), marker="o", color=colour, label=agent)
+    ax.set_xlabel("episodes")
+    ax.set_ylabel("OOIs tested (mean over seeds)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", type=Path, default=Path("playtester-demo/models"), help="folder with inspect.ckpt and path.ckpt")
+    parser.add_argument("--full", action="store_true", help="the paper's protocol: 45 episodes × 2000 steps")
+    parser.add_argument("--game", default=None, help="park spec (default: the profile's)")
+    parser.add_argument("--episodes", type=int, default=None)
+    parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1])
+    parser.add_argument("--agents", nargs="+", default=list(AGENTS), choices=AGENTS)
+    parser.add_argument("--detector", default="ground-truth")
+    parser.add_argument("--envs", type=int, default=2, help="game instances of the PPO explorers")
+    parser.add_argument("--rollout", type=int, default=64)
+    parser.add_argument("--test-steps", type=int, default=None, help="steps of one OOI test (default: the policy's demo length)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of this process")
+    parser.add_argument("--out", type=Path, default=Path("runs/bench_agents"))
+    args = parser.parse_args(argv)
+    profile = PROFILES["full" if args.full else "default"]
+    for key, value in profile.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    for name in ("inspect.ckpt", "path.ckpt"):
+        if not (args.models / name).exists():
+            print(f"error: {args.models / name} is missing; run `playtester demo` first (it trains both) or give --models DIR",
+                  file=sys.stderr)
+            return 2
+    import torch
+
+    torch.set_num_threads(args.threads)
+    args.out.mkdir(parents=True, exist_ok=True)
+    print(f"{args.game}: {args.episodes} episodes × {args.steps} steps, seeds {args.seeds}, agents {', '.join(args.agents)}")
+    results = []
+    for seed in args.seeds:  # agents alternate within each seed, so the machine's noise falls on all alike
+        for agent in args.agents:
+            result = run_agent(agent, seed, args, args.out)
+            results.append(result)
+            print(f"  {agent:9s} seed {seed}: pathway coverage {result['pathway_share']}, OOIs tested "
+                  f"{result['tested_per_episode']}, tests {result['tests']}, success {result['success_rate']} "
+                  f"({result['seconds'] / 60:.1f} min)", flush=True)
+    print()
+    print(table(results, args.episodes))
+    (args.out / "agents.json").write_text(json.dumps(results, indent=1))
+    plot(results, args.episodes, args.out / "agents.png")
+    print(f"\nwrote {args.out / 'agents.json'} and {args.out / 'agents.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
