@@ -7,6 +7,13 @@ behaviour's own measure and the JSD success rate, side by side.
     python scripts/bench_imitation.py --workdir /tmp/bench-imitation [--game doom:park:1]
         [--inspect-episodes 40] [--path-episodes 20] [--encoder-minutes 10] [--policy-minutes 8]
         [--eval-episodes 10]
+
+`--latency` instead times the live interface the tester loop calls, `LivePolicy.step(frame,
+box)`, on 240×320 frames at the paper's shape (AlexNet trunk at 128², K = 4 local bi-GRU 256,
+global GRU 1024, MLP 512 → 256; untrained weights, the cost does not depend on them), one torch
+thread, with the encoder's and the recurrent part's shares (target: 10 ms a step):
+
+    python scripts/bench_imitation.py --latency [--steps 300]
 """
 
 from __future__ import annotations
@@ -25,9 +32,45 @@ def run(*args: str) -> None:
         raise SystemExit(f"playtester {' '.join(map(str, args))} exited with {code}")
 
 
+def latency(steps: int) -> None:
+    """Median (and fastest tenth) milliseconds of a live step, and of its parts."""
+    import numpy as np
+    import torch
+
+    from playtester.imitation.live import LivePolicy
+    from playtester.imitation.policy import ImitationPolicy, PolicyConfig, build_encoder
+    from playtester.perception.encoder import EncoderConfig
+
+    torch.set_num_threads(1)
+    encoder_cfg = EncoderConfig(action_names=[str(i) for i in range(9)], image_size=128, pretrained="none")
+    cfg = PolicyConfig(feature_dim=encoder_cfg.feature_dim, encoder=vars(encoder_cfg))
+    live = LivePolicy(ImitationPolicy(cfg, build_encoder(cfg.encoder)))
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 256, (16, 240, 320, 3), dtype=np.uint8)
+    box = [120.0, 80.0, 180.0, 200.0]
+    for i in range(20):  # warm-up
+        live.step(frames[i % 16], box)
+    total, encode, recur = [], [], []
+    for i in range(steps):
+        t0 = time.perf_counter()
+        feat = live.features(frames[i % 16], box)
+        t1 = time.perf_counter()
+        live.step_features(feat)
+        t2 = time.perf_counter()
+        encode.append(t1 - t0)
+        recur.append(t2 - t1)
+        total.append(t2 - t0)
+    ms = lambda v, q: 1000 * float(np.quantile(v, q))  # noqa: E731
+    print(f"LivePolicy.step over {steps} steps, one thread: total median {ms(total, 0.5):.1f} ms (p10 {ms(total, 0.1):.1f}), "
+          f"encoder (mask, resize, AlexNet trunk) {ms(encode, 0.5):.1f} ms, recurrent part and head {ms(recur, 0.5):.1f} ms; "
+          f"target 10 ms")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--workdir", type=Path, required=True)
+    p.add_argument("--latency", action="store_true", help="time the live step instead (no training)")
+    p.add_argument("--steps", type=int, default=300, help="--latency: steps to time")
+    p.add_argument("--workdir", type=Path)
     p.add_argument("--game", default="doom:park:1")
     p.add_argument("--inspect-episodes", type=int, default=40)
     p.add_argument("--path-episodes", type=int, default=20)
@@ -38,6 +81,11 @@ def main() -> None:
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--global-hidden", type=int, default=1024)
     args = p.parse_args()
+    if args.latency:
+        latency(args.steps)
+        return
+    if args.workdir is None:
+        p.error("--workdir is needed (or --latency)")
     w = args.workdir
     (w / "demos").mkdir(parents=True, exist_ok=True)
     (w / "models").mkdir(exist_ok=True)
