@@ -18,26 +18,14 @@
     evaluation.py    policies played on a vector env, one seeded job an episode; their scores
     game_reward.py   the winning objective's reward: the game's own or a `--reward` callable
     population.py    `Evolution`: Wuji's generation loop (PPO-refined offspring, NSGA-II), resume
+    load.py          RELINE's load reward (`LoadReward`), its threshold and quartile shift
+    load_agent.py    the load agent's games, baseline measurement and hook wiring
 
-Done in `imitation_ac.py` and `explorer.py` (the first three points below): the actor-critic
-around the imitation policy, the frozen preference policy (sharing the explorer's encoder and
-features), the OD-masked RND input (an env wrapper, `KnownObjectsMask`, rather than
-`rnd_frames`; ground-truth boxes from `info["objects"]` stand in for the detector), the checks
-before training. Left: `playtester run` (its own issue), the detector's boxes in place of the
-ground truth, and the optional `FeatureEncoder` trunk inside RND (not wired).
+How `playtester run` uses it (`playtester/runner.py`): `build_explorer(game, path_policy, mode,
+wrap=…)` puts the tester loop (`playtester.tester.TesterEnv`) on each game instance, under the
+explorer's OD mask, so that a whole OOI test is one explorer step; `ppo.train(..., stop=…)` ends
+when every instance has played its share of the run's episodes. Under the tester loop the OD
+mask uses its detector's latest boxes (`info["detections"]`); without it, the engine's boxes.
 
-What wiring the full explorer (after issues 4 and 5) needed:
-
-- An `ActorCritic` around the imitation policy: `prepare(obs)` = the frozen `FeatureEncoder` trunk
-  on the (K-frame, OD-masked) frames, so rollouts store features (`frozen_trunk = True`);
-  `forward(features, state, done)` = the local/global GRUs with `done` resetting the global state;
-  a second value head (`num_values = 2`) next to the action head; weights of everything but the
-  value heads loaded from the path-following checkpoint; `checkpoint_spec`/`from_config`.
-- The same policy, frozen, as `ExplorationReward(preference_policy=…)`; its action count is
-  checked against the game's by `ExplorationReward.check_game` before training.
-- `rnd_frames`: downsample to 64×64 and apply `od_mask` (perception) before RND;
-  `rnd_trunk_factory` to use the `FeatureEncoder` trunk in the RND networks if wanted (then
-  `normalize_obs=False`).
-- The `playtester run` command: `make_game` → `ResizeFrame` → `PPOConfig(env_id=spec,
-  vector_env="async")`, `explorer_preset(mode)`, `train(cfg, agent, hook)`.
+Left: the optional `FeatureEncoder` trunk inside RND (`rnd_trunk_factory`, not wired).
 """

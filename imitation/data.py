@@ -17,7 +17,7 @@ import torch
 
 from playtester.capture.errors import UserError
 from playtester.capture.keymap import KeyMap
-from playtester.datasets.episodes import Episode, load_episodes
+from playtester.datasets.episodes import Episode
 from playtester.perception.od_mask import od_mask_batch
 
 

@@ -10,7 +10,7 @@ cosine decay, early stopping on the validation loss.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import lightning as L

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import gymnasium as gym
 import pytest
 
 SMALL_PARK = "doom:park:5:24x24"
@@ -81,3 +82,36 @@ def bc_demos_and_encoder(tiny_parts):
 def tiny_inspect_policy(tiny_parts):
     """A tiny inspect policy checkpoint."""
     return tiny_parts("inspect")[2]
+
+
+@pytest.fixture
+def one_torch_thread():
+    """One torch thread: the machine's two cores are shared, and oversubscription is ~6× slower."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+class TelemetryStripped(gym.Wrapper):
+    """A game as one without telemetry would be: `drop` keys taken out of `info`; the whole
+    `info` of the last step is kept in `last_info` for the test to look at."""
+
+    def __init__(self, env: gym.Env, drop=("position", "angle", "pitch")):
+        super().__init__(env)
+        self.drop = set(drop)
+        self.last_info: dict = {}
+
+    def _strip(self, info):
+        self.last_info = info
+        return {k: v for k, v in info.items() if k not in self.drop}
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        return obs, self._strip(info)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated, truncated, self._strip(info)

@@ -57,8 +57,6 @@ def test_missing_coco_weights_name_pretrained_none():
 
 
 def test_checkpoint_round_trip_gives_identical_outputs(shots, tmp_path):
-    import lightning as L
-
     from playtester.datasets.detection import DetectionDataModule
     from playtester.perception.training import make_trainer, save_checkpoint_atomic
 

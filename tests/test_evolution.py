@@ -13,15 +13,9 @@ from playtester.exploration.actor_critic import GRUActorCritic, GRUActorCriticCo
 from playtester.exploration.ppo import PPOConfig, train
 from playtester.exploration.state_coverage import StateCoverage, StateCoverageConfig, state_key
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 INF = np.inf
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 def test_dominance_is_strict_and_ties_do_not_dominate():

@@ -8,7 +8,6 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-import torch
 from gymnasium.utils.env_checker import check_env
 
 from playtester.capture.block_maze import ENV_ID, BlockMaze, distances
@@ -23,16 +22,10 @@ from playtester.evolve import run_evolve
 from playtester.findings import replay_finding
 from playtester.runlog import read_jsonl
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 MAZE = f"gym:{ENV_ID}"
 ASSERT = "playtester.capture.block_maze:health_in_range"
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 def test_block_maze_is_a_game_with_bugs_near_far_and_off_route():

@@ -19,14 +19,7 @@ from playtester.exploration.ppo import PPOConfig, RolloutBatch, ShapedRewards, t
 from playtester.exploration.reward import ExplorationReward
 from playtester.exploration.rnd import RNDConfig
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """One torch thread: the machine's two cores are shared, and oversubscription is ~6× slower."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 class Corridor(gym.Env):

@@ -9,14 +9,7 @@ import torch.nn.functional as F
 
 from playtester.exploration.rnd import EnsembleRND, RNDConfig, RunningMeanStd, frames_to_rnd_input
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """One torch thread: the machine's two cores are shared, and oversubscription is ~6× slower."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def smooth_frames(n: int, seed: int) -> torch.Tensor:

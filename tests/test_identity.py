@@ -3,9 +3,9 @@ the tester loop testing each OOI once when nothing names them."""
 
 import itertools
 
-import gymnasium as gym
 import numpy as np
 import pytest
+from conftest import TelemetryStripped
 
 from playtester.capture.games import make_game
 from playtester.identity import SAME_OBJECT, appearance_signature, best_overlap, iou, same_object
@@ -68,31 +68,15 @@ def test_signatures_tell_the_same_ooi_from_its_lookalikes(park_views):
     assert matched >= 0.6 and confused <= 0.25
 
 
-class Blind(gym.Wrapper):
-    """The game with its telemetry taken away: no position, no angle. The engine's boxes are
-    kept aside for the detector below, which hands them on without the OOI ids."""
-
-    def _strip(self, info):
-        self.objects = info.get("objects", [])
-        return {k: v for k, v in info.items() if k not in ("position", "angle", "objects")}
-
-    def reset(self, **kwargs):
-        obs, info = self.env.reset(**kwargs)
-        return obs, self._strip(info)
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        return obs, reward, terminated, truncated, self._strip(info)
-
-
 def test_the_loop_tests_each_ooi_once_by_sight(small_park, tiny_inspect_policy, tmp_path):
-    game = Blind(make_game(small_park))
+    # no telemetry: no position or angle, and the engine's boxes kept for the detector below only
+    game = TelemetryStripped(make_game(small_park), drop=("position", "angle", "pitch", "objects"))
     calls = {}
 
     def detector(frame, info):  # what a trained detector gives on a game with no telemetry
-        calls[(loop.episode, loop.t)] = [(o["ooi"], [float(v) for v in o["box"]]) for o in game.objects]
-        return [{"box": box, "class": kind, "score": 1.0, "ooi": None}
-                for kind, box in ((o["class"], o["box"]) for o in game.objects)]
+        objects = game.last_info.get("objects", [])
+        calls[(loop.episode, loop.t)] = [(o["ooi"], [float(v) for v in o["box"]]) for o in objects]
+        return [{"box": o["box"], "class": o["class"], "score": 1.0, "ooi": None} for o in objects]
 
     loop = TesterEnv(game, tester=load_policy(tiny_inspect_policy), detector=detector, oracles=[CrashOracle()],
                      run_dir=tmp_path, game=small_park, config=TesterConfig(test_steps=12, min_box_height=20, seed=1))

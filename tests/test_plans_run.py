@@ -8,8 +8,8 @@ import math
 import shutil
 import time
 
-import gymnasium as gym
 import yaml
+from conftest import TelemetryStripped
 
 from playtester.capture.atomic import write_bytes_atomic
 from playtester.capture.doom import DoomGame
@@ -210,21 +210,6 @@ def test_a_plan_recorded_from_a_demo_replays_to_the_same_places(small_park, tmp_
         assert min(math.dist(node.target.position, p) for p in replayed) <= node.tolerance
 
 
-class PixelsOnly(gym.Wrapper):
-    """The park without position telemetry: only the frame and the objects' screen boxes."""
-
-    def _strip(self, info):
-        return {k: v for k, v in info.items() if k not in ("position", "angle", "pitch")}
-
-    def reset(self, **kwargs):
-        obs, info = self.env.reset(**kwargs)
-        return obs, self._strip(info)
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        return obs, reward, terminated, truncated, self._strip(info)
-
-
 def test_without_telemetry_the_runner_finds_its_target_by_sight(park_env, tmp_path):
     # start 477 map units from barrel 5, facing away from it: it has to search, then walk up
     plan = parse_plan(yaml.safe_load("""
@@ -233,7 +218,7 @@ nodes: [{name: a barrel, target: {kind: barrel}, view: 0.3, timeout: 200}]
 """))
     _, info = park_env.reset(seed=0, options={"start": plan.start})
     assert not any(o["class"] == "barrel" for o in info["objects"]), "no barrel in view at the start"
-    result = run_plan(PixelsOnly(park_env), plan, tmp_path / "out")
+    result = run_plan(TelemetryStripped(park_env), plan, tmp_path / "out")
     assert result.passed, result.nodes[0].reasons
     x, y, _ = park_env.unwrapped.position
     barrel = next(o for o in park_env.unwrapped.scenario.layout.oois if o.id == 5)

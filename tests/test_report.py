@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from playtester.capture.errors import UserError
-from playtester.capture.experts import Inspector, PathFollower, inspect_start, ooi_on_screen
+from playtester.capture.experts import Inspector, PathFollower, inspect_start
 from playtester.report import GREEN, GREY, RED, build_report
 from playtester.runlog import JsonlWriter
 

@@ -1,7 +1,6 @@
 """`playtester run` from the command line: tiny budgets, Ctrl-C and --resume, bad input."""
 
 import json
-import os
 import signal
 import subprocess
 import sys

@@ -49,7 +49,6 @@ def train_policy(
                         shape={"global_hidden": global_hidden, "local_hidden": local_hidden},
                         say=lambda msg: console.print(msg))
     tag, keymap, held_out, scoring = result.behavior, result.keymap, result.held_out, result.scoring
-    test = result.held_out_split == "test"
     table = Table(title=f"policy {tag}: held-out accuracy per action ({result.held_out_split} episodes)")
     table.add_column("action")
     table.add_column("steps", justify="right")
