@@ -18,7 +18,10 @@ The advantages of the two streams are added with weights `ext_coef` and `int_coe
 
 from __future__ import annotations
 
+import contextlib
 import random
+import signal
+import threading
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -331,10 +334,9 @@ def train(
         start_time, start_step = time.time(), global_step
         obs = None
         best_return, stale, stopped_early = -np.inf, 0, False
-        # What Ctrl-C saves: the last completed update, with the random state it ended with; an
-        # interrupt in the middle of an update (weights half-changed) saves nothing new.
+        # What Ctrl-C saves: the last completed update, with the random state it ended with.
         completed, completed_step, completed_rng = start_iteration - 1, global_step, rng_state()
-        saved_through, updating = start_iteration - 1, False
+        saved_through = start_iteration - 1
         stopped = False  # by `stop`
 
         try:
@@ -421,58 +423,58 @@ def train(
                         advantages += adv_coefs[v] * adv_v
                 batch = RolloutBatch(obs, actions, logprobs, dones, values, advantages, returns, initial_state)
 
-                # 3. Minibatch epochs over whole environment sequences.
-                updating = True
-                envs_per_batch = N // cfg.num_minibatches
-                clipfracs, approx_kls = [], []
-                for epoch in range(cfg.update_epochs):
-                    env_order = torch.randperm(N, device=device)
-                    for start in range(0, N, envs_per_batch):
-                        mb = batch.environments(env_order[start : start + envs_per_batch])
-                        out = agent(mb.obs, mb.initial_state, mb.dones)
-                        dist = Categorical(logits=out.logits, validate_args=False)
-                        newlogprob = dist.log_prob(mb.actions)
-                        pg_loss, approx_kl, clipfrac = policy_loss(
-                            newlogprob.flatten(), mb.logprobs.flatten(), mb.advantages.flatten(), cfg.clip_coef, normalize=cfg.norm_adv
-                        )
-                        v_loss = sum(
-                            value_loss(out.values[..., v].flatten(), mb.values[..., v].flatten(), mb.returns[..., v].flatten(),
-                                       cfg.clip_coef if cfg.clip_vloss else None)
-                            for v in range(num_values)
-                        )
-                        entropy_loss = entropy_bonus(out.logits)
-                        loss = pg_loss - cfg.ent_coef * entropy_loss + cfg.vf_coef * v_loss
+                # 3. Minibatch epochs over whole environment sequences. Ctrl-C waits for the
+                # update to end, so that what is saved is always a whole update.
+                with defer_interrupt():
+                    envs_per_batch = N // cfg.num_minibatches
+                    clipfracs, approx_kls = [], []
+                    for epoch in range(cfg.update_epochs):
+                        env_order = torch.randperm(N, device=device)
+                        for start in range(0, N, envs_per_batch):
+                            mb = batch.environments(env_order[start : start + envs_per_batch])
+                            out = agent(mb.obs, mb.initial_state, mb.dones)
+                            dist = Categorical(logits=out.logits, validate_args=False)
+                            newlogprob = dist.log_prob(mb.actions)
+                            pg_loss, approx_kl, clipfrac = policy_loss(
+                                newlogprob.flatten(), mb.logprobs.flatten(), mb.advantages.flatten(), cfg.clip_coef, normalize=cfg.norm_adv
+                            )
+                            v_loss = sum(
+                                value_loss(out.values[..., v].flatten(), mb.values[..., v].flatten(), mb.returns[..., v].flatten(),
+                                           cfg.clip_coef if cfg.clip_vloss else None)
+                                for v in range(num_values)
+                            )
+                            entropy_loss = entropy_bonus(out.logits)
+                            loss = pg_loss - cfg.ent_coef * entropy_loss + cfg.vf_coef * v_loss
 
-                        optimizer.zero_grad()
-                        fabric.backward(loss)
-                        fabric.clip_gradients(agent, optimizer, max_norm=cfg.max_grad_norm)
-                        optimizer.step()
-                        clipfracs.append(float(clipfrac))
-                        approx_kls.append(float(approx_kl))
-                    if cfg.target_kl is not None and approx_kls[-1] > cfg.target_kl:
-                        break
+                            optimizer.zero_grad()
+                            fabric.backward(loss)
+                            fabric.clip_gradients(agent, optimizer, max_norm=cfg.max_grad_norm)
+                            optimizer.step()
+                            clipfracs.append(float(clipfrac))
+                            approx_kls.append(float(approx_kl))
+                        if cfg.target_kl is not None and approx_kls[-1] > cfg.target_kl:
+                            break
 
-                finished_returns.extend(iteration_returns)
-                sps = (global_step - start_step) / max(time.time() - start_time, 1e-9)
-                if cfg.log_every and iteration % cfg.log_every == 0:
-                    metrics = {
-                        "charts/learning_rate": optimizer.param_groups[0]["lr"],
-                        "charts/SPS": sps,
-                        "losses/value_loss": float(v_loss.detach()),
-                        "losses/policy_loss": float(pg_loss.detach()),
-                        "losses/entropy": float(entropy_loss.detach()),
-                        "losses/approx_kl": float(np.mean(approx_kls)),
-                        "losses/clipfrac": float(np.mean(clipfracs)),
-                        "losses/explained_variance": explained_variance(batch.values[..., 0].flatten(), batch.returns[..., 0].flatten()),
-                        "rewards/env": float(game_rewards.mean()),
-                        **hook_logs,
-                    }
-                    if iteration_returns:
-                        metrics["charts/episodic_return"] = float(np.mean(iteration_returns))
-                        metrics["charts/episodic_length"] = float(np.mean(iteration_lengths))
-                    fabric.log_dict(metrics, step=global_step)
-                updating = False
-                completed, completed_step, completed_rng = iteration, global_step, rng_state()
+                    finished_returns.extend(iteration_returns)
+                    sps = (global_step - start_step) / max(time.time() - start_time, 1e-9)
+                    if cfg.log_every and iteration % cfg.log_every == 0:
+                        metrics = {
+                            "charts/learning_rate": optimizer.param_groups[0]["lr"],
+                            "charts/SPS": sps,
+                            "losses/value_loss": float(v_loss.detach()),
+                            "losses/policy_loss": float(pg_loss.detach()),
+                            "losses/entropy": float(entropy_loss.detach()),
+                            "losses/approx_kl": float(np.mean(approx_kls)),
+                            "losses/clipfrac": float(np.mean(clipfracs)),
+                            "losses/explained_variance": explained_variance(batch.values[..., 0].flatten(), batch.returns[..., 0].flatten()),
+                            "rewards/env": float(game_rewards.mean()),
+                            **hook_logs,
+                        }
+                        if iteration_returns:
+                            metrics["charts/episodic_return"] = float(np.mean(iteration_returns))
+                            metrics["charts/episodic_length"] = float(np.mean(iteration_lengths))
+                        fabric.log_dict(metrics, step=global_step)
+                    completed, completed_step, completed_rng = iteration, global_step, rng_state()
                 if cfg.checkpoint_every and iteration % cfg.checkpoint_every == 0:
                     save(iteration, global_step, completed_rng)
                     saved_through = iteration
@@ -484,7 +486,7 @@ def train(
                     stopped_early = iteration < cfg.num_iterations
                     break
         except KeyboardInterrupt:
-            if not updating and completed > saved_through:
+            if completed > saved_through:
                 save(completed, completed_step, completed_rng)
             if checkpoint_path.exists():
                 fabric.print(f"interrupted: {checkpoint_path} holds the update of step {load_checkpoint(checkpoint_path)['global_step']}; "
@@ -500,6 +502,23 @@ def train(
         return TrainResult(completed_step, completed, finished_returns, sps, path, module, stopped_early or stopped)
     finally:
         envs.close()
+
+
+@contextlib.contextmanager
+def defer_interrupt():
+    """Hold back Ctrl-C (SIGINT) until the block ends, then raise it: an update interrupted
+    half-way would leave weights that belong to no step. Outside the main thread, a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
 
 
 def num_envs_text(cfg: PPOConfig) -> str:

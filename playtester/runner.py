@@ -268,10 +268,13 @@ def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: 
     explorer_dir = Path(spec.run_dir) / "explorer"
     checkpoint = explorer_dir / "checkpoints" / CHECKPOINT_NAME
     resume_ppo = resume and checkpoint.exists()
-    trained = load_checkpoint(checkpoint)["global_step"] if resume_ppo else 0
+    saved = load_checkpoint(checkpoint) if resume_ppo else None
+    trained = saved["global_step"] if saved else 0
     per_env = math.ceil(episodes_left(spec) / spec.num_envs)
     # An upper bound: a test takes many game steps but counts as one explorer step; `all_idle` ends the run.
     budget = trained + spec.num_envs * (per_env * spec.steps + 2 * spec.rollout)
+    if saved:  # a resumed PPO run may not shrink its budget (its learning-rate schedule hangs on it)
+        budget = max(budget, int(saved["config"]["total_timesteps"]))
     explorer = build_explorer(
         spec.game, spec.preference, spec.explorer, run_dir=str(explorer_dir), total_timesteps=budget,
         num_envs=spec.num_envs, num_steps=spec.rollout, seed=spec.seed, checkpoint_every=5, resume=resume_ppo,

@@ -288,3 +288,24 @@ def test_bad_games_and_preference_policies_are_refused_before_training():
         train(PPOConfig(env_id="squares", num_envs=2, num_steps=8, num_minibatches=1, total_timesteps=16, encoder="conv",
                         run_dir="/tmp/unused-run"), agent=GRUActorCritic(GRUActorCriticConfig(obs_shape=(64, 64, 3), num_actions=9, encoder="conv")),
               env_fn=Squares)
+
+
+def test_ctrl_c_waits_for_the_update_in_progress_to_end():
+    import os
+    import signal
+    import time
+
+    from playtester.exploration.ppo import defer_interrupt
+
+    before = signal.getsignal(signal.SIGINT)
+    finished = []
+    with pytest.raises(KeyboardInterrupt):
+        with defer_interrupt():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # the signal has arrived by now; the block still runs to its end
+            finished.append(True)
+    assert finished == [True]
+    assert signal.getsignal(signal.SIGINT) is before
+    with defer_interrupt():  # no Ctrl-C: nothing raised
+        finished.append(True)
+    assert finished == [True, True]

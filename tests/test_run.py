@@ -30,25 +30,39 @@ def test_run_writes_a_report_and_resumes(tiny_inspect_policy, small_park, tmp_pa
     assert {r["episode"] for r in read_jsonl(out / "trajectory.jsonl")} == {0}
 
 
-def test_ctrl_c_keeps_what_was_written_and_resume_finishes(tiny_inspect_policy, small_park, tmp_path):
+@pytest.mark.parametrize("explorer", ["random", "ppgta"])
+def test_ctrl_c_keeps_what_was_written_and_resume_finishes(tiny_parts, small_park, tmp_path, explorer):
+    tester, path = tiny_parts("inspect")[2], tiny_parts("path")[2]
     out = tmp_path / "r2"
-    args = [sys.executable, "-m", "playtester", "run", "--game", small_park, "--tester", str(tiny_inspect_policy),
-            "--explorer", "random", "--steps", "400", "--episodes", "2", "--test-steps", "8", "--out", str(out)]
+    args = [sys.executable, "-m", "playtester", "run", "--game", small_park, "--tester", str(tester),
+            "--explorer", explorer, "--steps", "400", "--episodes", "2", "--test-steps", "8", "--out", str(out)]
+    if explorer == "ppgta":  # two game processes; the explorer keeps its last update
+        args += ["--preference", str(path), "--envs", "2", "--rollout", "16"]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 240
-    while time.time() < deadline and len(list(read_jsonl(out / "trajectory.jsonl"))) < 50:
+    deadline = time.time() + 480  # generous: the machine may be busy
+    while time.time() < deadline and len(list(read_jsonl(out / "trajectory.jsonl"))) < 150:
         time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    printed, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     kept = list(read_jsonl(out / "trajectory.jsonl"))
-    assert len(kept) >= 50
-    done = subprocess.run([*args, "--resume"], capture_output=True, text=True, timeout=600)
+    assert len(kept) >= 150
+    if explorer == "ppgta":
+        assert (out / "explorer" / "checkpoints" / "last.ckpt").exists() and "resume continues from it" in printed
+    # resume with one more episode: what was played (the interrupted episode too) is kept, the new one is played
+    more = [a if a != "2" or args[i - 1] != "--episodes" else "3" for i, a in enumerate(args)]
+    done = subprocess.run([*more, "--resume"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
+    if explorer == "ppgta":
+        assert "resumed from" in done.stdout  # the explorer goes on from its saved update
     rows = list(read_jsonl(out / "trajectory.jsonl"))
     assert rows[: len(kept)] == kept, "what was written before Ctrl-C is kept as it was"
-    assert json.loads((out / "summary.json").read_text())["episodes"] >= 2
+    assert {r["episode"] for r in rows} == {0, 1, 2}
+    assert [r["t"] for r in rows if r["episode"] == 2] == list(range(400))
+    assert json.loads((out / "summary.json").read_text())["episodes"] == 3
+    again = subprocess.run([*more, "--resume"], capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and "every one of the 3 episodes was played" in " ".join(again.stdout.split())
 
 
 def test_ppo_explorer_run_on_two_instances(tiny_parts, small_park, tmp_path, capsys):

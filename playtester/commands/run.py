@@ -112,7 +112,10 @@ def run(
         def advance(ended: int) -> None:
             bar.update(task, completed=min(episodes, already + ended))
 
-        if explorer == "random":
+        if already >= episodes:
+            console.print(f"every one of the {episodes} episodes was played (an interrupted one is kept as it was); "
+                          "give more --episodes to play on")
+        elif explorer == "random":
             explore_at_random(spec, advance, say=console.print)
         else:
             result = explore_with_ppo(spec, advance, resume=resume)
