@@ -2,7 +2,8 @@
 
     losses.py        GAE, clipped policy and value losses, entropy: pure functions
     actor_critic.py  the `ActorCritic` protocol PPO trains; `GRUActorCritic`; `RandomAgent`
-    ppo.py           recurrent PPO on Lightning Fabric (one loop), `RewardHook`, --resume
+    ppo.py           recurrent PPO on Lightning Fabric (one loop), `RewardHook`, --resume, `stop`
+    ppo_config.py    `PPOConfig` (CleanRL's defaults) and what a resumed run must keep
     vector_env.py    the games PPO plays (`state:ID` or a game spec), `AsyncVectorEnv`/`SyncVectorEnv`
     checkpoints.py   atomic checkpoint files, RNG state, `load_agent` (rebuilds from the file alone)
     rnd.py           `EnsembleRND`: frozen target, N predictors, replay, normalisation

@@ -23,9 +23,9 @@ import random
 import signal
 import threading
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable, Literal, NamedTuple, Protocol, Sequence
+from typing import Any, Callable, NamedTuple, Protocol, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -38,120 +38,10 @@ from playtester.capture.errors import UserError
 from playtester.exploration.actor_critic import GRUActorCritic, GRUActorCriticConfig
 from playtester.exploration.checkpoints import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from playtester.exploration.losses import compute_gae, entropy_bonus, explained_variance, policy_loss, value_loss
+from playtester.exploration.ppo_config import PPOConfig, check_resumable
 from playtester.exploration.vector_env import make_vector_env
 
 CHECKPOINT_NAME = "last.ckpt"
-
-
-@dataclass
-class PPOConfig:
-    """Recurrent PPO. Defaults are CleanRL's; `scripts/bench_ppo.py` shows a tuned CartPole set."""
-
-    env_id: str = "state:CartPole-v1"
-    """`state:ID` for a Gymnasium env's own observations (tests, benchmarks), or a game spec
-    `make_game` understands (`gym:ID` renders pixels, `doom:park`, …), resized to `frame_size`."""
-    seed: int = 1
-    """Seeds Python, NumPy, torch and the environments."""
-    torch_deterministic: bool = True
-    """`torch.backends.cudnn.deterministic`."""
-    accelerator: str = "cpu"
-    """Lightning Fabric accelerator: `cpu`, `cuda`, `auto`."""
-    run_dir: str = "runs/ppo"
-    """Folder for TensorBoard logs and checkpoints."""
-    total_timesteps: int = 100_000
-    """Environment steps to train for, over all environments."""
-    num_envs: int = 8
-    """Game instances run at once."""
-    vector_env: Literal["async", "sync"] = "sync"
-    """`async`: one process per game (`AsyncVectorEnv`, for slow games); `sync`: all in this process."""
-    frame_size: int = 64
-    """Side of the square frames pixel games are resized to (INTER_AREA). Ignored for `state:` envs."""
-    num_steps: int = 128
-    """Steps per environment per rollout (the sequence length of the recurrent updates)."""
-    learning_rate: float = 2.5e-4
-    """Adam learning rate."""
-    anneal_lr: bool = True
-    """Decay the learning rate linearly to zero over training."""
-    gamma: float = 0.99
-    """Discount of the episodic stream."""
-    int_gamma: float = 0.99
-    """Discount of the non-episodic (intrinsic) stream."""
-    gae_lambda: float = 0.95
-    """λ of generalised advantage estimation."""
-    num_minibatches: int = 4
-    """Minibatches per epoch; each holds `num_envs / num_minibatches` whole environment sequences."""
-    update_epochs: int = 4
-    """Passes over each rollout."""
-    norm_adv: bool = True
-    """Normalise advantages per minibatch (inside `policy_loss`)."""
-    clip_coef: float = 0.2
-    """PPO's ratio clip."""
-    clip_vloss: bool = True
-    """Clip the value update like the policy's (CleanRL's default; SB3's is off)."""
-    ent_coef: float = 0.01
-    """Weight of the entropy bonus."""
-    vf_coef: float = 0.5
-    """Weight of the value loss."""
-    max_grad_norm: float = 0.5
-    """Gradient clipping by global norm."""
-    target_kl: float | None = None
-    """Stop the epochs of an update early when the approximate KL passes this."""
-    ext_coef: float = 1.0
-    """Weight of the episodic stream's advantages."""
-    int_coef: float = 1.0
-    """Weight of the non-episodic stream's advantages (used only with a hook that has one)."""
-    early_stop_patience: int = 0
-    """Stop once this many updates in a row finished episodes without beating the best mean
-    episodic return so far (Wuji's early stop for offspring); 0: never. Updates in which no
-    episode finished do not count."""
-    max_train_seconds: float = 0.0
-    """Stop after this many seconds of training (checked after each update); 0: no limit."""
-    env_reward_coef: float = 1.0
-    """Weight of the game's own reward in the episodic stream (0 for pure exploration)."""
-    encoder: Literal["mlp", "conv"] = "mlp"
-    """Encoder of the default `GRUActorCritic`: `mlp` for state vectors, `conv` for frames."""
-    hidden_dim: int = 64
-    """Encoder width of the default actor-critic."""
-    rnn_dim: int = 64
-    """GRU size of the default actor-critic."""
-    checkpoint_every: int = 10
-    """Save a checkpoint every this many updates (and always at the end); 0: only at the end."""
-    log_every: int = 1
-    """Write TensorBoard scalars every this many updates."""
-    resume: bool = False
-    """Continue the run saved in `run_dir` from its last checkpoint: same step, weights, optimiser,
-    reward-hook state and random number generators. The training options must match; only
-    `total_timesteps` may be raised (and where to run and how often to log or save may change).
-    The games' own state cannot be saved in general: the resumed run starts new episodes."""
-
-    def __post_init__(self) -> None:
-        if self.num_envs < 1 or self.num_steps < 1:
-            raise ValueError(f"num_envs={self.num_envs} and num_steps={self.num_steps} must be at least 1")
-        if self.num_minibatches < 1 or self.num_envs % self.num_minibatches:
-            raise ValueError(
-                f"num_envs={self.num_envs} must be a multiple of num_minibatches={self.num_minibatches}: "
-                "minibatches are cut by environment so that recurrent sequences stay whole"
-            )
-        if self.total_timesteps < self.batch_size:
-            raise ValueError(f"total_timesteps={self.total_timesteps} is less than one rollout (num_envs × num_steps = {self.batch_size})")
-        if self.vector_env not in ("async", "sync"):
-            raise ValueError(f"vector_env={self.vector_env!r}: use 'async' or 'sync'")
-        if not (0 <= self.gamma <= 1 and 0 <= self.int_gamma <= 1 and 0 <= self.gae_lambda <= 1):
-            raise ValueError("gamma, int_gamma and gae_lambda must lie in [0, 1]")
-        if self.learning_rate <= 0 or self.clip_coef <= 0 or self.update_epochs < 1:
-            raise ValueError("learning_rate and clip_coef must be positive, update_epochs at least 1")
-        if self.early_stop_patience < 0 or self.max_train_seconds < 0:
-            raise ValueError(f"early_stop_patience={self.early_stop_patience} and max_train_seconds={self.max_train_seconds} must be ≥ 0 (0 turns them off)")
-        if self.frame_size < 36:
-            raise ValueError(f"frame_size={self.frame_size}: the conv encoder needs at least 36 pixels")
-
-    @property
-    def batch_size(self) -> int:
-        return self.num_envs * self.num_steps
-
-    @property
-    def num_iterations(self) -> int:
-        return self.total_timesteps // self.batch_size
 
 
 class StepView(NamedTuple):
@@ -533,13 +423,3 @@ def check_agent(agent: nn.Module, num_actions: int, num_values: int, env_id: str
         raise UserError(f"the rewards need {num_values} value head(s) but the actor-critic has {getattr(agent, 'num_values', '?')}")
     if not any(p.requires_grad for p in agent.parameters()):
         raise UserError("the agent has nothing to train (the random baseline is run, not trained)")
-
-
-def check_resumable(saved: PPOConfig, now: PPOConfig) -> None:
-    """A resumed run must match the saved one, except that it may train for longer."""
-    free = ("resume", "total_timesteps", "run_dir", "accelerator", "checkpoint_every", "log_every")
-    changed = [f.name for f in fields(PPOConfig) if f.name not in free and getattr(saved, f.name) != getattr(now, f.name)]
-    if changed:
-        raise UserError(f"--resume: the options {', '.join(changed)} differ from the saved run in {now.run_dir}; resume with the same training options (total_timesteps may be raised)")
-    if now.num_iterations < saved.num_iterations:
-        raise UserError(f"--resume: total_timesteps={now.total_timesteps} is less than the saved run's {saved.total_timesteps}")

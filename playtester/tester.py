@@ -160,8 +160,7 @@ class ClaimLog:
             record["kind"] = kind
             record["views"] = [[round(float(v), 3) for v in sig] for sig in views]
         self._writer.write(record)
-        self._seen.add(ooi)
-        self._views.setdefault(kind, []).extend(np.asarray(v, dtype=np.float32) for v in views)
+        self.taken()  # read back, own line included: the file is the one record of what is claimed
 
     def close(self) -> None:
         self._writer.close()

@@ -112,3 +112,40 @@ def test_bad_runs_are_one_line(tiny_inspect_policy, tmp_path, capsys, extra, wor
     assert code == 2
     for w in words:
         assert w in err
+
+
+def test_a_studio_map_and_ooi_list_are_checked_up_front(tmp_path):
+    import cv2
+    import numpy as np
+
+    from playtester.capture.errors import UserError
+    from playtester.runner import RunSpec, load_known_oois
+
+    def spec(**kw):
+        return RunSpec(game="window:My Game", tester=None, run_dir=str(tmp_path / "r"), explorer="random", **kw)
+
+    image = tmp_path / "map.png"
+    cv2.imwrite(str(image), np.zeros((40, 60, 3), np.uint8))
+    oois = tmp_path / "oois.json"
+    oois.write_text(json.dumps([{"id": 1, "kind": "barrel", "x": 10, "y": 20.5}, {"id": "b", "kind": "chair", "x": 0, "y": 0}]))
+    assert [o.id for o in load_known_oois(oois)] == [1, "b"] and load_known_oois(oois)[0].y == 20.5
+    spec(map=str(image), map_bounds=[0, 0, 600, 400], oois=str(oois), telemetry_port=7777)  # all good
+    cases = [
+        (dict(map=str(image)), "--map and --map-bounds go together"),
+        (dict(map=str(tmp_path / "none.png"), map_bounds=[0, 0, 1, 1]), "none.png: missing or not an image"),
+        (dict(map=str(image), map_bounds=[0, 0, -5, 10]), "X1 > X0"),
+        (dict(oois=str(tmp_path / "absent.json")), "absent.json: no such file"),
+    ]
+    for kwargs, words in cases:
+        with pytest.raises(UserError, match=words):
+            spec(**kwargs)
+    oois.write_text(json.dumps([{"id": 1, "kind": "barrel", "x": 10, "y": 2}, {"id": 2, "kind": "tire", "x": "far"}]))
+    with pytest.raises(UserError, match="record 1 .* needs id, kind and numeric x, y"):
+        load_known_oois(oois)
+    oois.write_text(json.dumps([{"id": 1, "kind": "barrel", "x": 1, "y": 2}, {"id": 1, "kind": "tire", "x": 3, "y": 4}]))
+    with pytest.raises(UserError, match="share an id"):
+        load_known_oois(oois)
+    with pytest.raises(UserError, match="--telemetry-port: only a window game"):
+        RunSpec(game="doom:park", tester=None, run_dir=str(tmp_path / "r"), explorer="random", telemetry_port=7777)
+    assert main(["run", "--game", "window:x", "--explorer", "random", "--map-bounds", "1,2,3", "--map", str(image),
+                 "--out", str(tmp_path / "r")]) == 2
