@@ -11,12 +11,13 @@ and the script prints, per agent (mean over seeds): preferred-area (pathway) cov
 tested after each episode, tests and their success rate (JSD under the validation threshold), and
 saves `agents.png` (OOIs tested over episodes) and `agents.json` in `--out`.
 
-    python scripts/bench_agents.py [--models playtester-demo/models] [--seeds 1 2] [--full]
+    python scripts/bench_agents.py [--models playtester-demo/models] [--seeds 1 2 3] [--full]
 
 The models are the inspect (test) and path (preference) policies, e.g. those `playtester demo`
-trains. The default profile fits a 2-core CPU in minutes (the built-in demo park, 4 episodes ×
-300 steps); `--full` is the paper's protocol (45 episodes × 2000 steps from random starts, a
-park of the paper's size), for a machine with hours to spare. The detector is the engine's labels
+or `scripts/bench_imitation.py` trains. The default profile fits a 2-core CPU in about ten
+minutes (the built-in demo park, 6 episodes × 400 steps, seeds 1 2 3); `--full` is the paper's
+protocol (45 episodes × 2000 steps from random starts, a park of the paper's size), for a
+machine with hours to spare. The detector is the engine's labels
 (`--detector ground-truth`) unless `--detector PATH` is given, so that what differs between the
 agents is only how they explore.
 """
@@ -33,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 PROFILES = {
-    "default": dict(game="doom:park:1", episodes=4, steps=300),
+    "default": dict(game="doom:park:1", episodes=6, steps=400),
     "full": dict(game="doom:park:1:64x64", episodes=45, steps=2000),
 }
 AGENTS = ("ppgta", "inspector", "random")
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--game", default=None, help="park spec (default: the profile's)")
     parser.add_argument("--episodes", type=int, default=None)
     parser.add_argument("--steps", type=int, default=None)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--agents", nargs="+", default=list(AGENTS), choices=AGENTS)
     parser.add_argument("--detector", default="ground-truth")
     parser.add_argument("--envs", type=int, default=2, help="game instances of the PPO explorers")
