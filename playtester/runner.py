@@ -261,8 +261,8 @@ def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: 
     """Train the PPO explorer online while it plays the run's episodes; see the module doc."""
     import functools
 
-    from playtester.exploration.explorer import build_explorer
     from playtester.exploration.checkpoints import load_checkpoint
+    from playtester.exploration.explorer import build_explorer
     from playtester.exploration.ppo import CHECKPOINT_NAME, train
 
     explorer_dir = Path(spec.run_dir) / "explorer"
