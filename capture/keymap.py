@@ -21,6 +21,7 @@ from typing import Iterable, Sequence
 import yaml
 
 from playtester.capture.errors import UserError
+from playtester.capture.yamlfile import read_yaml
 
 _LETTERS = [chr(c) for c in range(ord("a"), ord("z") + 1)]
 _DIGITS = [str(d) for d in range(10)]
@@ -183,13 +184,7 @@ class KeyMap:
     @classmethod
     def load(cls, path: str | Path) -> "KeyMap":
         path = Path(path)
-        try:
-            data = yaml.safe_load(path.read_text())
-        except FileNotFoundError:
-            raise UserError(f"key map {path}: file not found") from None
-        except yaml.YAMLError as e:
-            raise UserError(f"key map {path}: not valid YAML ({str(e).splitlines()[0]})") from None
-        return cls.from_dict(data, where=f"key map {path}")
+        return cls.from_dict(read_yaml(path, f"key map {path}"), where=f"key map {path}")
 
     @classmethod
     def default(cls) -> "KeyMap":

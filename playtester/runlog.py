@@ -17,9 +17,9 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-import yaml
 
 from playtester.capture.errors import UserError
+from playtester.capture.yamlfile import read_yaml
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
@@ -43,10 +43,7 @@ def read_config(run: Path) -> dict[str, Any]:
     path = run / "config.yaml"
     if not path.exists():
         raise UserError(f"run folder {run}: config.yaml is missing; is it a playtester run?")
-    try:
-        config = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise UserError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    config = read_yaml(path, str(path)) or {}
     if "game" not in config:
         raise UserError(f"{path}: it does not name the game (a 'game' key)")
     return config

@@ -150,8 +150,7 @@ class ClaimLog:
         return self._seen
 
     def views(self, kind: str) -> list[np.ndarray]:
-        """Appearance signatures of the claimed OOIs of `kind`."""
-        self.taken()
+        """Appearance signatures of the claimed OOIs of `kind`, as of the last `taken()`."""
         return self._views.get(kind, [])
 
     def claim(self, ooi: Any, episode: int, kind: str = "", views: Sequence[np.ndarray] = ()) -> None:
@@ -217,14 +216,13 @@ class TesterEnv(gym.Wrapper):
         """The OOIs tested (or under test) anywhere in the run."""
         return self.claims.taken()
 
-    def continue_run(self) -> int:
+    def continue_run(self) -> None:
         """Carry on a run folder that was interrupted: episodes this instance already played
-        (the interrupted one too, kept as it was) are skipped. Returns the next episode's number."""
+        (the interrupted one too, kept as it was) are skipped."""
         mine = [r["episode"] for r in read_jsonl(self.run_dir / "trajectory.jsonl")
                 if r.get("env", 0) == self.env_index]
         self.local_episode = max((e - self.env_index) // self.n_envs for e in mine) if mine else -1
         self.rng = np.random.default_rng(self.cfg.seed + 7919 * self.env_index + 104729 * (self.local_episode + 1))
-        return self.episode + self.n_envs
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         if seed is None:
@@ -303,7 +301,7 @@ class TesterEnv(gym.Wrapper):
         """The most confident untested OOI close enough to test. A detection no telemetry names
         is judged by appearance against the tested OOIs' views (`playtester.identity`)."""
         best = None
-        tested = self.tested
+        tested = self.tested  # one look at the claims for the whole pick (views too)
         for d in detections:
             if d["score"] < self.cfg.min_score or d["box"][3] - d["box"][1] < self.cfg.min_box_height:
                 continue

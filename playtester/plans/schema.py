@@ -36,6 +36,7 @@ import yaml
 
 from playtester.capture.atomic import write_text_atomic
 from playtester.capture.errors import UserError
+from playtester.capture.yamlfile import read_yaml
 
 OPERATORS = ("<", "<=", ">", ">=", "==", "!=")
 PLAN_VERSION = 1
@@ -330,13 +331,7 @@ def parse_plan(data: Any, where: str = "plan") -> Plan:
 def load_plan(path: str | Path) -> Plan:
     """Read and check a plan file."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise UserError(f"plan {path}: file not found") from None
-    except yaml.YAMLError as e:
-        raise UserError(f"plan {path}: not valid YAML ({str(e).splitlines()[0]})") from None
-    plan = parse_plan(data, f"plan {path}")
+    plan = parse_plan(read_yaml(path, f"plan {path}"), f"plan {path}")
     plan.behaviors = {k: str(v if Path(v).is_absolute() else path.parent / v) for k, v in plan.behaviors.items()}
     return plan
 
