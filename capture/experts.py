@@ -39,6 +39,11 @@ def bearing(x0: float, y0: float, x1: float, y1: float) -> float:
     return math.degrees(math.atan2(y1 - y0, x1 - x0)) % 360.0
 
 
+def cells_apart(a: tuple[int, int], b: tuple[int, int]) -> int:
+    """Chebyshev distance between two cells: 1 for neighbours, diagonal ones included."""
+    return max(abs(a[0] - b[0]), abs(a[1] - b[1]))
+
+
 @dataclass
 class _Steering:
     """Turn toward a heading, then walk; shared by both experts."""
@@ -82,11 +87,8 @@ class PathFollower:
     def _plan(self, x: float, y: float) -> None:
         here = self.layout.cell_of(x, y)
         mask = self.layout.pathway_mask
-        if not mask[here[1], here[0]]:  # first get onto the network
-            cells = np.argwhere(mask)
-            d = np.abs(cells[:, 1] - here[0]) + np.abs(cells[:, 0] - here[1])
-            target = tuple(int(v) for v in cells[int(np.argmin(d))][::-1])
-            self.route = self.layout.route(here, target) or []
+        if not mask[here[1], here[0]]:  # first get onto the network, at its nearest cell on foot
+            self.route = self.layout.route_to_nearest(here, mask) or []
             return
         cells = [tuple(int(v) for v in c[::-1]) for c in np.argwhere(mask)]
         far = [c for c in cells if abs(c[0] - here[0]) + abs(c[1] - here[1]) >= 8] or cells
@@ -103,6 +105,9 @@ class PathFollower:
         if self._is_stuck(x, y):
             self.route = []
             return int(self.rng.choice([self.actions.strafe_left, self.actions.strafe_right, self.actions.backward]))
+        here = self.layout.cell_of(x, y)
+        if self.route and cells_apart(here, self.route[0]) > 1:
+            self._rejoin(here)
         while self.route:
             cx, cy = self.layout.centre(*self.route[0])
             if math.hypot(cx - x, cy - y) < 48.0 or (len(self.route) > 1 and self._passed(x, y)):
@@ -115,6 +120,15 @@ class PathFollower:
                 return self.actions.turn_left
         cx, cy = self.layout.centre(*self.route[0])
         return self.steer.toward(info, bearing(x, y, cx, cy))
+
+    def _rejoin(self, here: tuple[int, int]) -> None:
+        """Off the route (another player drove, or a push): back to the nearest pathway cell,
+        then along the network to the same goal. What DAgger labels ask of the expert."""
+        goal = self.route[-1]
+        mask = self.layout.pathway_mask
+        back = [here] if mask[here[1], here[0]] else self.layout.route_to_nearest(here, mask)
+        onward = self.layout.route(back[-1], goal, only=mask) if back else None
+        self.route = back + onward[1:] if onward else (back or [])
 
     def _passed(self, x: float, y: float) -> bool:
         """Whether the player is already in the cell after the next waypoint."""
@@ -220,7 +234,11 @@ class Inspector:
             if dist < self.radius - 32:
                 return self.actions.backward
             return self.steer.toward(info, to_ooi, walk=self.actions.strafe_right)
-        while self.route and self.layout.cell_of(x, y) == self.route[0]:
+        here = self.layout.cell_of(x, y)
+        if self.route and cells_apart(here, self.route[0]) > 1:  # pushed off the way: plan again
+            goal = self.route[-1]
+            self.route = self.layout.route(here, goal) or []
+        while self.route and here == self.route[0]:
             self.route.pop(0)
         if self.route:
             cx, cy = self.layout.centre(*self.route[0])

@@ -4,7 +4,10 @@
     NAME/steps.jsonl   one line a step: t, action, keys, telemetry (position, angle, objects, …)
     NAME/meta.json     game, behaviour tag, key map, frame size, fps, format version, step count
 
-`frames[t]` is what the player saw when it chose `action` of step `t`. An episode is written into
+`frames[t]` is what the player saw when it chose `action` of step `t`. A step may also carry
+`label`, the action the expert would have taken there when someone else drove (DAgger episodes:
+the policy drives, the scripted expert labels); `action` is always what was executed, so every
+episode replays and trains the inverse-dynamics encoder. An episode is written into
 `NAME.partial/` and renamed when complete, so a crash loses at most the episode being recorded;
 loaders ignore `.partial` folders. Frames stream to disk as they come (the `.npy` header is
 rewritten with the final count at the end), so a long episode never has to fit in memory.
@@ -169,7 +172,19 @@ class Episode:
 
     @property
     def actions(self) -> np.ndarray:
+        """The actions executed, one a step."""
         return np.array([s["action"] for s in self.steps], dtype=np.int64)
+
+    @property
+    def labels(self) -> np.ndarray:
+        """The expert's action at each step: its `label` where the step has one, else the action
+        executed (the expert drove)."""
+        return np.array([s.get("label", s["action"]) for s in self.steps], dtype=np.int64)
+
+    @property
+    def expert_driven(self) -> bool:
+        """Whether the expert chose every executed action (not a DAgger episode)."""
+        return "dagger" not in self.meta
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -209,9 +224,10 @@ class Episode:
         if len(steps) != len(frames) or meta.get("steps", len(steps)) != len(steps):
             raise UserError(f"{where}: {len(frames)} frames but {len(steps)} steps (meta says {meta.get('steps')}); it is damaged")
         n_actions = len(meta.get("keymap", {}).get("actions", []))
-        bad = next((s["t"] for s in steps if not 0 <= int(s.get("action", -1)) < n_actions), None)
-        if bad is not None:
-            raise UserError(f"{where}: step {bad} has an action outside its key map's {n_actions} actions")
+        for field, what in (("action", "an action"), ("label", "a label")):
+            bad = next((s["t"] for s in steps if not 0 <= int(s.get(field, s.get("action", -1))) < n_actions), None)
+            if bad is not None:
+                raise UserError(f"{where}: step {bad} has {what} outside its key map's {n_actions} actions")
         return cls(path=path, meta=meta, frames=frames, steps=steps)
 
 

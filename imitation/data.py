@@ -31,7 +31,7 @@ class Trajectory:
     teacher: torch.Tensor
     """T×D features of the full RGB frames."""
     actions: torch.Tensor
-    """T expert actions."""
+    """T expert actions (the labels of DAgger episodes)."""
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -71,6 +71,14 @@ def split_episodes(episodes: list[Episode], seed: int = 0, shares: tuple[float, 
     return pick(order[:n_train]), pick(order[n_train : n_train + n_val]), pick(order[n_train + n_val :])
 
 
+def split_demos(episodes: list[Episode], seed: int = 0):
+    """Train / validation / test for behaviour cloning: the expert-driven episodes split 70/10/20,
+    every DAgger episode (the policy drove, the expert labelled) in train, so that validation and
+    the held-out score measure the expert's own behaviour."""
+    train, val, test = split_episodes([e for e in episodes if e.expert_driven], seed)
+    return train + [e for e in episodes if not e.expert_driven], val, test
+
+
 def encode_episodes(episodes: list[Episode], encode: Callable[[torch.Tensor], torch.Tensor], *, teacher: bool = True) -> list[Trajectory]:
     """Features of every episode: `encode` maps uint8 N×H×W×3 frames to N×D features."""
     out = []
@@ -79,7 +87,7 @@ def encode_episodes(episodes: list[Episode], encode: Callable[[torch.Tensor], to
         masked = od_mask_batch(frames, test_boxes(ep))
         student = encode(torch.from_numpy(masked))
         rgb = encode(torch.from_numpy(frames)) if teacher else student
-        out.append(Trajectory(ep.name, student, rgb, torch.as_tensor(ep.actions)))
+        out.append(Trajectory(ep.name, student, rgb, torch.as_tensor(ep.labels)))
     return out
 
 

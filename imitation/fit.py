@@ -12,7 +12,7 @@ import torch
 from playtester.capture.errors import UserError
 from playtester.capture.keymap import KeyMap
 from playtester.datasets.episodes import load_episodes
-from playtester.imitation.data import check_demos, encode_episodes, split_episodes
+from playtester.imitation.data import check_demos, encode_episodes, split_demos
 from playtester.imitation.jsd import action_distribution, success_threshold
 from playtester.imitation.policy import ImitationPolicy, PolicyConfig
 from playtester.imitation.training import BehaviourCloning, KeepBest, TrainConfig, evaluate_offline, loader
@@ -39,6 +39,9 @@ def fit_policy(
     """Split the demos 70/10/20 by episode, encode them with the frozen encoder, train with early
     stopping, keep the best weights, write the checkpoint atomically, score held-out episodes.
 
+    Only expert-driven episodes are split; DAgger episodes (the policy drove, the expert labelled)
+    all train, so that validation, the held-out score and the scoring data stay the expert's own.
+
     The checkpoint carries the scoring data: the expert's action distribution (training demos),
     the success threshold (validation demos), the demos' lengths, starts and targets (so that
     evaluation can pick held-out ones)."""
@@ -49,21 +52,25 @@ def fit_policy(
     shape = {k: v for k, v in (shape or {}).items() if v is not None}
     k = PolicyConfig(**shape).k
     keymap = check_demos(episodes, enc.config.action_names, k, demos)
-    train_eps, val_eps, test_eps = split_episodes(episodes, tcfg.seed)
+    expert_eps = [e for e in episodes if e.expert_driven]
+    train_eps, val_eps, test_eps = split_demos(episodes, tcfg.seed)
     if not val_eps:
-        raise UserError(f"demos folder {demos}: {len(episodes)} episodes; record at least 3 (train, validation, test)")
+        raise UserError(f"demos folder {demos}: {len(expert_eps)} expert-driven episodes; record at least 3 (train, validation, test)")
     tag = behavior or episodes[0].behavior
     cfg = PolicyConfig(n_actions=keymap.n, feature_dim=int(enc.out_dim), image_size=enc.config.image_size,
                        behavior=tag, keymap=keymap.to_dict(), encoder=asdict(enc.config), **shape)
     shell = ImitationPolicy(cfg, enc)
-    say(f"encoding {len(episodes)} episodes ({sum(len(e) for e in episodes)} frames) with the frozen encoder")
+    n_dagger = len(episodes) - len(expert_eps)
+    say(f"encoding {len(episodes)} episodes ({sum(len(e) for e in episodes)} frames) with the frozen encoder"
+        + (f"; {n_dagger} DAgger episodes train only" if n_dagger else ""))
     train, val, test = (encode_episodes(eps, shell.encode, teacher=tcfg.teacher) for eps in (train_eps, val_eps, test_eps))
-    expert = action_distribution(torch.cat([t.actions for t in train]).numpy(), keymap.n)
+    expert_train = [t for t, e in zip(train, train_eps) if e.expert_driven]
+    expert = action_distribution(torch.cat([t.actions for t in expert_train]).numpy(), keymap.n)
     scoring = {
         "expert_distribution": expert.tolist(),
         "threshold": success_threshold(expert, [v.actions.numpy() for v in val], keymap.n),
-        "mean_length": float(sum(len(e) for e in episodes) / len(episodes)),
-        "max_length": int(max(len(e) for e in episodes)),
+        "mean_length": float(sum(len(e) for e in expert_eps) / len(expert_eps)),
+        "max_length": int(max(len(e) for e in expert_eps)),
         "demo_games": sorted({e.meta.get("game", "") for e in episodes}),
         "demo_starts": [e.meta.get("reset", {}).get("options", {}).get("start") for e in episodes],
         "demo_targets": sorted({e.steps[0]["target_ooi"] for e in episodes if e.steps[0].get("target_ooi") is not None}),

@@ -76,6 +76,28 @@ def test_step_count_mismatch_and_bad_action_are_errors(tmp_path):
         Episode.open(tmp_path / "ep0000")
 
 
+def test_labels_are_the_experts_where_given_and_the_action_elsewhere(tmp_path):
+    frames = np.zeros((4, 12, 16, 3), np.uint8)
+    with EpisodeWriter(tmp_path, "ep0000", game="g", behavior="path", keymap=KeyMap.default(), fps=1,
+                       extra={"dagger": {"policy": "p.ckpt", "beta": 0.0}}) as w:
+        w.add(frames[0], 4, label=0)
+        w.add(frames[1], 4)
+        w.add(frames[2], 5, label=5)
+        w.add(frames[3], 0, label=7)
+    ep = Episode.open(tmp_path / "ep0000")
+    assert list(ep.actions) == [4, 4, 5, 0]  # what was executed: the episode replays
+    assert list(ep.labels) == [0, 4, 5, 7]
+    assert not ep.expert_driven
+    write(tmp_path, "ep0001")
+    assert Episode.open(tmp_path / "ep0001").expert_driven
+    steps = tmp_path / "ep0000" / "steps.jsonl"
+    lines = steps.read_text().splitlines()
+    lines[1] = json.dumps({**json.loads(lines[1]), "label": 9})
+    steps.write_text("\n".join(lines) + "\n")
+    with pytest.raises(UserError, match="step 1 has a label outside"):
+        Episode.open(tmp_path / "ep0000")
+
+
 def test_empty_or_missing_folders_are_errors(tmp_path):
     with pytest.raises(UserError, match="not found"):
         load_episodes(tmp_path / "nowhere")

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from playtester.capture.experts import Inspector, PathFollower, inspect_start
+from playtester.capture.experts import Inspector, PathFollower, cells_apart, inspect_start
 
 
 def test_inspector_circles_its_ooi_keeping_it_on_screen(park_env):
@@ -43,6 +43,33 @@ def test_path_follower_stays_on_pathways(park_env):
             visited.add(layout.cell_of(x, y))
     assert on_path / total >= 0.9
     assert len(visited) >= 30, "it should walk the network, not stand still"
+
+
+def test_path_follower_labels_the_way_back_after_a_push(park_env):
+    """DAgger asks the expert about states it never drove to: pushed off its route onto the grass,
+    it walks the shortest way back onto the network and goes on to the same goal."""
+    layout = park_env.scenario.layout
+    mask = layout.pathway_mask
+    start = next(s for s in layout.starts if s.on_path)
+    expert = PathFollower(layout, park_env.keymap, np.random.default_rng(0), jitter=0.0)
+    info = {"position": (start.x, start.y, 0.0), "angle": 0.0, "pitch": 0.0}
+    expert.reset(info)
+    expert.act(info)
+    goal = expert.route[-1]
+    here = layout.cell_of(start.x, start.y)
+    reach = layout.reachable_from(here)
+    grass = [(c, r) for r, c in np.argwhere(reach & ~mask) if cells_apart((c, r), expert.route[0]) >= 3]
+    pushed = max(grass, key=lambda cell: len(layout.route_to_nearest(cell, mask)))  # the farthest from the network
+    x, y = layout.centre(*pushed)
+    expert.act({"position": (x, y, 0.0), "angle": 0.0, "pitch": 0.0})
+    route = expert.route
+    assert route[-1] == goal, "the goal stays the same"
+    assert cells_apart(pushed, route[0]) <= 1, "the next waypoint is beside the player"
+    on = [bool(mask[r, c]) for c, r in route]
+    back = on.index(True)
+    assert not any(on[:back]) and all(on[back:]), "back onto the network once, then along it"
+    # by the shortest way (the player stands on the first cell of it, which the expert has left behind)
+    assert back + 1 == len(layout.route_to_nearest(pushed, mask)) - 1
 
 
 def test_experts_need_the_default_action_names(park_env):

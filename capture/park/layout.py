@@ -172,11 +172,20 @@ class ParkLayout:
 
     def route(self, start: tuple[int, int], goal: tuple[int, int], *, only: np.ndarray | None = None):
         """Shortest 4-connected cell route from `start` to `goal`, or None when there is none."""
+        return self._search(start, lambda cell: cell == goal, only)
+
+    def route_to_nearest(self, start: tuple[int, int], targets: np.ndarray):
+        """Shortest walkable route from `start` to the nearest cell where `targets` (rows × cols)
+        is true, or None when none can be reached."""
+        return self._search(start, lambda cell: bool(targets[cell[1], cell[0]]), None)
+
+    def _search(self, start: tuple[int, int], is_goal, only: np.ndarray | None):
+        """Breadth-first route from `start` to the first cell for which `is_goal` holds."""
         prev = {start: None}
         queue = deque([start])
         while queue:
             cur = queue.popleft()
-            if cur == goal:
+            if is_goal(cur):
                 path = []
                 while cur is not None:
                     path.append(cur)

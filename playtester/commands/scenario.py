@@ -139,8 +139,18 @@ def demos(
     steps: int = typer.Option(300, "--steps", min=1, help="Most steps per episode (inspect stops when the circle is done)."),
     seed: int = typer.Option(0, "--seed", help="Seed of starts and expert choices; episode i uses seed+i."),
     resolution: str = typer.Option("320x240", "--resolution", help="Engine resolution."),
+    dagger: Optional[Path] = typer.Option(
+        None, "--dagger", metavar="POLICY.ckpt",
+        help="DAgger: this trained policy drives (from its own training starts) and the expert labels each "
+             "state with what it would have done. Write into a subfolder of the demos and retrain on the whole folder.",
+    ),
+    beta: float = typer.Option(0.0, "--beta", help="--dagger: the share of steps the expert drives instead of the policy."),
 ) -> None:
-    """Record scripted-expert demos: ordinary demo episodes, as if a tester had played them."""
+    """Record scripted-expert demos: ordinary demo episodes, as if a tester had played them.
+
+    With --dagger, the policy drives and the expert labels: episodes that teach the policy to
+    come back to the path or the object after its own mistakes (training uses the labels).
+    """
     import numpy as np
 
     from playtester.capture.experts import Inspector, PathFollower, inspect_start
@@ -158,9 +168,22 @@ def demos(
         keymap = env.unwrapped.keymap
         path_starts = [i for i, s in enumerate(layout.starts) if s.on_path] or list(range(len(layout.starts)))
         reachable = [o for o in layout.oois if o.reachable]
+        driver, extra = None, {}
+        if dagger is not None:
+            from playtester.imitation.dagger import load_driver, training_starts, training_targets
+
+            driver, scoring = load_driver(dagger, behavior, keymap, beta, seed)
+            if behavior == "path":
+                path_starts = [i for i in training_starts(scoring, dagger) if i < len(layout.starts)]
+            else:
+                known = set(training_targets(scoring, dagger))
+                reachable = [o for o in reachable if o.id in known]
+            if not path_starts or not reachable:
+                raise UserError(f"--dagger {dagger}: its training starts or targets are not in {game}; use the game it was trained on")
+            extra = {"dagger": {"policy": str(dagger), "beta": beta}}
         stats = []
         with progress() as bar:
-            task = bar.add_task(f"{behavior} demos", total=episodes)
+            task = bar.add_task(f"{behavior} {'DAgger episodes' if driver else 'demos'}", total=episodes)
             for i in range(episodes):
                 ep_seed = seed + i
                 rng = np.random.default_rng(ep_seed)
@@ -174,19 +197,24 @@ def demos(
                 options = {"start": start}
                 frame, info = env.reset(seed=ep_seed, options=options)
                 expert.reset(info)
+                if driver is not None:
+                    driver.reset()
                 name = next_episode_name(out)
                 writer = EpisodeWriter(
                     out, name, game=game, behavior=behavior, keymap=keymap,
                     fps=env.unwrapped.metadata["render_fps"],
-                    extra={"reset": {"seed": ep_seed, "options": options}, "expert": type(expert).__name__},
+                    extra={"reset": {"seed": ep_seed, "options": options}, "expert": type(expert).__name__, **extra},
                 )
                 with writer:
                     on_path = 0
                     for _ in range(steps):
-                        action = expert.act(info)
+                        label = expert.act(info)
+                        notes = expert.annotations(info)
+                        action = label if driver is None else driver.choose(frame, notes.get("test_box"), label)
                         writer.add(
                             frame, action, keymap.keys_for(action), position=info["position"], angle=info["angle"],
-                            pitch=info["pitch"], objects=info.get("objects", []), **expert.annotations(info),
+                            pitch=info["pitch"], objects=info.get("objects", []), **notes,
+                            **({"label": label} if driver is not None else {}),
                         )
                         on_path += layout.on_pathway(*info["position"][:2])
                         frame, _, terminated, truncated, info = env.step(action)
@@ -203,8 +231,9 @@ def demos(
         env.close()
     if behavior == "path":
         share = sum(s["on_path"] for s in stats) / len(stats)
-        console.print(f"wrote {episodes} path episodes to {out}; {share:.0%} of steps on pathways")
+        console.print(f"wrote {episodes} path {'DAgger ' if driver else ''}episodes to {out}; {share:.0%} of steps on pathways")
     else:
         deg = sum(s["degrees"] for s in stats) / len(stats)
         seen = sum(s["on_screen"] for s in stats) / len(stats)
-        console.print(f"wrote {episodes} inspect episodes to {out}; circled {deg:.0f}° on average, OOI on screen {seen:.0%} of circling steps")
+        console.print(f"wrote {episodes} inspect {'DAgger ' if driver else ''}episodes to {out}; circled {deg:.0f}° on average, "
+                      f"OOI on screen {seen:.0%} of circling steps")

@@ -1,0 +1,75 @@
+"""DAgger episodes: the policy drives, the scripted expert labels, training learns the labels."""
+
+import numpy as np
+import torch
+
+from playtester.capture.games import make_game
+from playtester.cli import main
+from playtester.datasets.episodes import load_episodes
+from playtester.imitation.data import encode_episodes, split_demos
+from playtester.imitation.live import load_policy
+
+
+def dagger(small_park, policy, out, *extra):
+    return main(["demos", "--game", small_park, "--behavior", "path", "--episodes", "3", "--steps", "40", "--seed", "50",
+                 "--dagger", str(policy), "--out", str(out), *map(str, extra)])
+
+
+def test_the_policy_drives_from_its_training_starts_and_the_expert_labels(tiny_parts, small_park, tmp_path, one_torch_thread):
+    demos, _, policy = tiny_parts("path")
+    out = tmp_path / "dagger"
+    assert dagger(small_park, policy, out) == 0
+    episodes = load_episodes(out)
+    training_starts = set(load_policy(policy).scoring["demo_starts"])
+    assert len(episodes) == 3
+    for ep in episodes:
+        assert ep.meta["dagger"] == {"policy": str(policy), "beta": 0.0} and not ep.expert_driven
+        assert all("label" in s for s in ep.steps)
+        assert ep.meta["reset"]["options"]["start"] in training_starts
+    executed = np.concatenate([ep.actions for ep in episodes])
+    labels = np.concatenate([ep.labels for ep in episodes])
+    assert (executed != labels).mean() > 0.2, "a one-epoch policy drives unlike the expert"
+
+    # `action` is what was executed: the episode replays to the same positions
+    ep = episodes[0]
+    env = make_game(small_park)
+    try:
+        _, info = env.reset(**ep.meta["reset"])
+        for step in ep.steps:
+            assert np.allclose(info["position"], step["position"])
+            _, _, _, _, info = env.step(int(step["action"]))
+    finally:
+        env.close()
+
+
+def test_with_beta_one_the_expert_drives(tiny_parts, small_park, tmp_path, one_torch_thread):
+    _, _, policy = tiny_parts("path")
+    assert dagger(small_park, policy, tmp_path / "d", "--beta", "1") == 0
+    for ep in load_episodes(tmp_path / "d"):
+        assert np.array_equal(ep.actions, ep.labels)
+
+
+def test_dagger_episodes_train_on_their_labels_and_never_validate(tiny_parts, small_park, tmp_path, one_torch_thread):
+    demos, _, policy = tiny_parts("path")
+    assert dagger(small_park, policy, tmp_path / "d") == 0
+    expert_eps = load_episodes(demos)
+    dagger_eps = load_episodes(tmp_path / "d")
+    train, val, test = split_demos(expert_eps + dagger_eps, seed=0)
+    names = lambda eps: {str(e.path) for e in eps}  # noqa: E731
+    assert names(dagger_eps) <= names(train)
+    assert not names(dagger_eps) & (names(val) | names(test))
+    assert names(val) | names(test) and (names(val) | names(test)) <= names(expert_eps)
+    trajs = encode_episodes(dagger_eps, lambda frames: torch.zeros(len(frames), 4), teacher=False)
+    for traj, ep in zip(trajs, dagger_eps):
+        assert traj.actions.tolist() == ep.labels.tolist()
+
+
+def test_bad_dagger_options_are_one_line_errors(tiny_parts, small_park, tmp_path, capsys):
+    _, _, inspect_policy = tiny_parts("inspect")
+    _, _, path_policy = tiny_parts("path")
+    assert dagger(small_park, inspect_policy, tmp_path / "a") == 2
+    err = capsys.readouterr().err
+    assert "trained on inspect demos, not path; pass --behavior inspect" in err and "Traceback" not in err
+    assert dagger(small_park, path_policy, tmp_path / "b", "--beta", "1.5") == 2
+    assert "--beta 1.5" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists(), "nothing is written"
