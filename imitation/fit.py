@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import lightning as L
 import torch
 
 from playtester.capture.errors import UserError
 from playtester.capture.keymap import KeyMap
-from playtester.datasets.episodes import load_episodes
+from playtester.datasets.episodes import Episode, load_episodes
 from playtester.imitation.data import check_demos, encode_episodes, split_demos
 from playtester.imitation.jsd import action_distribution, success_threshold
 from playtester.imitation.policy import ImitationPolicy, PolicyConfig
@@ -31,10 +31,43 @@ class FitResult:
     best_val: float
 
 
+def load_demo_folders(demos: str | Path | Sequence[str | Path], behavior: str | None) -> tuple[list[Episode], str]:
+    """Every episode under one or more demo folders (an episode under two of them counts once),
+    and the folders as one name for messages."""
+    roots = [demos] if isinstance(demos, (str, Path)) else list(demos)
+    if not roots:
+        raise UserError("train policy: give at least one --demos folder")
+    seen: dict[Path, Episode] = {}
+    for root in roots:
+        for ep in load_episodes(root, behavior=behavior):
+            seen.setdefault(ep.path.resolve(), ep)
+    return list(seen.values()), ", ".join(str(r) for r in roots)
+
+
+def warm_start(module: BehaviourCloning, init: str | Path) -> None:
+    """Start from the weights of a policy checkpoint of the same shape (a DAgger round goes on
+    from the last round's policy instead of from scratch)."""
+    from playtester.perception.training import read_checkpoint
+
+    hp, state = read_checkpoint(init, "policy")
+    theirs = PolicyConfig(**hp["policy"])
+    ours = module.cfg
+    for name in ("n_actions", "feature_dim", "k", "local_hidden", "global_hidden", "mlp"):
+        if getattr(theirs, name) != getattr(ours, name):
+            raise UserError(f"--init {init}: its {name} is {getattr(theirs, name)}, this policy's is {getattr(ours, name)}; "
+                            "train with the same shape or leave --init out")
+    encoder = module.model.encoder.state_dict()
+    same = all(torch.equal(v, state.get("encoder." + k, torch.empty(0))) for k, v in encoder.items())
+    if not same:
+        raise UserError(f"--init {init}: it was trained on another encoder's features; pass the same --encoder or leave --init out")
+    module.model.core.load_state_dict({k.removeprefix("core."): v for k, v in state.items() if k.startswith("core.")})
+
+
 def fit_policy(
-    demos: str | Path, encoder: str | Path, out: str | Path, tcfg: TrainConfig, *,
+    demos: str | Path | Sequence[str | Path], encoder: str | Path, out: str | Path, tcfg: TrainConfig, *,
     behavior: str | None = None, max_minutes: float | None = None, logdir: str | Path | None = None,
     shape: dict[str, Any] | None = None, progress: bool = True, say: Callable[[str], None] = print,
+    init: str | Path | None = None,
 ) -> FitResult:
     """Split the demos 70/10/20 by episode, encode them with the frozen encoder, train with early
     stopping, keep the best weights, write the checkpoint atomically, score held-out episodes.
@@ -44,11 +77,11 @@ def fit_policy(
 
     The checkpoint carries the scoring data: the expert's action distribution (training demos),
     the success threshold (validation demos), the demos' lengths, starts and targets (so that
-    evaluation can pick held-out ones)."""
+    evaluation can pick held-out ones). `init` starts from another policy checkpoint's weights."""
     out = Path(out)
     L.seed_everything(tcfg.seed, verbose=False)
     enc = load_encoder(encoder)
-    episodes = load_episodes(demos, behavior=behavior)
+    episodes, demos = load_demo_folders(demos, behavior)
     shape = {k: v for k, v in (shape or {}).items() if v is not None}
     k = PolicyConfig(**shape).k
     keymap = check_demos(episodes, enc.config.action_names, k, demos)
@@ -76,6 +109,9 @@ def fit_policy(
         "demo_targets": sorted({e.steps[0]["target_ooi"] for e in episodes if e.steps[0].get("target_ooi") is not None}),
     }
     module = BehaviourCloning(cfg.to_dict(), asdict(tcfg), scoring, encoder=enc)
+    if init is not None:
+        warm_start(module, init)
+        say(f"starting from the weights of {init}")
     keep = KeepBest()
     trainer = make_trainer(
         name="policy", logdir=logdir or out.parent / "logs", epochs=tcfg.epochs, max_minutes=max_minutes, progress=progress,

@@ -6,7 +6,16 @@ behaviour's own measure and the JSD success rate, side by side.
 
     python scripts/bench_imitation.py --workdir /tmp/bench-imitation [--game doom:park:1]
         [--inspect-episodes 40] [--path-episodes 20] [--encoder-minutes 10] [--policy-minutes 8]
-        [--eval-episodes 10]
+        [--eval-episodes 10] [--behaviors inspect path] [--teacher yes no]
+
+`--dagger-rounds R` then runs R DAgger rounds on each policy: the newest policy drives from its
+training starts while the scripted expert labels (`playtester demos --dagger`), and the policy is
+trained again on the demos plus every round's episodes, from its last weights (`train policy
+--init`). Each round is evaluated on the same held-out starts, so the table shows what the
+recoveries add:
+
+    python scripts/bench_imitation.py --workdir /tmp/bench-imitation --dagger-rounds 2
+        [--dagger-episodes 20] [--dagger-minutes 5] [--beta 0]
 
 `--latency` instead times the live interface the tester loop calls, `LivePolicy.step(frame,
 box)`, on 240×320 frames at the paper's shape (AlexNet trunk at 128², K = 4 local bi-GRU 256,
@@ -80,6 +89,13 @@ def main() -> None:
     p.add_argument("--policy-epochs", type=int, default=40)
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--global-hidden", type=int, default=1024)
+    p.add_argument("--behaviors", nargs="+", choices=("inspect", "path"), default=["inspect", "path"])
+    p.add_argument("--teacher", nargs="+", choices=("yes", "no"), default=["yes", "no"], help="with the DINO teacher, without, or both")
+    p.add_argument("--dagger-rounds", type=int, default=0, help="DAgger rounds after the first training (0: none)")
+    p.add_argument("--dagger-episodes", type=int, default=20, help="episodes the policy drives each round")
+    p.add_argument("--dagger-minutes", type=float, default=5, help="training budget of each round")
+    p.add_argument("--beta", type=float, default=0.0, help="share of steps the expert drives in DAgger episodes")
+    p.add_argument("--greedy", action="store_true", help="also evaluate each policy taking its most likely action")
     args = p.parse_args()
     if args.latency:
         latency(args.steps)
@@ -100,25 +116,47 @@ def main() -> None:
         run("train", "encoder", "--demos", w / "demos", "--out", encoder, "--pretrained", "none",
             "--epochs", args.encoder_epochs, "--max-minutes", args.encoder_minutes)
     rows = []
-    for behavior in ("inspect", "path"):
-        for teacher in (True, False):
+
+    def evaluate(ckpt: Path, name: str, behavior: str, teacher: bool, round_: int) -> None:
+        for greedy in (False, True) if args.greedy else (False,):
+            report = w / f"eval-{name}{'-greedy' if greedy else ''}-n{args.eval_episodes}.json"  # kept: a rerun goes on where it stopped
+            if not report.exists():
+                run("eval", "policy", "--ckpt", ckpt, "--game", args.game, "--episodes", args.eval_episodes, "--out", report,
+                    *(["--greedy"] if greedy else []))
+            rows.append((behavior, teacher, round_, greedy, json.loads(report.read_text())["summary"]))
+
+    for behavior in args.behaviors:
+        for teacher in (t == "yes" for t in args.teacher):
             name = f"{behavior}-{'teacher' if teacher else 'no-teacher'}"
             ckpt = w / "models" / f"{name}.ckpt"
+            no_teacher = [] if teacher else ["--no-teacher"]
             if not ckpt.exists():
                 run("train", "policy", "--demos", w / "demos" / behavior, "--encoder", encoder, "--out", ckpt,
                     "--epochs", args.policy_epochs, "--max-minutes", args.policy_minutes, "--global-hidden", args.global_hidden,
-                    *([] if teacher else ["--no-teacher"]))
-            report = w / f"eval-{name}.json"
-            run("eval", "policy", "--ckpt", ckpt, "--game", args.game, "--episodes", args.eval_episodes, "--out", report)
-            s = json.loads(report.read_text())["summary"]
-            rows.append((behavior, teacher, s))
+                    *no_teacher)
+            evaluate(ckpt, name, behavior, teacher, 0)
+            rounds: list[Path] = []
+            for r in range(1, args.dagger_rounds + 1):
+                folder = w / "dagger" / name / f"round{r}"
+                if not folder.exists():
+                    run("demos", "--game", args.game, "--behavior", behavior, "--episodes", args.dagger_episodes, "--steps", 300,
+                        "--seed", 5000 + 100 * r, "--dagger", ckpt, "--beta", args.beta, "--out", folder)
+                rounds.append(folder)
+                last, ckpt = ckpt, w / "models" / f"{name}-dagger{r}.ckpt"
+                if not ckpt.exists():
+                    run("train", "policy", "--demos", w / "demos" / behavior, *[a for f in rounds for a in ("--demos", f)],
+                        "--encoder", encoder, "--out", ckpt, "--init", last, "--epochs", args.policy_epochs,
+                        "--max-minutes", args.dagger_minutes, "--global-hidden", args.global_hidden, *no_teacher)
+                evaluate(ckpt, f"{name}-dagger{r}", behavior, teacher, r)
     print(f"\n{args.game}: {args.inspect_episodes} inspect and {args.path_episodes} path demos; "
-          f"{args.eval_episodes} held-out tests each; {time.time() - t0:.0f} s in all")
-    print(f"{'behaviour':<9} {'teacher':<8} {'success':>8} {'mean JSD':>9}  measure")
-    for behavior, teacher, s in rows:
+          f"{args.eval_episodes} held-out tests each; DAgger {args.dagger_episodes} episodes a round (beta {args.beta}); "
+          f"{time.time() - t0:.0f} s in all")
+    print(f"{'behaviour':<9} {'teacher':<8} {'DAgger':>6} {'acting':<8} {'success':>8} {'mean JSD':>9}  measure")
+    for behavior, teacher, round_, greedy, s in rows:
         measure = (f"circled ≥270° in {s['circled_270']:.0%}, median {s['median_degrees']:.0f}°" if behavior == "inspect"
                    else f"{s['on_path']:.0%} of steps on pathways")
-        print(f"{behavior:<9} {'yes' if teacher else 'no':<8} {s['success_rate']:>8.0%} {s['mean_jsd']:>9.3f}  {measure}")
+        print(f"{behavior:<9} {'yes' if teacher else 'no':<8} {round_:>6} {'greedy' if greedy else 'sampled':<8} "
+              f"{s['success_rate']:>8.0%} {s['mean_jsd']:>9.3f}  {measure}")
 
 
 if __name__ == "__main__":

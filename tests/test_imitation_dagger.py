@@ -1,13 +1,19 @@
 """DAgger episodes: the policy drives, the scripted expert labels, training learns the labels."""
 
 import numpy as np
+import pytest
 import torch
+from conftest import TINY_POLICY
 
+from playtester.capture.errors import UserError
 from playtester.capture.games import make_game
 from playtester.cli import main
 from playtester.datasets.episodes import load_episodes
 from playtester.imitation.data import encode_episodes, split_demos
+from playtester.imitation.fit import fit_policy
 from playtester.imitation.live import load_policy
+from playtester.imitation.training import TrainConfig
+from playtester.perception.training import read_checkpoint
 
 
 def dagger(small_park, policy, out, *extra):
@@ -73,3 +79,23 @@ def test_bad_dagger_options_are_one_line_errors(tiny_parts, small_park, tmp_path
     assert dagger(small_park, path_policy, tmp_path / "b", "--beta", "1.5") == 2
     assert "--beta 1.5" in capsys.readouterr().err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists(), "nothing is written"
+
+
+def test_a_round_trains_on_several_folders_from_the_last_policy(tiny_parts, small_park, tmp_path, one_torch_thread):
+    """`train policy --demos A --demos B --init last.ckpt`: episodes of both folders, weights from
+    the last round (with a learning rate of nearly nothing they stay the last round's)."""
+    demos, encoder, policy = tiny_parts("path")
+    assert dagger(small_park, policy, tmp_path / "d") == 0
+    said = []
+    still = TrainConfig(epochs=1, batch_size=2, chunk=16, lr_start=1e-12, lr_peak=1e-12, lr_end=1e-12)
+    fit_policy([demos, tmp_path / "d", demos], encoder, tmp_path / "next.ckpt", still, shape=TINY_POLICY, progress=False,
+               logdir=tmp_path / "logs", say=said.append, init=policy)
+    assert any("8 episodes" in m and "3 DAgger episodes train only" in m for m in said), said
+    _, before = read_checkpoint(policy, "policy")
+    _, after = read_checkpoint(tmp_path / "next.ckpt", "policy")
+    for k, v in before.items():
+        assert torch.allclose(v, after[k], atol=1e-6), k
+
+    with pytest.raises(UserError, match="--init .*global_hidden is 32, this policy's is 64"):
+        fit_policy(demos, encoder, tmp_path / "x.ckpt", still, shape={**TINY_POLICY, "global_hidden": 64}, progress=False,
+                   logdir=tmp_path / "logs", say=said.append, init=policy)

@@ -19,7 +19,10 @@ log = logging.getLogger(__name__)
 
 
 def train_policy(
-    demos: Path = typer.Option(..., "--demos", help="Folder of demo episodes of one behaviour."),
+    demos: list[Path] = typer.Option(
+        ..., "--demos",
+        help="Folder of demo episodes of one behaviour (its subfolders too); repeat it for more folders, e.g. DAgger rounds.",
+    ),
     encoder: Path = typer.Option(..., "--encoder", help="Feature encoder checkpoint (playtester train encoder)."),
     out: Path = typer.Option(..., "--out", help="Where to write the policy checkpoint."),
     behavior: Optional[str] = typer.Option(None, "--behavior", help="Only episodes with this behaviour tag (default: all)."),
@@ -33,11 +36,18 @@ def train_policy(
     local_hidden: int = typer.Option(256, "--local-hidden", help="Hidden size of the local bidirectional GRU (paper: 256)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the split and the initial weights."),
     logdir: Optional[Path] = typer.Option(None, "--logdir", help="TensorBoard logs (default: beside --out, in logs/)."),
+    init: Optional[Path] = typer.Option(
+        None, "--init", help="Start from this policy checkpoint's weights (same shape and encoder), e.g. the last DAgger round's.",
+    ),
 ) -> None:
     """Train an imitation policy (memory-augmented GRU + DINO teacher) on demo episodes.
 
     The checkpoint holds the encoder, the policy, its key map, and how to score executed tests
     (the expert's action distribution and the success threshold from validation demos).
+
+    DAgger rounds: `playtester demos --dagger policy.ckpt --out demos/path-dagger1 …` lets the
+    policy drive while the expert labels; train again with `--demos demos/path --demos
+    demos/path-dagger1` (and `--init policy.ckpt` to go on from its weights).
     """
     from playtester.imitation.fit import fit_policy
     from playtester.imitation.training import TrainConfig
@@ -47,7 +57,7 @@ def train_policy(
                        teacher=not no_teacher, seed=seed)
     result = fit_policy(demos, encoder, out, tcfg, behavior=behavior, max_minutes=max_minutes, logdir=logdir,
                         shape={"global_hidden": global_hidden, "local_hidden": local_hidden},
-                        say=lambda msg: console.print(msg))
+                        say=lambda msg: console.print(msg), init=init)
     tag, keymap, held_out, scoring = result.behavior, result.keymap, result.held_out, result.scoring
     table = Table(title=f"policy {tag}: held-out accuracy per action ({result.held_out_split} episodes)")
     table.add_column("action")
