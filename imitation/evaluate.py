@@ -48,7 +48,7 @@ def evaluate_policy(
                 progress = CircleProgress(ooi)
             else:
                 frame, info = env.reset(seed=seed + i, options={"start": starts[int(rng.integers(len(starts)))]})
-            actions, on_path = [], 0
+            actions, on_path, cells = [], 0, set()
             for _ in range(steps):
                 box = None
                 if behavior == "inspect":
@@ -60,6 +60,7 @@ def evaluate_policy(
                 frame, _, terminated, truncated, info = env.step(action)
                 x, y, _ = info["position"]
                 on_path += layout.on_pathway(x, y)
+                cells.add(layout.cell_of(x, y))
                 if behavior == "inspect":
                     progress.update(x, y, ooi_on_screen(info, ooi.id) is not None)
                 if terminated or truncated:
@@ -69,7 +70,7 @@ def evaluate_policy(
             if behavior == "inspect":
                 result.update(ooi=ooi.id, degrees=progress.degrees, on_screen=progress.steps_on_screen / max(1, progress.steps))
             else:
-                result.update(on_path=on_path / len(actions))
+                result.update(on_path=on_path / len(actions), cells=len(cells))  # standing still on a path is not walking it
             tests.append(result)
     finally:
         env.close()
@@ -79,5 +80,5 @@ def evaluate_policy(
         degrees = [t["degrees"] for t in tests]
         summary.update(circled_270=float(np.mean([d >= 270 for d in degrees])), median_degrees=float(np.median(degrees)))
     else:
-        summary.update(on_path=float(np.mean([t["on_path"] for t in tests])))
+        summary.update(on_path=float(np.mean([t["on_path"] for t in tests])), cells=float(np.mean([t["cells"] for t in tests])))
     return {"game": game, "behavior": behavior, "summary": summary, "tests": tests}

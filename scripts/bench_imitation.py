@@ -15,7 +15,7 @@ trained again on the demos plus every round's episodes, from its last weights (`
 recoveries add:
 
     python scripts/bench_imitation.py --workdir /tmp/bench-imitation --dagger-rounds 2
-        [--dagger-episodes 20] [--dagger-minutes 5] [--beta 0]
+        [--dagger-episodes 20] [--dagger-minutes 5] [--beta 0 0 0.5]
 
 `--latency` instead times the live interface the tester loop calls, `LivePolicy.step(frame,
 box)`, on 240×320 frames at the paper's shape (AlexNet trunk at 128², K = 4 local bi-GRU 256,
@@ -94,7 +94,8 @@ def main() -> None:
     p.add_argument("--dagger-rounds", type=int, default=0, help="DAgger rounds after the first training (0: none)")
     p.add_argument("--dagger-episodes", type=int, default=20, help="episodes the policy drives each round")
     p.add_argument("--dagger-minutes", type=float, default=5, help="training budget of each round")
-    p.add_argument("--beta", type=float, default=0.0, help="share of steps the expert drives in DAgger episodes")
+    p.add_argument("--beta", type=float, nargs="+", default=[0.0],
+                   help="share of steps the expert drives in DAgger episodes, one a round (the last one for later rounds)")
     p.add_argument("--greedy", action="store_true", help="also evaluate each policy taking its most likely action")
     args = p.parse_args()
     if args.latency:
@@ -139,8 +140,9 @@ def main() -> None:
             for r in range(1, args.dagger_rounds + 1):
                 folder = w / "dagger" / name / f"round{r}"
                 if not folder.exists():
+                    folder.parent.mkdir(parents=True, exist_ok=True)
                     run("demos", "--game", args.game, "--behavior", behavior, "--episodes", args.dagger_episodes, "--steps", 300,
-                        "--seed", 5000 + 100 * r, "--dagger", ckpt, "--beta", args.beta, "--out", folder)
+                        "--seed", 5000 + 100 * (r - 1), "--dagger", ckpt, "--beta", args.beta[min(r, len(args.beta)) - 1], "--out", folder)
                 rounds.append(folder)
                 last, ckpt = ckpt, w / "models" / f"{name}-dagger{r}.ckpt"
                 if not ckpt.exists():
@@ -149,12 +151,12 @@ def main() -> None:
                         "--max-minutes", args.dagger_minutes, "--global-hidden", args.global_hidden, *no_teacher)
                 evaluate(ckpt, f"{name}-dagger{r}", behavior, teacher, r)
     print(f"\n{args.game}: {args.inspect_episodes} inspect and {args.path_episodes} path demos; "
-          f"{args.eval_episodes} held-out tests each; DAgger {args.dagger_episodes} episodes a round (beta {args.beta}); "
+          f"{args.eval_episodes} held-out tests each; DAgger {args.dagger_episodes} episodes a round (beta {' '.join(map(str, args.beta))}); "
           f"{time.time() - t0:.0f} s in all")
     print(f"{'behaviour':<9} {'teacher':<8} {'DAgger':>6} {'acting':<8} {'success':>8} {'mean JSD':>9}  measure")
     for behavior, teacher, round_, greedy, s in rows:
         measure = (f"circled ≥270° in {s['circled_270']:.0%}, median {s['median_degrees']:.0f}°" if behavior == "inspect"
-                   else f"{s['on_path']:.0%} of steps on pathways")
+                   else f"{s['on_path']:.0%} of steps on pathways, {s.get('cells', float('nan')):.0f} cells walked")
         print(f"{behavior:<9} {'yes' if teacher else 'no':<8} {round_:>6} {'greedy' if greedy else 'sampled':<8} "
               f"{s['success_rate']:>8.0%} {s['mean_jsd']:>9.3f}  {measure}")
 

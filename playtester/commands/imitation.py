@@ -87,7 +87,7 @@ def eval_policy(
     Reports each test's Jensen–Shannon divergence from the expert's action distribution, the
     success threshold from validation demos and the success rate; with telemetry, the
     behaviour's own measure: degrees circled around the OOI (and the share of steps it was on
-    screen) for inspect, the share of steps on pathways for path.
+    screen) for inspect, the share of steps on pathways and the map cells walked for path.
     """
     from playtester.imitation.evaluate import evaluate_policy
     from playtester.imitation.live import load_policy
@@ -103,10 +103,10 @@ def eval_policy(
     table.add_column("test", justify="right")
     table.add_column("JSD", justify="right")
     table.add_column("success")
-    measure = "degrees (on screen)" if behavior == "inspect" else "on pathways"
+    measure = "degrees (on screen)" if behavior == "inspect" else "on pathways (cells walked)"
     table.add_column(measure, justify="right")
     for i, r in enumerate(results["tests"]):
-        m = f"{r['degrees']:.0f}° ({r['on_screen']:.0%})" if behavior == "inspect" else f"{r['on_path']:.0%}"
+        m = f"{r['degrees']:.0f}° ({r['on_screen']:.0%})" if behavior == "inspect" else f"{r['on_path']:.0%} ({r['cells']})"
         table.add_row(str(i), f"{r['jsd']:.3f}", "yes" if r["success"] else "no", m)
     console.print(table)
     s = results["summary"]
@@ -114,7 +114,7 @@ def eval_policy(
     if behavior == "inspect":
         line += f"circled ≥270° in {s['circled_270']:.0%} of tests, median {s['median_degrees']:.0f}°"
     else:
-        line += f"{s['on_path']:.0%} of steps on pathways"
+        line += f"{s['on_path']:.0%} of steps on pathways, {s['cells']:.0f} cells walked on average"
     console.print(line)
     if out is not None:
         from playtester.capture.atomic import write_text_atomic

@@ -206,7 +206,7 @@ def demos(
                     extra={"reset": {"seed": ep_seed, "options": options}, "expert": type(expert).__name__, **extra},
                 )
                 with writer:
-                    on_path = 0
+                    on_path, cells = 0, set()
                     for _ in range(steps):
                         label = expert.act(info)
                         notes = expert.annotations(info)
@@ -217,12 +217,13 @@ def demos(
                             **({"label": label} if driver is not None else {}),
                         )
                         on_path += layout.on_pathway(*info["position"][:2])
+                        cells.add(layout.cell_of(*info["position"][:2]))
                         frame, _, terminated, truncated, info = env.step(action)
                         if terminated or truncated or expert.done:
                             break
                     n = writer.n
                     if behavior == "path":
-                        stats.append({"steps": n, "on_path": on_path / n})
+                        stats.append({"steps": n, "on_path": on_path / n, "cells": len(cells)})
                     else:
                         p = expert.progress
                         stats.append({"steps": n, "degrees": p.degrees, "on_screen": p.steps_on_screen / max(1, p.steps)})
@@ -231,7 +232,9 @@ def demos(
         env.close()
     if behavior == "path":
         share = sum(s["on_path"] for s in stats) / len(stats)
-        console.print(f"wrote {episodes} path {'DAgger ' if driver else ''}episodes to {out}; {share:.0%} of steps on pathways")
+        walked = sum(s["cells"] for s in stats) / len(stats)
+        console.print(f"wrote {episodes} path {'DAgger ' if driver else ''}episodes to {out}; {share:.0%} of steps on pathways, "
+                      f"{walked:.0f} cells walked on average")
     else:
         deg = sum(s["degrees"] for s in stats) / len(stats)
         seen = sum(s["on_screen"] for s in stats) / len(stats)
