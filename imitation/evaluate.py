@@ -35,10 +35,15 @@ def evaluate_policy(
         if layout is None:
             raise UserError(f"eval policy --game {game}: the behaviour's measures need a game with ground truth (doom:park)")
         rng = np.random.default_rng(seed)
-        trained_targets = set(scoring.get("demo_targets") or [])
-        trained_starts = {s for s in (scoring.get("demo_starts") or []) if isinstance(s, int)}
-        targets = [o for o in layout.oois if o.reachable and o.id not in trained_targets] or [o for o in layout.oois if o.reachable]
-        starts = [i for i, s in enumerate(layout.starts) if s.on_path and i not in trained_starts] or list(range(len(layout.starts)))
+        same_park = game in (scoring.get("demo_games") or [game])  # on another park every OOI and start is new
+        trained_targets = set(scoring.get("demo_targets") or []) if same_park else set()
+        trained_starts = {s for s in (scoring.get("demo_starts") or []) if isinstance(s, int)} if same_park else set()
+        # held out where the game has unused ones; else the trained ones from new random starts (said in the summary)
+        targets = [o for o in layout.oois if o.reachable and o.id not in trained_targets]
+        starts = [i for i, s in enumerate(layout.starts) if s.on_path and i not in trained_starts]
+        held_out = bool(targets) if behavior == "inspect" else bool(starts)
+        targets = targets or [o for o in layout.oois if o.reachable]
+        starts = starts or list(range(len(layout.starts)))
         tests = []
         for i in range(episodes):
             live.reset()
@@ -75,7 +80,7 @@ def evaluate_policy(
     finally:
         env.close()
     summary: dict[str, Any] = {"success_rate": float(np.mean([t["success"] for t in tests])), "threshold": threshold,
-                               "mean_jsd": float(np.mean([t["jsd"] for t in tests]))}
+                               "mean_jsd": float(np.mean([t["jsd"] for t in tests])), "held_out": held_out}
     if behavior == "inspect":
         degrees = [t["degrees"] for t in tests]
         summary.update(circled_270=float(np.mean([d >= 270 for d in degrees])), median_degrees=float(np.median(degrees)))

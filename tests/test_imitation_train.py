@@ -48,7 +48,29 @@ def test_eval_policy_runs_held_out_tests(tiny_inspect_policy, small_park, tmp_pa
     assert all(0.0 <= t["jsd"] <= 1.0 and t["success"] == (t["jsd"] <= doc["summary"]["threshold"]) for t in doc["tests"])
     trained_targets = set(load_policy(ckpt).scoring["demo_targets"])
     assert not {t["ooi"] for t in doc["tests"]} & trained_targets, "tests must run on held-out OOIs"
-    assert "success rate" in capsys.readouterr().out
+    assert doc["summary"]["held_out"] is True
+    out = capsys.readouterr().out
+    assert "success rate" in out and "not held out" not in out
+
+
+def test_eval_says_when_the_tests_are_not_held_out(tiny_parts, small_park, tmp_path, capsys):
+    """The path demos used the small park's on-path starts; tests from them say so, in the
+    summary and on screen."""
+    import json
+
+    _, _, ckpt = tiny_parts("path")
+    from playtester.capture.games import make_game
+
+    env = make_game(small_park)
+    on_path = {i for i, s in enumerate(env.unwrapped.scenario.layout.starts) if s.on_path}
+    env.close()
+    used = {s for s in load_policy(ckpt).scoring["demo_starts"]}
+    report = tmp_path / "eval.json"
+    assert main(["eval", "policy", "--ckpt", str(ckpt), "--game", small_park, "--episodes", "1", "--steps", "10", "--out", str(report)]) == 0
+    summary = json.loads(report.read_text())["summary"]
+    assert summary["held_out"] == bool(on_path - used)
+    assert ("not held out" in capsys.readouterr().out) == (not summary["held_out"])
+    assert 1 <= json.loads(report.read_text())["tests"][0]["cells"] <= 10
 
 
 def test_bad_demos_are_named(bc_demos_and_encoder, tmp_path):

@@ -116,6 +116,10 @@ def eval_policy(
     else:
         line += f"{s['on_path']:.0%} of steps on pathways, {s['cells']:.0f} cells walked on average"
     console.print(line)
+    if not s["held_out"]:
+        what = "OOI was an inspect target" if behavior == "inspect" else "on-path start point was a start"
+        console.print(f"note: every {what} of the training demos on {game}; these tests reuse them from new random "
+                      "positions, so they are not held out (train on fewer demos or evaluate on another park seed)")
     if out is not None:
         from playtester.capture.atomic import write_text_atomic
 
