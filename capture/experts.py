@@ -5,7 +5,8 @@
 
 Both choose among the key map's own actions (by name, so any map with the default names works)
 and add a little human-like jitter, so that demos show every action and the inverse-dynamics
-encoder has something to learn. They write ordinary demo episodes.
+encoder has something to learn. They write ordinary demo episodes; a jittered step carries the
+action meant as its `label`, which the policy learns instead.
 """
 
 from __future__ import annotations
@@ -53,20 +54,45 @@ class _Steering:
     jitter: float
     turn_tolerance: float = 18.0
 
+    meant: int | None = None
+    """After a jittered step, the action the expert meant to take (else None)."""
+
     def toward(self, info: dict[str, Any], heading: float, *, walk: int | None = None) -> int:
         pitch = float(info.get("pitch", 0.0))
         if abs(pitch) > 6.0:  # look back to the horizon after a glance up or down
             return self.actions.look_down if pitch < 0 else self.actions.look_up
-        if self.rng.random() < self.jitter:
-            return int(self.rng.choice([self.actions.look_up, self.actions.look_down, self.actions.jump,
-                                         self.actions.strafe_left, self.actions.strafe_right]))
         err = wrap_angle(heading - float(info["angle"]))
         if abs(err) > self.turn_tolerance:
-            return self.actions.turn_left if err > 0 else self.actions.turn_right
-        return self.actions.forward if walk is None else walk
+            meant = self.actions.turn_left if err > 0 else self.actions.turn_right
+        else:
+            meant = self.actions.forward if walk is None else walk
+        if self.rng.random() < self.jitter:
+            self.meant = meant
+            return int(self.rng.choice([self.actions.look_up, self.actions.look_down, self.actions.jump,
+                                         self.actions.strafe_left, self.actions.strafe_right]))
+        return meant
 
 
-class PathFollower:
+class _Expert:
+    """What both experts share: `act` gives the action taken, jitter included; `intended` then
+    holds the action meant (the same one unless the step was jitter). Demos execute the first and
+    label the step with the second, so that a cloned policy learns the look back after a glance
+    but not the glance itself (noise injection, as in DART)."""
+
+    steer: _Steering
+    intended: int = -1
+
+    def act(self, info: dict[str, Any]) -> int:
+        self.steer.meant = None
+        action = self._choose(info)
+        self.intended = action if self.steer.meant is None else self.steer.meant
+        return action
+
+    def _choose(self, info: dict[str, Any]) -> int:
+        raise NotImplementedError
+
+
+class PathFollower(_Expert):
     """Walks the pathway network: picks a far junction, follows the pathway cells to it, repeats."""
 
     behavior = "path"
@@ -100,7 +126,7 @@ class PathFollower:
                 return
         self.route = []
 
-    def act(self, info: dict[str, Any]) -> int:
+    def _choose(self, info: dict[str, Any]) -> int:
         x, y, _ = info["position"]
         if self._is_stuck(x, y):
             self.route = []
@@ -180,7 +206,7 @@ def ooi_on_screen(info: dict[str, Any], ooi_id: int) -> dict[str, Any] | None:
     return None
 
 
-class Inspector:
+class Inspector(_Expert):
     """Walks to an OOI, then circles it 360° at `radius`, keeping it centred on screen."""
 
     behavior = "inspect"
@@ -216,7 +242,7 @@ class Inspector:
             return None
         return min(options, key=lambda c: math.hypot(self.layout.centre(*c)[0] - x, self.layout.centre(*c)[1] - y))
 
-    def act(self, info: dict[str, Any]) -> int:
+    def _choose(self, info: dict[str, Any]) -> int:
         x, y, _ = info["position"]
         dist = math.hypot(self.ooi.x - x, self.ooi.y - y)
         to_ooi = bearing(x, y, self.ooi.x, self.ooi.y)

@@ -5,9 +5,10 @@
     NAME/meta.json     game, behaviour tag, key map, frame size, fps, format version, step count
 
 `frames[t]` is what the player saw when it chose `action` of step `t`. A step may also carry
-`label`, the action the expert would have taken there when someone else drove (DAgger episodes:
-the policy drives, the scripted expert labels); `action` is always what was executed, so every
-episode replays and trains the inverse-dynamics encoder. An episode is written into
+`label`, the action a policy should learn there when it differs from the one executed: what a
+scripted expert meant on a step of jitter, or what it would have done where the policy drove
+(DAgger episodes). `action` is always what was executed, so every episode replays and trains
+the inverse-dynamics encoder. An episode is written into
 `NAME.partial/` and renamed when complete, so a crash loses at most the episode being recorded;
 loaders ignore `.partial` folders. Frames stream to disk as they come (the `.npy` header is
 rewritten with the final count at the end), so a long episode never has to fit in memory.

@@ -45,6 +45,27 @@ def test_path_follower_stays_on_pathways(park_env):
     assert len(visited) >= 30, "it should walk the network, not stand still"
 
 
+def test_jitter_is_taken_but_the_action_meant_is_the_label(park_env):
+    """A glance, jump or side-step of jitter is executed (the encoder sees every action); the
+    step's label is what the expert meant, so a policy learns the look back, not the glance."""
+    layout = park_env.scenario.layout
+    start = next(i for i, s in enumerate(layout.starts) if s.on_path)
+    jitter = {park_env.keymap.index(n) for n in ("look_up", "look_down", "jump", "strafe_left", "strafe_right")}
+    walking = {park_env.keymap.index(n) for n in ("forward", "turn_left", "turn_right")}
+    for rate in (0.0, 0.5):
+        frame, info = park_env.reset(seed=0, options={"start": start})
+        expert = PathFollower(layout, park_env.keymap, np.random.default_rng(1), jitter=rate)
+        expert.reset(info)
+        differ = 0
+        for _ in range(80):
+            taken = expert.act(info)
+            if taken != expert.intended:
+                differ += 1
+                assert taken in jitter and expert.intended in walking
+            frame, _, _, _, info = park_env.step(taken)
+        assert (differ == 0) if rate == 0.0 else (differ >= 20)
+
+
 def test_path_follower_labels_the_way_back_after_a_push(park_env):
     """DAgger asks the expert about states it never drove to: pushed off its route onto the grass,
     it walks the shortest way back onto the network and goes on to the same goal."""

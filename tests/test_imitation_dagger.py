@@ -30,7 +30,6 @@ def test_the_policy_drives_from_its_training_starts_and_the_expert_labels(tiny_p
     assert len(episodes) == 3
     for ep in episodes:
         assert ep.meta["dagger"] == {"policy": str(policy), "beta": 0.0} and not ep.expert_driven
-        assert all("label" in s for s in ep.steps)
         assert ep.meta["reset"]["options"]["start"] in training_starts
     executed = np.concatenate([ep.actions for ep in episodes])
     labels = np.concatenate([ep.labels for ep in episodes])

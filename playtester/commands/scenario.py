@@ -208,13 +208,14 @@ def demos(
                 with writer:
                     on_path, cells = 0, set()
                     for _ in range(steps):
-                        label = expert.act(info)
+                        taken = expert.act(info)  # jitter included
+                        label = expert.intended  # what the expert meant: what a policy should learn
                         notes = expert.annotations(info)
-                        action = label if driver is None else driver.choose(frame, notes.get("test_box"), label)
+                        action = taken if driver is None else driver.choose(frame, notes.get("test_box"), taken)
                         writer.add(
                             frame, action, keymap.keys_for(action), position=info["position"], angle=info["angle"],
                             pitch=info["pitch"], objects=info.get("objects", []), **notes,
-                            **({"label": label} if driver is not None else {}),
+                            **({"label": label} if label != action else {}),
                         )
                         on_path += layout.on_pathway(*info["position"][:2])
                         cells.add(layout.cell_of(*info["position"][:2]))
