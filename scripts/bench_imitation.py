@@ -15,7 +15,7 @@ trained again on the demos plus every round's episodes, from its last weights (`
 recoveries add:
 
     python scripts/bench_imitation.py --workdir /tmp/bench-imitation --dagger-rounds 2
-        [--dagger-episodes 20] [--dagger-minutes 5] [--beta 0 0 0.5]
+        [--dagger-episodes 20] [--dagger-minutes 5] [--beta 0 0 0.5] [--eval-games doom:park:1 doom:park:2]
 
 `--latency` instead times the live interface the tester loop calls, `LivePolicy.step(frame,
 box)`, on 240×320 frames at the paper's shape (AlexNet trunk at 128², K = 4 local bi-GRU 256,
@@ -97,6 +97,9 @@ def main() -> None:
     p.add_argument("--beta", type=float, nargs="+", default=[0.0],
                    help="share of steps the expert drives in DAgger episodes, one a round (the last one for later rounds)")
     p.add_argument("--greedy", action="store_true", help="also evaluate each policy taking its most likely action")
+    p.add_argument("--eval-games", nargs="+", help="parks to evaluate on (default: --game); after the first, parks "
+                   "the demos never saw, where every start and object is held out")
+    p.add_argument("--other-park-episodes", type=int, default=20, help="tests on each --eval-games park after the first")
     args = p.parse_args()
     if args.latency:
         latency(args.steps)
@@ -117,14 +120,18 @@ def main() -> None:
         run("train", "encoder", "--demos", w / "demos", "--out", encoder, "--pretrained", "none",
             "--epochs", args.encoder_epochs, "--max-minutes", args.encoder_minutes)
     rows = []
+    eval_games = args.eval_games or [args.game]
+    eval_episodes = [args.eval_episodes] + [args.other_park_episodes] * (len(eval_games) - 1)
 
     def evaluate(ckpt: Path, name: str, behavior: str, teacher: bool, round_: int) -> None:
-        for greedy in (False, True) if args.greedy else (False,):
-            report = w / f"eval-{name}{'-greedy' if greedy else ''}-n{args.eval_episodes}.json"  # kept: a rerun goes on where it stopped
-            if not report.exists():
-                run("eval", "policy", "--ckpt", ckpt, "--game", args.game, "--episodes", args.eval_episodes, "--out", report,
-                    *(["--greedy"] if greedy else []))
-            rows.append((behavior, teacher, round_, greedy, json.loads(report.read_text())["summary"]))
+        for game, episodes in zip(eval_games, eval_episodes):
+            for greedy in (False, True) if args.greedy else (False,):
+                # kept: a rerun goes on where it stopped
+                report = w / f"eval-{name}{'-greedy' if greedy else ''}-{game.replace(':', '_')}-n{episodes}.json"
+                if not report.exists():
+                    run("eval", "policy", "--ckpt", ckpt, "--game", game, "--episodes", episodes, "--out", report,
+                        *(["--greedy"] if greedy else []))
+                rows.append((behavior, teacher, round_, greedy, game, json.loads(report.read_text())["summary"]))
 
     for behavior in args.behaviors:
         for teacher in (t == "yes" for t in args.teacher):
@@ -153,11 +160,11 @@ def main() -> None:
     print(f"\n{args.game}: {args.inspect_episodes} inspect and {args.path_episodes} path demos; "
           f"{args.eval_episodes} held-out tests each; DAgger {args.dagger_episodes} episodes a round (beta {' '.join(map(str, args.beta))}); "
           f"{time.time() - t0:.0f} s in all")
-    print(f"{'behaviour':<9} {'teacher':<8} {'DAgger':>6} {'acting':<8} {'success':>8} {'mean JSD':>9}  measure")
-    for behavior, teacher, round_, greedy, s in rows:
+    print(f"{'behaviour':<9} {'teacher':<8} {'DAgger':>6} {'acting':<8} {'park':<12} {'success':>8} {'mean JSD':>9}  measure")
+    for behavior, teacher, round_, greedy, game, s in rows:
         measure = (f"circled ≥270° in {s['circled_270']:.0%}, median {s['median_degrees']:.0f}°" if behavior == "inspect"
                    else f"{s['on_path']:.0%} of steps on pathways, {s.get('cells', float('nan')):.0f} cells walked")
-        print(f"{behavior:<9} {'yes' if teacher else 'no':<8} {round_:>6} {'greedy' if greedy else 'sampled':<8} "
+        print(f"{behavior:<9} {'yes' if teacher else 'no':<8} {round_:>6} {'greedy' if greedy else 'sampled':<8} {game:<12} "
               f"{s['success_rate']:>8.0%} {s['mean_jsd']:>9.3f}  {measure}")
 
 

@@ -1,0 +1,74 @@
+"""Does the feature encoder keep where the horizon is? A linear probe on its features.
+
+A policy sees the frames only through the encoder. To look back to level after a glance it must
+tell from one frame whether the view is above, at or below level. This fits a linear classifier
+(softmax regression) on the encoder's features of demo frames, with the pitch from telemetry as
+the label, and scores it on held-out episodes; the same probe on the frame shrunk to 16 × 16 grey
+pixels is the reference (the information is in the frame), and the majority class is the floor.
+
+    python scripts/probe_encoder.py --encoder models/encoder.ckpt --demos dagger/path/round1
+        [--episodes 12] [--every 3]
+
+The demos should wander in pitch (DAgger episodes of a path policy do); steps need `pitch`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from playtester.datasets.episodes import load_episodes
+from playtester.imitation.policy import to_input
+from playtester.perception.encoder import load_encoder
+from playtester.perception.od_mask import od_mask_batch
+
+
+def probe(x: torch.Tensor, y: torch.Tensor, n_train: int, steps: int = 500) -> float:
+    """Held-out accuracy of softmax regression on standardised features."""
+    mean, std = x[:n_train].mean(0), x[:n_train].std(0) + 1e-6
+    x = (x - mean) / std
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(x.shape[1], int(y.max()) + 1)
+    opt = torch.optim.Adam(lin.parameters(), 1e-3, weight_decay=1e-3)
+    for _ in range(steps):
+        opt.zero_grad()
+        F.cross_entropy(lin(x[:n_train]), y[:n_train]).backward()
+        opt.step()
+    with torch.no_grad():
+        return float((lin(x[n_train:]).argmax(-1) == y[n_train:]).float().mean())
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--encoder", required=True)
+    p.add_argument("--demos", required=True)
+    p.add_argument("--episodes", type=int, default=12, help="the first half train the probe, the second half test it")
+    p.add_argument("--every", type=int, default=3, help="take every n-th frame")
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    enc = load_encoder(args.encoder).eval()
+    episodes = load_episodes(args.demos)[: args.episodes]
+    feats, pixels, labels, cut = [], [], [], 0
+    with torch.no_grad():
+        for i, ep in enumerate(episodes):
+            idx = np.arange(0, len(ep), args.every)
+            frames = torch.from_numpy(od_mask_batch(np.array(ep.frames[idx]), [None] * len(idx)))
+            feats.append(enc(to_input(frames, enc.config.image_size)))
+            grey = frames.permute(0, 3, 1, 2).float().mean(1, keepdim=True)
+            pixels.append(F.interpolate(grey, size=(16, 16), mode="area").flatten(1))
+            labels += [int(np.sign(round(ep.steps[t]["pitch"] / 9.9))) + 1 for t in idx]  # below, level, above
+            if i + 1 == len(episodes) // 2:
+                cut = len(labels)
+    y = torch.tensor(labels)
+    floor = float(torch.bincount(y[cut:]).max()) / len(y[cut:])
+    print(f"{len(y)} frames of {len(episodes)} episodes ({cut} train the probe); view below / level / above: "
+          f"{torch.bincount(y, minlength=3).tolist()}")
+    print(f"held-out accuracy telling below, level or above: encoder features {probe(torch.cat(feats), y, cut):.1%}, "
+          f"16×16 grey pixels {probe(torch.cat(pixels), y, cut):.1%}, majority class {floor:.1%}")
+
+
+if __name__ == "__main__":
+    main()
