@@ -50,8 +50,13 @@ def test_the_policy_drives_from_its_training_starts_and_the_expert_labels(tiny_p
 def test_with_beta_one_the_expert_drives(tiny_parts, small_park, tmp_path, one_torch_thread):
     _, _, policy = tiny_parts("path")
     assert dagger(small_park, policy, tmp_path / "d", "--beta", "1") == 0
-    for ep in load_episodes(tmp_path / "d"):
-        assert np.array_equal(ep.actions, ep.labels)
+    episodes = load_episodes(tmp_path / "d")
+    keymap = episodes[0].keymap
+    jitter = {keymap.index(n) for n in ("look_up", "look_down", "jump", "strafe_left", "strafe_right")}
+    executed = np.concatenate([ep.actions for ep in episodes])
+    differ = executed != np.concatenate([ep.labels for ep in episodes])
+    # the expert drives, jitter included: only its jittered steps differ from what it meant
+    assert differ.mean() < 0.15 and set(executed[differ].tolist()) <= jitter
 
 
 def test_dagger_episodes_train_on_their_labels_and_never_validate(tiny_parts, small_park, tmp_path, one_torch_thread):
