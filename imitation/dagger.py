@@ -7,9 +7,9 @@ Bagnell, 2011) plays the policy, mixed with the expert at rate `beta`, from the 
 and has the expert label every state it reaches; training on the demos plus these episodes
 teaches the recoveries. Each round adds episodes from the newest policy.
 
-The episodes are ordinary demo episodes with one more field a step: `action` is what was
-executed (they replay, and train the inverse-dynamics encoder), `label` is the expert's choice
-(what the policy learns). Their meta names the policy and `beta`. Starts and target OOIs come
+The episodes are ordinary demo episodes: `action` is what was executed (they replay, and train
+the inverse-dynamics encoder); a step where the expert meant something else carries it as
+`label` (what the policy learns). Their meta names the policy and `beta`. Starts and target OOIs come
 from the policy's own training demos, so `eval policy` stays held out.
 """
 

@@ -82,7 +82,9 @@ def test_bad_dagger_options_are_one_line_errors(tiny_parts, small_park, tmp_path
     assert "trained on inspect demos, not path; pass --behavior inspect" in err and "Traceback" not in err
     assert dagger(small_park, path_policy, tmp_path / "b", "--beta", "1.5") == 2
     assert "--beta 1.5" in capsys.readouterr().err
-    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists(), "nothing is written"
+    assert main(["demos", "--game", small_park, "--behavior", "path", "--beta", "0.5", "--out", str(tmp_path / "c")]) == 2
+    assert "pass --dagger" in capsys.readouterr().err
+    assert not any((tmp_path / d).exists() for d in "abc"), "nothing is written"
 
 
 def test_a_round_trains_on_several_folders_from_the_last_policy(tiny_parts, small_park, tmp_path, one_torch_thread):

@@ -159,6 +159,8 @@ def demos(
 
     if behavior not in ("path", "inspect"):
         raise UserError(f"--behavior {behavior!r}: use path or inspect")
+    if beta and dagger is None:
+        raise UserError(f"--beta {beta}: it is the expert's share of the driving in DAgger episodes; pass --dagger POLICY.ckpt too")
     check_out_parent(out)
     env = make_game(game, resolution=resolution)
     try:
