@@ -31,7 +31,7 @@ class Trajectory:
     teacher: torch.Tensor
     """T×D features of the full RGB frames."""
     actions: torch.Tensor
-    """T expert actions (the labels of DAgger episodes)."""
+    """T expert actions: each step's `label` where it has one (jitter, DAgger), else its action."""
 
     def __len__(self) -> int:
         return len(self.actions)
