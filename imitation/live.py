@@ -20,11 +20,16 @@ from playtester.perception.od_mask import od_mask
 
 
 class LivePolicy:
-    def __init__(self, policy: ImitationPolicy, *, device: str | torch.device = "cpu") -> None:
+    """`channels_last` keeps the encoder's convolutions in NHWC memory layout: about 15 % faster
+    on a CPU (scripts/bench_imitation.py --latency), the same features to float precision."""
+
+    def __init__(self, policy: ImitationPolicy, *, device: str | torch.device = "cpu", channels_last: bool = True) -> None:
         self.policy = policy.to(device).eval()
         self.device = torch.device(device)
         self.cfg: PolicyConfig = policy.cfg
         self.scoring: dict = {}
+        self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
+        self.policy.encoder.to(memory_format=self.memory_format)
         self.reset()
 
     @property
@@ -39,7 +44,7 @@ class LivePolicy:
     def features(self, frame: np.ndarray, box=None) -> torch.Tensor:
         masked = od_mask(frame, box)
         x = to_input(torch.from_numpy(masked)[None].to(self.device), self.cfg.image_size)
-        return self.policy.encoder(x)[0]
+        return self.policy.encoder(x.contiguous(memory_format=self.memory_format))[0]
 
     @torch.no_grad()
     def step_features(self, feat: torch.Tensor) -> torch.Tensor:

@@ -42,7 +42,8 @@ def run(*args: str) -> None:
 
 
 def latency(steps: int) -> None:
-    """Median (and fastest tenth) milliseconds of a live step, and of its parts."""
+    """Median (and fastest tenth) milliseconds of a live step, and of its parts; the encoder in
+    the default channels-last layout against the plain NCHW one, step by step in turn."""
     import numpy as np
     import torch
 
@@ -53,26 +54,36 @@ def latency(steps: int) -> None:
     torch.set_num_threads(1)
     encoder_cfg = EncoderConfig(action_names=[str(i) for i in range(9)], image_size=128, pretrained="none")
     cfg = PolicyConfig(feature_dim=encoder_cfg.feature_dim, encoder=vars(encoder_cfg))
-    live = LivePolicy(ImitationPolicy(cfg, build_encoder(cfg.encoder)))
+    lives = {}
+    for layout in ("NCHW", "channels-last"):
+        torch.manual_seed(0)
+        lives[layout] = LivePolicy(ImitationPolicy(cfg, build_encoder(cfg.encoder)), channels_last=layout == "channels-last")
     rng = np.random.default_rng(0)
     frames = rng.integers(0, 256, (16, 240, 320, 3), dtype=np.uint8)
     box = [120.0, 80.0, 180.0, 200.0]
-    for i in range(20):  # warm-up
-        live.step(frames[i % 16], box)
-    total, encode, recur = [], [], []
+    for live in lives.values():
+        for i in range(20):  # warm-up
+            live.step(frames[i % 16], box)
+    times = {layout: ([], [], []) for layout in lives}
     for i in range(steps):
-        t0 = time.perf_counter()
-        feat = live.features(frames[i % 16], box)
-        t1 = time.perf_counter()
-        live.step_features(feat)
-        t2 = time.perf_counter()
-        encode.append(t1 - t0)
-        recur.append(t2 - t1)
-        total.append(t2 - t0)
+        for layout, live in lives.items():
+            total, encode, recur = times[layout]
+            t0 = time.perf_counter()
+            feat = live.features(frames[i % 16], box)
+            t1 = time.perf_counter()
+            live.step_features(feat)
+            t2 = time.perf_counter()
+            encode.append(t1 - t0)
+            recur.append(t2 - t1)
+            total.append(t2 - t0)
     ms = lambda v, q: 1000 * float(np.quantile(v, q))  # noqa: E731
-    print(f"LivePolicy.step over {steps} steps, one thread: total median {ms(total, 0.5):.1f} ms (p10 {ms(total, 0.1):.1f}), "
-          f"encoder (mask, resize, AlexNet trunk) {ms(encode, 0.5):.1f} ms, recurrent part and head {ms(recur, 0.5):.1f} ms; "
-          f"target 10 ms")
+    for layout, (total, encode, recur) in times.items():
+        print(f"LivePolicy.step, encoder {layout}, {steps} steps, one thread: total median {ms(total, 0.5):.1f} ms "
+              f"(p10 {ms(total, 0.1):.1f}), encoder (mask, resize, AlexNet trunk) {ms(encode, 0.5):.1f} ms, "
+              f"recurrent part and head {ms(recur, 0.5):.1f} ms; target 10 ms")
+    ratio = ms(times["channels-last"][0], 0.5) / ms(times["NCHW"][0], 0.5)
+    same = np.allclose(lives["NCHW"].features(frames[0], box).numpy(), lives["channels-last"].features(frames[0], box).numpy(), atol=1e-4)
+    print(f"channels-last / NCHW, median step: {ratio:.2f}; same features: {same}")
 
 
 def main() -> None:

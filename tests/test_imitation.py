@@ -91,6 +91,26 @@ def test_live_stepping_equals_the_batched_forward():
     assert torch.allclose(again, batched[0, 0], atol=1e-5)
 
 
+def test_the_live_encoder_layout_changes_speed_not_features():
+    """LivePolicy keeps the AlexNet trunk channels-last (faster on a CPU); its features and
+    action distributions are the plain layout's."""
+    from playtester.imitation.policy import build_encoder
+    from playtester.perception.encoder import EncoderConfig
+
+    enc_cfg = EncoderConfig(action_names=[str(i) for i in range(5)], image_size=64, feature_dim=32, pretrained="none")
+    cfg = PolicyConfig(**{**SMALL, "feature_dim": 32, "image_size": 64, "encoder": vars(enc_cfg)})
+    lives = []
+    for channels_last in (False, True):
+        torch.manual_seed(6)
+        lives.append(LivePolicy(ImitationPolicy(cfg, build_encoder(cfg.encoder)), channels_last=channels_last))
+    assert lives[1].policy.encoder.trunk[0].weight.is_contiguous(memory_format=torch.channels_last)
+    frames = np.random.default_rng(0).integers(0, 256, (5, 60, 80, 3), dtype=np.uint8)
+    for t, frame in enumerate(frames):
+        box = None if t % 2 else [10.0, 10.0, 40.0, 50.0]
+        plain, fast = (live.step(frame, box) for live in lives)
+        np.testing.assert_allclose(fast, plain, atol=1e-5)
+
+
 def test_teacher_follows_by_ema_and_gets_no_gradients():
     torch.manual_seed(5)
     student = PolicyCore(PolicyConfig(**SMALL))
