@@ -142,7 +142,8 @@ def demos(
     dagger: Optional[Path] = typer.Option(
         None, "--dagger", metavar="POLICY.ckpt",
         help="DAgger: this trained policy drives (from its own training starts) and the expert labels each "
-             "state with what it would have done. Write into a subfolder of the demos and retrain on the whole folder.",
+             "state with what it would have done. Write them to a folder of their own, then train on the demos and it "
+             "(train policy --demos DEMOS --demos THIS --init POLICY.ckpt).",
     ),
     beta: float = typer.Option(0.0, "--beta", help="--dagger: the share of steps the expert drives instead of the policy."),
 ) -> None:
