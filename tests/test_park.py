@@ -106,6 +106,24 @@ def test_ground_truth_file_round_trip(tmp_path):
     assert files.map_png.stat().st_size > 1000
 
 
+def _build_into(folder: str) -> str:
+    return str(build_park(ParkConfig(seed=6, cols=20, rows=20), folder).ground_truth)
+
+
+def test_processes_building_the_same_park_at_once_all_get_the_whole_set(tmp_path):
+    # Two `playtester demos` side by side on a park not yet cached used to race on one
+    # park.wad.partial, and the loser died with a traceback.
+    from concurrent.futures import ProcessPoolExecutor
+
+    folder = tmp_path / "p"
+    with ProcessPoolExecutor(4) as pool:
+        done = list(pool.map(_build_into, [str(folder)] * 8))
+    assert done == [str(folder / "park.json")] * 8
+    assert sorted(p.name for p in folder.iterdir()) == ["map.png", "park.json", "park.wad"]  # no leftovers
+    fresh = generate_park(ParkConfig(seed=6, cols=20, rows=20))
+    assert np.array_equal(ParkLayout.load(folder / "park.json").grid, fresh.grid)
+
+
 def test_merged_lines_cover_exactly_the_unit_edges():
     park = generate_park(ParkConfig(seed=3, cols=24, rows=24))
     edges = unit_edges(park)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,8 +45,17 @@ def build_park(config: ParkConfig, folder: str | Path | None = None) -> ParkFile
     if files.wad.exists() and files.ground_truth.exists() and files.map_png.exists():
         return files
     files.folder.mkdir(parents=True, exist_ok=True)
-    layout = generate_park(config)
-    write_bytes_atomic(files.wad, park_wad(layout))
-    render_birdseye(layout).save_png(files.map_png)
-    layout.save(files.ground_truth)  # written last: its presence means the set is complete
+    # Two processes may build the same park at once (two `playtester demos` side by side): each
+    # writes into its own folder, then moves the files in; they are the same bytes, so whichever
+    # lands last is as good. The ground truth moves last: its presence means the set is complete.
+    own = ParkFiles(Path(tempfile.mkdtemp(prefix=".build-", dir=files.folder)))
+    try:
+        layout = generate_park(config)
+        write_bytes_atomic(own.wad, park_wad(layout))
+        render_birdseye(layout).save_png(own.map_png)
+        layout.save(own.ground_truth)
+        for name in ("wad", "map_png", "ground_truth"):
+            os.replace(getattr(own, name), getattr(files, name))
+    finally:
+        shutil.rmtree(own.folder, ignore_errors=True)
     return files
