@@ -239,8 +239,17 @@ def episode_folders(root: str | Path) -> list[Path]:
         raise UserError(f"demos folder {root}: not found")
     if (root / "meta.json").exists():
         return [root]
-    found = sorted(p.parent for p in root.rglob("meta.json") if not any(part.endswith(PARTIAL_SUFFIX) for part in p.parts))
-    return found
+    found, seen = [], set()
+    for folder, subfolders, names in os.walk(root, followlinks=True):  # demos gathered by symlinks count too
+        real = os.path.realpath(folder)
+        if real in seen:  # a link back up the tree (or twice to one folder) is walked once
+            subfolders.clear()
+            continue
+        seen.add(real)
+        subfolders[:] = [d for d in subfolders if not d.endswith(PARTIAL_SUFFIX)]
+        if "meta.json" in names:
+            found.append(Path(folder))
+    return sorted(found)
 
 
 def load_episodes(root: str | Path, *, behavior: str | None = None, strict: bool = False) -> list[Episode]:

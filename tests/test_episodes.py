@@ -42,6 +42,20 @@ def test_partial_left_by_a_crash_is_ignored(tmp_path):
     assert next_episode_name(tmp_path) == "ep0002"
 
 
+def test_demos_gathered_by_symlinks_are_found_once_and_links_back_up_do_not_loop(tmp_path):
+    for park in ("park1", "park3"):
+        (tmp_path / park).mkdir()
+        write(tmp_path / park, "ep0000")
+    gathered = tmp_path / "all"
+    gathered.mkdir()
+    for park in ("park1", "park3"):
+        (gathered / park).symlink_to(tmp_path / park, target_is_directory=True)
+    (gathered / "park1-again").symlink_to(tmp_path / "park1", target_is_directory=True)
+    (tmp_path / "park3" / "up").symlink_to(gathered, target_is_directory=True)  # a cycle
+    eps = load_episodes(gathered)
+    assert sorted(e.path.resolve() for e in eps) == [tmp_path / "park1" / "ep0000", tmp_path / "park3" / "ep0000"]
+
+
 def test_exception_while_recording_discards_the_episode(tmp_path):
     with pytest.raises(RuntimeError):
         with EpisodeWriter(tmp_path, "ep0000", game="g", behavior="path", keymap=KeyMap.default(), fps=1) as w:
