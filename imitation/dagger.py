@@ -22,6 +22,7 @@ import numpy as np
 
 from playtester.capture.errors import UserError
 from playtester.capture.keymap import KeyMap
+from playtester.imitation.data import trained_on
 from playtester.imitation.live import LivePolicy
 
 
@@ -60,17 +61,22 @@ def load_driver(ckpt: str | Path, behavior: str, keymap: KeyMap, beta: float, se
     return PolicyDriver(live, beta, np.random.default_rng(seed + 7919)), live.scoring
 
 
-def training_starts(scoring: dict[str, Any], ckpt: str | Path) -> list[int]:
-    """Path starts (indices of the park's start points) of the policy's training demos."""
-    starts = sorted({s for s in scoring.get("demo_starts") or [] if isinstance(s, int)})
+def training_starts(scoring: dict[str, Any], ckpt: str | Path, game: str) -> list[int]:
+    """Path starts (indices of `game`'s start points) of the policy's training demos on that game."""
+    starts = sorted(trained_on(scoring, game)[0])
     if not starts:
-        raise UserError(f"--dagger {ckpt}: its training demos name no start points; retrain it on `playtester demos` episodes")
+        raise UserError(f"--dagger {ckpt}: its training demos name no start points on {game}{_trained_games(scoring)}")
     return starts
 
 
-def training_targets(scoring: dict[str, Any], ckpt: str | Path) -> list[int]:
-    """OOI ids the policy's training demos inspected."""
-    targets = list(scoring.get("demo_targets") or [])
+def training_targets(scoring: dict[str, Any], ckpt: str | Path, game: str) -> list[int]:
+    """OOI ids the policy's training demos inspected on `game`."""
+    targets = sorted(trained_on(scoring, game)[1])
     if not targets:
-        raise UserError(f"--dagger {ckpt}: its training demos name no target OOIs; retrain it on `playtester demos` episodes")
+        raise UserError(f"--dagger {ckpt}: its training demos name no target OOIs on {game}{_trained_games(scoring)}")
     return targets
+
+
+def _trained_games(scoring: dict[str, Any]) -> str:
+    games = [g for g in scoring.get("demo_games") or [] if g]
+    return f"; use --game {' or '.join(games)}" if games else "; retrain it on `playtester demos` episodes"

@@ -71,6 +71,35 @@ def split_episodes(episodes: list[Episode], seed: int = 0, shares: tuple[float, 
     return pick(order[:n_train]), pick(order[n_train : n_train + n_val]), pick(order[n_train + n_val :])
 
 
+def demo_starts_and_targets(episodes: list[Episode]) -> dict[str, dict[str, list[int]]]:
+    """Per game, the start points and target OOIs its demos used, for the checkpoint: a park's
+    start 3 and another park's start 3 are different places."""
+    out: dict[str, dict[str, set[int]]] = {}
+    for e in episodes:
+        seen = out.setdefault(str(e.meta.get("game", "")), {"starts": set(), "targets": set()})
+        start = e.meta.get("reset", {}).get("options", {}).get("start")
+        if isinstance(start, int):
+            seen["starts"].add(start)
+        target = e.steps[0].get("target_ooi") if e.steps else None
+        if isinstance(target, int):
+            seen["targets"].add(target)
+    return {game: {k: sorted(v) for k, v in seen.items()} for game, seen in out.items()}
+
+
+def trained_on(scoring: dict, game: str) -> tuple[set[int], set[int]]:
+    """The start points and target OOIs a policy's demos used on `game` (empty on a game its demos
+    never saw). Checkpoints from before the per-game record give their demos' starts and targets
+    for every game they name."""
+    by_game = scoring.get("demo_by_game")
+    if isinstance(by_game, dict):
+        seen = by_game.get(game) or {}
+        return set(seen.get("starts", [])), set(seen.get("targets", []))
+    if game not in (scoring.get("demo_games") or [game]):
+        return set(), set()
+    starts = {s for s in scoring.get("demo_starts") or [] if isinstance(s, int)}
+    return starts, set(scoring.get("demo_targets") or [])
+
+
 def split_demos(episodes: list[Episode], seed: int = 0):
     """Train / validation / test for behaviour cloning: the expert-driven episodes split 70/10/20,
     every DAgger episode (the policy drove, the expert labelled) in train, so that validation and

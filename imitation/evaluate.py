@@ -9,6 +9,7 @@ import numpy as np
 from playtester.capture.errors import UserError
 from playtester.capture.experts import CircleProgress, inspect_start, ooi_on_screen
 from playtester.capture.games import make_game
+from playtester.imitation.data import trained_on
 from playtester.imitation.jsd import action_distribution, jsd
 from playtester.imitation.live import LivePolicy
 
@@ -35,9 +36,7 @@ def evaluate_policy(
         if layout is None:
             raise UserError(f"eval policy --game {game}: the behaviour's measures need a game with ground truth (doom:park)")
         rng = np.random.default_rng(seed)
-        same_park = game in (scoring.get("demo_games") or [game])  # on another park every OOI and start is new
-        trained_targets = set(scoring.get("demo_targets") or []) if same_park else set()
-        trained_starts = {s for s in (scoring.get("demo_starts") or []) if isinstance(s, int)} if same_park else set()
+        trained_starts, trained_targets = trained_on(scoring, game)  # on another park every OOI and start is new
         # held out where the game has unused ones; else the trained ones from new random starts (said in the summary)
         targets = [o for o in layout.oois if o.reachable and o.id not in trained_targets]
         starts = [i for i, s in enumerate(layout.starts) if s.on_path and i not in trained_starts]

@@ -12,7 +12,7 @@ import torch
 from playtester.capture.errors import UserError
 from playtester.capture.keymap import KeyMap
 from playtester.datasets.episodes import Episode, load_episodes
-from playtester.imitation.data import check_demos, encode_episodes, split_demos
+from playtester.imitation.data import check_demos, demo_starts_and_targets, encode_episodes, split_demos
 from playtester.imitation.jsd import action_distribution, success_threshold
 from playtester.imitation.policy import ImitationPolicy, PolicyConfig
 from playtester.imitation.training import BehaviourCloning, KeepBest, TrainConfig, evaluate_offline, loader
@@ -107,6 +107,7 @@ def fit_policy(
         "demo_games": sorted({e.meta.get("game", "") for e in episodes}),
         "demo_starts": [e.meta.get("reset", {}).get("options", {}).get("start") for e in episodes],
         "demo_targets": sorted({e.steps[0]["target_ooi"] for e in episodes if e.steps[0].get("target_ooi") is not None}),
+        "demo_by_game": demo_starts_and_targets(episodes),
     }
     module = BehaviourCloning(cfg.to_dict(), asdict(tcfg), scoring, encoder=enc)
     if init is not None:

@@ -105,3 +105,29 @@ def test_a_round_trains_on_several_folders_from_the_last_policy(tiny_parts, smal
     with pytest.raises(UserError, match="--init .*global_hidden is 32, this policy's is 64"):
         fit_policy(demos, encoder, tmp_path / "x.ckpt", still, shape={**TINY_POLICY, "global_hidden": 64}, progress=False,
                    logdir=tmp_path / "logs", say=said.append, init=policy)
+
+
+def test_starts_and_targets_are_kept_per_park():
+    from types import SimpleNamespace
+
+    from playtester.imitation.dagger import training_starts, training_targets
+    from playtester.imitation.data import demo_starts_and_targets, trained_on
+
+    def ep(game, start=None, target=None):
+        reset = {"options": {"start": start}} if start is not None else {}
+        return SimpleNamespace(meta={"game": game, "reset": reset}, steps=[{"target_ooi": target}] if target is not None else [{}])
+
+    by_game = demo_starts_and_targets([ep("doom:park:1", start=3), ep("doom:park:1", start=3), ep("doom:park:3", start=5),
+                                       ep("doom:park:3", target=12), ep("doom:park:1", target=4)])
+    assert by_game == {"doom:park:1": {"starts": [3], "targets": [4]}, "doom:park:3": {"starts": [5], "targets": [12]}}
+    scoring = {"demo_games": ["doom:park:1", "doom:park:3"], "demo_starts": [3, 3, 5, None, None], "demo_targets": [4, 12],
+               "demo_by_game": by_game}
+    assert trained_on(scoring, "doom:park:3") == ({5}, {12})  # not park 1's start 3
+    assert trained_on(scoring, "doom:park:2") == (set(), set())
+    assert training_starts(scoring, "p.ckpt", "doom:park:1") == [3]
+    assert training_targets(scoring, "p.ckpt", "doom:park:3") == [12]
+    with pytest.raises(UserError, match=r"no start points on doom:park:2; use --game doom:park:1 or doom:park:3"):
+        training_starts(scoring, "p.ckpt", "doom:park:2")
+    # a checkpoint from before the per-park record: its starts and targets count on each park it names
+    old = {k: v for k, v in scoring.items() if k != "demo_by_game"}
+    assert trained_on(old, "doom:park:3") == ({3, 5}, {4, 12}) and trained_on(old, "doom:park:2") == (set(), set())

@@ -177,9 +177,9 @@ def demos(
 
             driver, scoring = load_driver(dagger, behavior, keymap, beta, seed)
             if behavior == "path":
-                path_starts = [i for i in training_starts(scoring, dagger) if i < len(layout.starts)]
+                path_starts = [i for i in training_starts(scoring, dagger, game) if i < len(layout.starts)]
             else:
-                known = set(training_targets(scoring, dagger))
+                known = set(training_targets(scoring, dagger, game))
                 reachable = [o for o in reachable if o.id in known]
             if not path_starts or not reachable:
                 raise UserError(f"--dagger {dagger}: its training starts or targets are not in {game}; use the game it was trained on")
