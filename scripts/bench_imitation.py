@@ -17,6 +17,14 @@ recoveries add:
     python scripts/bench_imitation.py --workdir /tmp/bench-imitation --dagger-rounds 2
         [--dagger-episodes 20] [--dagger-minutes 5] [--beta 0 0 0.5] [--eval-games doom:park:1 doom:park:2]
 
+`--demo-games` adds demos made on more parks (`--other-park-demos` of each behaviour on each, under
+`demos/BEHAVIOUR/GAME/`); the encoder and the policies train on them all. Demos from several parks
+are what made the encoder keep where the horizon is and the policies hold up on a park they never
+saw (docs/BENCHMARKS.md):
+
+    python scripts/bench_imitation.py --workdir /tmp/bench-multi --demo-games doom:park:3 doom:park:4 \
+        doom:park:5 doom:park:6 doom:park:7 --eval-games doom:park:1 doom:park:2
+
 `--latency` instead times the live interface the tester loop calls, `LivePolicy.step(frame,
 box)`, on 240×320 frames at the paper's shape (AlexNet trunk at 128², K = 4 local bi-GRU 256,
 global GRU 1024, MLP 512 → 256; untrained weights, the cost does not depend on them), one torch
@@ -111,6 +119,8 @@ def main() -> None:
     p.add_argument("--eval-games", nargs="+", help="parks to evaluate on (default: --game); after the first, parks "
                    "the demos never saw, where every start and object is held out")
     p.add_argument("--other-park-episodes", type=int, default=20, help="tests on each --eval-games park after the first")
+    p.add_argument("--demo-games", nargs="+", default=[], help="more parks to make demos on, besides --game")
+    p.add_argument("--other-park-demos", type=int, default=20, help="demos of each behaviour on each --demo-games park")
     args = p.parse_args()
     if args.latency:
         latency(args.steps)
@@ -126,6 +136,11 @@ def main() -> None:
     if not (w / "demos" / "path").exists():
         run("demos", "--game", args.game, "--behavior", "path", "--episodes", args.path_episodes, "--steps", 300,
             "--seed", 1000, "--out", w / "demos" / "path")
+    for game in args.demo_games:
+        for behavior, extra in (("inspect", []), ("path", ["--steps", 300, "--seed", 1000])):
+            folder = w / "demos" / behavior / game.replace(":", "_")
+            if not folder.exists():
+                run("demos", "--game", game, "--behavior", behavior, "--episodes", args.other_park_demos, *extra, "--out", folder)
     encoder = w / "models" / "encoder.ckpt"
     if not encoder.exists():
         run("train", "encoder", "--demos", w / "demos", "--out", encoder, "--pretrained", "none",
@@ -168,7 +183,8 @@ def main() -> None:
                         "--encoder", encoder, "--out", ckpt, "--init", last, "--epochs", args.policy_epochs,
                         "--max-minutes", args.dagger_minutes, "--global-hidden", args.global_hidden, *no_teacher)
                 evaluate(ckpt, f"{name}-dagger{r}", behavior, teacher, r)
-    print(f"\n{args.game}: {args.inspect_episodes} inspect and {args.path_episodes} path demos; "
+    more = f" (and {args.other_park_demos} of each on {', '.join(args.demo_games)})" if args.demo_games else ""
+    print(f"\n{args.game}: {args.inspect_episodes} inspect and {args.path_episodes} path demos{more}; "
           f"{args.eval_episodes} held-out tests each; DAgger {args.dagger_episodes} episodes a round (beta {' '.join(map(str, args.beta))}); "
           f"{time.time() - t0:.0f} s in all")
     print(f"{'behaviour':<9} {'teacher':<8} {'DAgger':>6} {'acting':<8} {'park':<12} {'success':>8} {'mean JSD':>9}  measure")
