@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -118,7 +119,9 @@ def fit_policy(
         name="policy", logdir=logdir or out.parent / "logs", epochs=tcfg.epochs, max_minutes=max_minutes, progress=progress,
         callbacks=[L.pytorch.callbacks.EarlyStopping("val/loss", patience=tcfg.patience), keep],
     )
-    trainer.fit(module, loader(train, tcfg.batch_size, True, tcfg.seed), loader(val, tcfg.batch_size, False))
+    with warnings.catch_warnings():  # the frozen encoder and the EMA teacher are in eval mode on purpose
+        warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode.*")
+        trainer.fit(module, loader(train, tcfg.batch_size, True, tcfg.seed), loader(val, tcfg.batch_size, False))
     keep.restore(module)
     save_checkpoint_atomic(trainer, out)
     held_out = evaluate_offline(module.model, test or val)
