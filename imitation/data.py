@@ -88,8 +88,8 @@ def demo_starts_and_targets(episodes: list[Episode]) -> dict[str, dict[str, list
 
 def trained_on(scoring: dict, game: str) -> tuple[set[int], set[int]]:
     """The start points and target OOIs a policy's demos used on `game` (empty on a game its demos
-    never saw). Checkpoints from before the per-game record give their demos' starts and targets
-    for every game they name."""
+    never saw). Checkpoints from before the per-game record (`demo_starts`, `demo_targets`) give
+    their demos' starts and targets for every game they name."""
     by_game = scoring.get("demo_by_game")
     if isinstance(by_game, dict):
         seen = by_game.get(game) or {}

@@ -106,9 +106,7 @@ def fit_policy(
         "mean_length": float(sum(len(e) for e in expert_eps) / len(expert_eps)),
         "max_length": int(max(len(e) for e in expert_eps)),
         "demo_games": sorted({e.meta.get("game", "") for e in episodes}),
-        "demo_starts": [e.meta.get("reset", {}).get("options", {}).get("start") for e in episodes],
-        "demo_targets": sorted({e.steps[0]["target_ooi"] for e in episodes if e.steps[0].get("target_ooi") is not None}),
-        "demo_by_game": demo_starts_and_targets(episodes),
+        "demo_by_game": demo_starts_and_targets(episodes),  # read through `trained_on`
     }
     module = BehaviourCloning(cfg.to_dict(), asdict(tcfg), scoring, encoder=enc)
     if init is not None:

@@ -9,7 +9,7 @@ from playtester.capture.errors import UserError
 from playtester.capture.games import make_game
 from playtester.cli import main
 from playtester.datasets.episodes import load_episodes
-from playtester.imitation.data import encode_episodes, split_demos
+from playtester.imitation.data import encode_episodes, split_demos, trained_on
 from playtester.imitation.fit import fit_policy
 from playtester.imitation.live import load_policy
 from playtester.imitation.training import TrainConfig
@@ -26,7 +26,8 @@ def test_the_policy_drives_from_its_training_starts_and_the_expert_labels(tiny_p
     out = tmp_path / "dagger"
     assert dagger(small_park, policy, out) == 0
     episodes = load_episodes(out)
-    training_starts = set(load_policy(policy).scoring["demo_starts"])
+    training_starts = trained_on(load_policy(policy).scoring, small_park)[0]
+    assert training_starts
     assert len(episodes) == 3
     for ep in episodes:
         assert ep.meta["dagger"] == {"policy": str(policy), "beta": 0.0} and not ep.expert_driven

@@ -9,6 +9,7 @@ from playtester.capture.errors import UserError
 from playtester.capture.keymap import KeyMap
 from playtester.cli import main
 from playtester.datasets.episodes import EpisodeWriter, load_episodes
+from playtester.imitation.data import trained_on
 from playtester.imitation.fit import fit_policy
 from playtester.imitation.live import LivePolicy, load_policy
 from playtester.imitation.training import TrainConfig
@@ -25,7 +26,8 @@ def test_fit_writes_a_checkpoint_that_rebuilds_the_same_policy(bc_demos_and_enco
     assert result.behavior == "inspect" and result.keymap == KeyMap.default()
     assert 0.0 <= result.held_out["accuracy"] <= 1.0
     assert abs(sum(result.scoring["expert_distribution"]) - 1.0) < 1e-9
-    assert result.scoring["threshold"] >= 0.0 and result.scoring["demo_targets"]
+    assert result.scoring["threshold"] >= 0.0
+    assert [t for seen in result.scoring["demo_by_game"].values() for t in seen["targets"]]
     assert any((tmp_path / "logs").rglob("events.out.tfevents*")), "TensorBoard logs"
 
     trained = LivePolicy(result.module.model)
@@ -46,7 +48,8 @@ def test_eval_policy_runs_held_out_tests(tiny_inspect_policy, small_park, tmp_pa
     doc = json.loads(report.read_text())
     assert len(doc["tests"]) == 2 and all(t["steps"] == 15 for t in doc["tests"])
     assert all(0.0 <= t["jsd"] <= 1.0 and t["success"] == (t["jsd"] <= doc["summary"]["threshold"]) for t in doc["tests"])
-    trained_targets = set(load_policy(ckpt).scoring["demo_targets"])
+    trained_targets = trained_on(load_policy(ckpt).scoring, small_park)[1]
+    assert trained_targets
     assert not {t["ooi"] for t in doc["tests"]} & trained_targets, "tests must run on held-out OOIs"
     assert doc["summary"]["held_out"] is True
     out = capsys.readouterr().out
@@ -64,7 +67,8 @@ def test_eval_says_when_the_tests_are_not_held_out(tiny_parts, small_park, tmp_p
     env = make_game(small_park)
     on_path = {i for i, s in enumerate(env.unwrapped.scenario.layout.starts) if s.on_path}
     env.close()
-    used = {s for s in load_policy(ckpt).scoring["demo_starts"]}
+    used = trained_on(load_policy(ckpt).scoring, small_park)[0]
+    assert used
     report = tmp_path / "eval.json"
     assert main(["eval", "policy", "--ckpt", str(ckpt), "--game", small_park, "--episodes", "1", "--steps", "10", "--out", str(report)]) == 0
     summary = json.loads(report.read_text())["summary"]
