@@ -207,7 +207,10 @@ def ooi_on_screen(info: dict[str, Any], ooi_id: int) -> dict[str, Any] | None:
 
 
 class Inspector(_Expert):
-    """Walks to an OOI, then circles it 360° at `radius`, keeping it centred on screen."""
+    """Walks to an OOI, then circles it 360° at `radius`, keeping it centred on screen.
+
+    The approach goes straight at the object, facing it, wherever the straight line can be walked;
+    only where water or an invisible wall is in the way does it follow a route of cells."""
 
     behavior = "inspect"
 
@@ -260,10 +263,15 @@ class Inspector(_Expert):
             if dist < self.radius - 32:
                 return self.actions.backward
             return self.steer.toward(info, to_ooi, walk=self.actions.strafe_right)
+        if self.layout.straight_walk(x, y, self.ooi.x, self.ooi.y):
+            # a tester walks up to the object looking at it; the route is for when the way is blocked,
+            # and a route from cell centre to cell centre turns the object off screen for no visible reason
+            self.route = []
+            return self.steer.toward(info, to_ooi)
         here = self.layout.cell_of(x, y)
-        if self.route and cells_apart(here, self.route[0]) > 1:  # pushed off the way: plan again
-            goal = self.route[-1]
-            self.route = self.layout.route(here, goal) or []
+        if not self.route or cells_apart(here, self.route[0]) > 1:  # no route yet, or pushed off it: plan again
+            goal = self._approach_cell(x, y)
+            self.route = (self.layout.route(here, goal) or []) if goal else []
         while self.route and here == self.route[0]:
             self.route.pop(0)
         if self.route:

@@ -3,19 +3,25 @@
 import numpy as np
 import pytest
 
-from playtester.capture.experts import Inspector, PathFollower, cells_apart, inspect_start
+from playtester.capture.experts import Inspector, PathFollower, cells_apart, inspect_start, ooi_on_screen
 
 
 def test_inspector_circles_its_ooi_keeping_it_on_screen(park_env):
+    """On screen while circling, and on the way there too: a policy cloned from the demos sees
+    only the frames, so an approach that turns the object away would teach it to lose it."""
     layout = park_env.scenario.layout
     reachable = [o for o in layout.oois if o.reachable]
     assert len(reachable) >= 4
+    approach = approach_on_screen = 0
     for k, ooi in enumerate(reachable[:4]):
         rng = np.random.default_rng(k)
         frame, info = park_env.reset(seed=k, options={"start": inspect_start(layout, ooi, rng)})
         expert = Inspector(layout, park_env.keymap, rng, ooi)
         expert.reset(info)
         for _ in range(400):
+            if not expert.circling:
+                approach += 1
+                approach_on_screen += ooi_on_screen(info, ooi.id) is not None
             frame, _, terminated, truncated, info = park_env.step(expert.act(info))
             if expert.done or terminated or truncated:
                 break
@@ -23,6 +29,7 @@ def test_inspector_circles_its_ooi_keeping_it_on_screen(park_env):
         assert expert.done, f"OOI {ooi.id}: the circle was not finished in 400 steps ({p.degrees:.0f}°)"
         assert p.degrees >= 330
         assert p.steps_on_screen / p.steps >= 0.8, f"OOI {ooi.id} on screen in {p.steps_on_screen}/{p.steps} steps"
+    assert approach_on_screen / approach >= 0.9, f"on screen in {approach_on_screen} of {approach} steps walking up to the OOIs"
 
 
 def test_path_follower_stays_on_pathways(park_env):

@@ -83,6 +83,30 @@ def test_boxed_in_oois_are_unreachable_and_others_reachable():
         assert bool(reach[row, col]) == o.reachable, f"OOI {o.id}"
 
 
+def test_straight_walk_stops_at_water_walls_and_blocked_corners():
+    """An 8×8 park of grass with cells of 128 units, worked by hand: water at (3, 3), an
+    invisible wall between (5, 0) and (5, 1), water at (1, 6) and (2, 5) touching at a corner."""
+    grid = np.full((8, 8), GRASS)
+    grid[3, 3] = WATER
+    grid[6, 1] = grid[5, 2] = WATER
+    park = ParkLayout(config=ParkConfig(cols=8, rows=8), grid=grid, walls=[(5, 1, 6, 1)])
+    c = lambda col, row: park.centre(col, row)  # noqa: E731
+    assert park.straight_walk(*c(0, 0), *c(7, 0))  # along the south row: all grass
+    assert not park.straight_walk(*c(3, 0), *c(3, 6))  # straight through the water cell
+    assert not park.straight_walk(*c(5, 0), *c(5, 2))  # through the invisible wall
+    assert park.straight_walk(*c(4, 0), *c(4, 2))  # beside the wall, not through it
+    # the body reaches 20 units either side: north along x = 552 (40 units east of the water in
+    # column 3) clears it, along x = 522 (10 units) it does not
+    assert park.straight_walk(4 * 128 + 40, 64.0, 4 * 128 + 40, 7 * 128 + 64)
+    assert not park.straight_walk(4 * 128 + 10, 64.0, 4 * 128 + 10, 7 * 128 + 64)
+    # the diagonal from (1, 5) to (2, 6) squeezes between two water cells touching at a corner:
+    # blocked even for a body of no width, whose line passes exactly through the corner
+    assert not park.straight_walk(*c(1, 5), *c(2, 6))
+    assert not park.straight_walk(*c(1, 5), *c(2, 6), margin=0.0)
+    assert park.straight_walk(*c(2, 6), *c(3, 7))  # the next diagonal has grass on both sides
+    assert park.straight_walk(*c(6, 6), *c(6, 6))  # standing still
+
+
 def test_starts_are_spread_over_walkable_ground():
     park = generate_park(ParkConfig(seed=2))
     assert len(park.starts) == park.config.n_starts

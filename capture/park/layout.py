@@ -197,6 +197,35 @@ class ParkLayout:
                     queue.append(nxt)
         return None
 
+    def straight_walk(self, x0: float, y0: float, x1: float, y1: float, *, margin: float = 20.0) -> bool:
+        """Whether a player can walk the straight line from `(x0, y0)` to `(x1, y1)`: every cell
+        its body sweeps (the line and two lines `margin` either side of it) is walkable, and no
+        step from cell to cell crosses an invisible wall or cuts a corner between two blocked cells."""
+        length = math.hypot(x1 - x0, y1 - y0)
+        n = max(1, int(math.ceil(length / (self.config.cell / 8))))
+        nx, ny = ((y0 - y1) / length, (x1 - x0) / length) if length else (0.0, 0.0)
+        walkable = self.walkable()
+        for side in (0.0, margin, -margin):
+            prev = None
+            for i in range(n + 1):
+                t = i / n
+                cell = self.cell_of(x0 + t * (x1 - x0) + side * nx, y0 + t * (y1 - y0) + side * ny)
+                if not walkable[cell[1], cell[0]]:
+                    return False
+                if prev is not None and cell != prev and not self._step_open(prev, cell):
+                    return False
+                prev = cell
+        return True
+
+    def _step_open(self, a: tuple[int, int], b: tuple[int, int]) -> bool:
+        """Whether a short straight step from cell `a` to cell `b` (4- or 8-adjacent) is open."""
+        if abs(a[0] - b[0]) + abs(a[1] - b[1]) == 1:
+            return b in set(self.neighbours(*a))
+        if max(abs(a[0] - b[0]), abs(a[1] - b[1])) > 1:
+            return False  # sampled finely enough that this does not happen; refuse rather than guess
+        corners = ((b[0], a[1]), (a[0], b[1]))  # a diagonal step passes one of the two cells beside it
+        return any(m in set(self.neighbours(*a)) and b in set(self.neighbours(*m)) for m in corners)
+
     def reachable_from(self, start: tuple[int, int]) -> np.ndarray:
         seen = np.zeros_like(self.grid, dtype=bool)
         seen[start[1], start[0]] = True
