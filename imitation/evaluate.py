@@ -14,6 +14,17 @@ from playtester.imitation.jsd import action_distribution, jsd
 from playtester.imitation.live import LivePolicy
 
 
+def held_out_cases(layout, scoring: dict[str, Any], game: str, behavior: str) -> tuple[list, list[int], bool]:
+    """The OOIs to inspect and the path start points to test from on `game`, and whether they are
+    held out: the ones the policy's demos did not use where the game has any (on another park every
+    one is new), else all of them, from new random starts."""
+    trained_starts, trained_targets = trained_on(scoring, game)
+    targets = [o for o in layout.oois if o.reachable and o.id not in trained_targets]
+    starts = [i for i, s in enumerate(layout.starts) if s.on_path and i not in trained_starts]
+    held_out = bool(targets) if behavior == "inspect" else bool(starts)
+    return targets or [o for o in layout.oois if o.reachable], starts or list(range(len(layout.starts))), held_out
+
+
 def evaluate_policy(
     live: LivePolicy, game: str, behavior: str, *, episodes: int, steps: int | None, seed: int,
     greedy: bool = False, ckpt: str = "policy",
@@ -36,13 +47,7 @@ def evaluate_policy(
         if layout is None:
             raise UserError(f"eval policy --game {game}: the behaviour's measures need a game with ground truth (doom:park)")
         rng = np.random.default_rng(seed)
-        trained_starts, trained_targets = trained_on(scoring, game)  # on another park every OOI and start is new
-        # held out where the game has unused ones; else the trained ones from new random starts (said in the summary)
-        targets = [o for o in layout.oois if o.reachable and o.id not in trained_targets]
-        starts = [i for i, s in enumerate(layout.starts) if s.on_path and i not in trained_starts]
-        held_out = bool(targets) if behavior == "inspect" else bool(starts)
-        targets = targets or [o for o in layout.oois if o.reachable]
-        starts = starts or list(range(len(layout.starts)))
+        targets, starts, held_out = held_out_cases(layout, scoring, game, behavior)
         tests = []
         for i in range(episodes):
             live.reset()
