@@ -16,6 +16,7 @@ recoveries add:
 
     python scripts/bench_imitation.py --workdir /tmp/bench-imitation --dagger-rounds 2
         [--dagger-episodes 20] [--dagger-minutes 5] [--beta 0 0 0.5] [--eval-games doom:park:1 doom:park:2]
+        [--dagger-games doom:park:1 doom:park:3]   # with --demo-games: drive on those parks too
 
 `--demo-games` adds demos made on more parks (`--other-park-demos` of each behaviour on each, under
 `demos/BEHAVIOUR/GAME/`); the encoder and the policies train on them all. Demos from several parks
@@ -111,7 +112,9 @@ def main() -> None:
     p.add_argument("--behaviors", nargs="+", choices=("inspect", "path"), default=["inspect", "path"])
     p.add_argument("--teacher", nargs="+", choices=("yes", "no"), default=["yes", "no"], help="with the DINO teacher, without, or both")
     p.add_argument("--dagger-rounds", type=int, default=0, help="DAgger rounds after the first training (0: none)")
-    p.add_argument("--dagger-episodes", type=int, default=20, help="episodes the policy drives each round")
+    p.add_argument("--dagger-episodes", type=int, default=20, help="episodes the policy drives each round, on each --dagger-games park")
+    p.add_argument("--dagger-games", nargs="+", default=[],
+                   help="parks the DAgger episodes are driven on (default: --game; any park the demos came from)")
     p.add_argument("--dagger-minutes", type=float, default=5, help="training budget of each round")
     p.add_argument("--beta", type=float, nargs="+", default=[0.0],
                    help="share of steps the expert drives in DAgger episodes, one a round (the last one for later rounds)")
@@ -127,6 +130,9 @@ def main() -> None:
         return
     if args.workdir is None:
         p.error("--workdir is needed (or --latency)")
+    unknown = [g for g in args.dagger_games if g not in (args.game, *args.demo_games)]
+    if unknown:
+        p.error(f"--dagger-games {' '.join(unknown)}: the policy drives from its own demos' starts; use --game or --demo-games parks")
     w = args.workdir
     (w / "demos").mkdir(parents=True, exist_ok=True)
     (w / "models").mkdir(exist_ok=True)
@@ -171,12 +177,14 @@ def main() -> None:
             evaluate(ckpt, name, behavior, teacher, 0)
             rounds: list[Path] = []
             for r in range(1, args.dagger_rounds + 1):
-                folder = w / "dagger" / name / f"round{r}"
-                if not folder.exists():
-                    folder.parent.mkdir(parents=True, exist_ok=True)
-                    run("demos", "--game", args.game, "--behavior", behavior, "--episodes", args.dagger_episodes, "--steps", 300,
-                        "--seed", 5000 + 100 * (r - 1), "--dagger", ckpt, "--beta", args.beta[min(r, len(args.beta)) - 1], "--out", folder)
-                rounds.append(folder)
+                for game in args.dagger_games or [args.game]:
+                    folder = w / "dagger" / name / (f"round{r}" if game == args.game else f"round{r}-{game.replace(':', '_')}")
+                    if not folder.exists():
+                        folder.parent.mkdir(parents=True, exist_ok=True)
+                        run("demos", "--game", game, "--behavior", behavior, "--episodes", args.dagger_episodes, "--steps", 300,
+                            "--seed", 5000 + 100 * (r - 1), "--dagger", ckpt, "--beta", args.beta[min(r, len(args.beta)) - 1],
+                            "--out", folder)
+                    rounds.append(folder)
                 last, ckpt = ckpt, w / "models" / f"{name}-dagger{r}.ckpt"
                 if not ckpt.exists():
                     run("train", "policy", "--demos", w / "demos" / behavior, *[a for f in rounds for a in ("--demos", f)],
@@ -185,7 +193,7 @@ def main() -> None:
                 evaluate(ckpt, f"{name}-dagger{r}", behavior, teacher, r)
     more = f" (and {args.other_park_demos} of each on {', '.join(args.demo_games)})" if args.demo_games else ""
     print(f"\n{args.game}: {args.inspect_episodes} inspect and {args.path_episodes} path demos{more}; "
-          f"{args.eval_episodes} held-out tests each; DAgger {args.dagger_episodes} episodes a round (beta {' '.join(map(str, args.beta))}); "
+          f"{args.eval_episodes} held-out tests each; DAgger {args.dagger_episodes} episodes a round on {', '.join(args.dagger_games or [args.game])} (beta {' '.join(map(str, args.beta))}); "
           f"{time.time() - t0:.0f} s in all")
     print(f"{'behaviour':<9} {'teacher':<8} {'DAgger':>6} {'acting':<8} {'park':<12} {'success':>8} {'mean JSD':>9}  measure")
     for behavior, teacher, round_, greedy, game, s in rows:
