@@ -10,11 +10,21 @@ pixels is the reference (the information is in the frame), and the majority clas
         [--episodes 12] [--every 3]
 
 The demos should wander in pitch (DAgger episodes of a path policy do); steps need `pitch`.
+
+`--what box` asks the inspect policy's question instead: on OD-masked frames, is the box of the
+object under test left of, at or right of the screen's centre, taking the inspector's 12° turn
+tolerance as the edge of "at" (a box centre more than tan 12° / tan 45° = 21 % of the half-width
+off centre, for Doom's 90° field of view)? The reference is the masked frame shrunk to 16 × 16
+RGB (the mask keeps colour inside the box only). Steps without a box are left out; DAgger
+episodes of an inspect policy have the object off centre often enough:
+
+    python scripts/probe_encoder.py --what box --encoder models/encoder.ckpt --demos dagger/inspect/round1
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 
 import numpy as np
 import torch
@@ -47,6 +57,8 @@ def main() -> None:
     p.add_argument("--demos", required=True)
     p.add_argument("--episodes", type=int, default=12, help="the first half train the probe, the second half test it")
     p.add_argument("--every", type=int, default=3, help="take every n-th frame")
+    p.add_argument("--what", choices=("pitch", "box"), default="pitch",
+                   help="pitch: view below, level or above; box: the object's box left of, at or right of centre")
     args = p.parse_args()
     torch.set_num_threads(1)
     enc = load_encoder(args.encoder).eval()
@@ -55,19 +67,36 @@ def main() -> None:
     with torch.no_grad():
         for i, ep in enumerate(episodes):
             idx = np.arange(0, len(ep), args.every)
-            frames = torch.from_numpy(od_mask_batch(np.array(ep.frames[idx]), [None] * len(idx)))
+            if args.what == "box":
+                idx = np.array([t for t in idx if ep.steps[t].get("test_box")], dtype=int)
+                if not len(idx):
+                    continue
+            boxes = [ep.steps[t].get("test_box") for t in idx] if args.what == "box" else [None] * len(idx)
+            frames = torch.from_numpy(od_mask_batch(np.array(ep.frames[idx]), boxes))
             feats.append(enc(to_input(frames, enc.config.image_size)))
-            grey = frames.permute(0, 3, 1, 2).float().mean(1, keepdim=True)
-            pixels.append(F.interpolate(grey, size=(16, 16), mode="area").flatten(1))
-            labels += [int(np.sign(round(ep.steps[t]["pitch"] / 9.9))) + 1 for t in idx]  # below, level, above
+            if args.what == "box":
+                rgb = frames.permute(0, 3, 1, 2).float()
+                pixels.append(F.interpolate(rgb, size=(16, 16), mode="area").flatten(1))
+                labels += [box_side(b, frames.shape[2]) for b in boxes]
+            else:
+                grey = frames.permute(0, 3, 1, 2).float().mean(1, keepdim=True)
+                pixels.append(F.interpolate(grey, size=(16, 16), mode="area").flatten(1))
+                labels += [int(np.sign(round(ep.steps[t]["pitch"] / 9.9))) + 1 for t in idx]  # below, level, above
             if i + 1 == len(episodes) // 2:
                 cut = len(labels)
     y = torch.tensor(labels)
     floor = float(torch.bincount(y[cut:]).max()) / len(y[cut:])
-    print(f"{len(y)} frames of {len(episodes)} episodes ({cut} train the probe); view below / level / above: "
-          f"{torch.bincount(y, minlength=3).tolist()}")
-    print(f"held-out accuracy telling below, level or above: encoder features {probe(torch.cat(feats), y, cut):.1%}, "
-          f"16×16 grey pixels {probe(torch.cat(pixels), y, cut):.1%}, majority class {floor:.1%}")
+    what, reference = (("left / at / right of centre", "16×16 RGB") if args.what == "box" else ("below / level / above", "16×16 grey"))
+    print(f"{len(y)} frames of {len(episodes)} episodes ({cut} train the probe); {what}: {torch.bincount(y, minlength=3).tolist()}")
+    print(f"held-out accuracy telling {what}: encoder features {probe(torch.cat(feats), y, cut):.1%}, "
+          f"{reference} pixels {probe(torch.cat(pixels), y, cut):.1%}, majority class {floor:.1%}")
+
+
+def box_side(box, width: int, edge: float = math.tan(math.radians(12.0))) -> int:
+    """0, 1 or 2: a box's centre left of, at or right of the frame's centre, `edge` being the share of
+    the half-width that counts as at (tan 12° for the inspector's 12° with a 90° field of view)."""
+    off = ((box[0] + box[2]) / 2 - width / 2) / (width / 2)
+    return 0 if off < -edge else 2 if off > edge else 1
 
 
 if __name__ == "__main__":
