@@ -109,6 +109,7 @@ def test_fine_tuned_detector_beats_the_untrained_one_on_held_out_shots(shots, tm
     torch.manual_seed(0)
     untrained = Detector(trained.config)
     before, after = detection_loss(untrained, test), detection_loss(trained, test)
+    print(f"held-out detection loss: untrained {before:.3f}, trained {after:.3f}")
     assert after < 0.7 * before, (before, after)
 
     # eval detector prints the table from the checkpoint alone, the same as evaluate_detector
