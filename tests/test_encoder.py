@@ -26,7 +26,7 @@ def demos(tmp_path_factory, small_park) -> Path:
     root = tmp_path_factory.mktemp("enc-demos") / "demos"
     root.mkdir()
     for behavior, seed in (("path", 0), ("inspect", 50)):
-        assert main(["demos", "--game", small_park, "--behavior", behavior, "--episodes", "6", "--steps", "160",
+        assert main(["demos", "--game", small_park, "--behavior", behavior, "--episodes", "8", "--steps", "160",
                      "--out", str(root / behavior), "--resolution", "160x120", "--seed", str(seed)]) == 0
     return root
 
