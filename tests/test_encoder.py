@@ -104,7 +104,7 @@ def test_episode_split_holds_out_whole_episodes_of_each_behaviour(demos):
     train, val = split_episodes(episodes, 0.2, seed=1)
     assert {str(e.path) for e in train}.isdisjoint({str(e.path) for e in val})
     assert len(train) + len(val) == len(episodes)
-    assert sorted(e.behavior for e in val) == ["inspect", "path"]  # round(0.2·6) = 1 of each
+    assert sorted(e.behavior for e in val) == ["inspect", "inspect", "path", "path"]  # round(0.2·8) = 2 of each
     assert split_episodes(episodes, 0.2, seed=1)[1] == val
 
 
