@@ -66,6 +66,8 @@ def main() -> None:
     feats, pixels, labels, cut = [], [], [], 0
     with torch.no_grad():
         for i, ep in enumerate(episodes):
+            if i == len(episodes) // 2:  # the first half's frames train the probe
+                cut = len(labels)
             idx = np.arange(0, len(ep), args.every)
             if args.what == "box":
                 idx = np.array([t for t in idx if ep.steps[t].get("test_box")], dtype=int)
@@ -82,8 +84,6 @@ def main() -> None:
                 grey = frames.permute(0, 3, 1, 2).float().mean(1, keepdim=True)
                 pixels.append(F.interpolate(grey, size=(16, 16), mode="area").flatten(1))
                 labels += [int(np.sign(round(ep.steps[t]["pitch"] / 9.9))) + 1 for t in idx]  # below, level, above
-            if i + 1 == len(episodes) // 2:
-                cut = len(labels)
     y = torch.tensor(labels)
     floor = float(torch.bincount(y[cut:]).max()) / len(y[cut:])
     what, reference = (("left / at / right of centre", "16×16 RGB") if args.what == "box" else ("below / level / above", "16×16 grey"))
