@@ -234,9 +234,7 @@ class Inspector(_Expert):
         self.progress = CircleProgress(self.ooi)
         self.circling = False
         self.done = False
-        x, y, _ = info["position"]
-        goal = self._approach_cell(x, y)
-        self.route = (self.layout.route(self.layout.cell_of(x, y), goal) or []) if goal else []
+        self.route = []  # planned at the first step that needs it (most walk straight at the object)
 
     def _approach_cell(self, x: float, y: float) -> tuple[int, int] | None:
         col, row = self.layout.cell_of(self.ooi.x, self.ooi.y)

@@ -219,12 +219,13 @@ class ParkLayout:
 
     def _step_open(self, a: tuple[int, int], b: tuple[int, int]) -> bool:
         """Whether a short straight step from cell `a` to cell `b` (4- or 8-adjacent) is open."""
-        if abs(a[0] - b[0]) + abs(a[1] - b[1]) == 1:
-            return b in set(self.neighbours(*a))
         if max(abs(a[0] - b[0]), abs(a[1] - b[1])) > 1:
             return False  # sampled finely enough that this does not happen; refuse rather than guess
+        from_a = set(self.neighbours(*a))
+        if abs(a[0] - b[0]) + abs(a[1] - b[1]) == 1:
+            return b in from_a
         corners = ((b[0], a[1]), (a[0], b[1]))  # a diagonal step passes one of the two cells beside it
-        return any(m in set(self.neighbours(*a)) and b in set(self.neighbours(*m)) for m in corners)
+        return any(m in from_a and b in set(self.neighbours(*m)) for m in corners)
 
     def reachable_from(self, start: tuple[int, int]) -> np.ndarray:
         seen = np.zeros_like(self.grid, dtype=bool)
