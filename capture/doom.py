@@ -5,6 +5,15 @@ Headless or windowed, deterministic by seed, telemetry from game variables (`pos
 park scenario each episode starts at one of the park's start points (random unless chosen with
 `reset(options={"start": …})`) facing a random direction.
 
+The engine is a process of its own. When it dies (killed, crashed: the library raises, or it
+stops running), `step` ends the episode with `info["crashed"] = True` and a `crash_reason`
+instead of raising, and the next `reset` starts a fresh engine (`restarts` counts them). A
+Ctrl-C, which kills the engine too, stays a KeyboardInterrupt. An engine killed while it held
+the lock of its message queue would leave the library waiting for ever; `StallGuard` releases
+that lock when the engine is dead and a call has not come back in 2 s. A watchdog process
+(`engine_guard.EngineWatchdog`) kills the engine and frees its shared memory if this process
+dies without closing it.
+
 `frame_time_ms` is a wall-clock reading, the one thing in `info` that differs between two runs
 of the same seed and actions; `frame_timing=False` leaves it out, for exact comparisons such as
 Gymnasium's determinism check.
@@ -22,6 +31,7 @@ import gymnasium as gym
 import numpy as np
 import vizdoom as vzd
 
+from playtester.capture import engine_guard
 from playtester.capture.errors import UserError
 from playtester.capture.keymap import KeyMap
 from playtester.capture.park.layout import ParkLayout, parse_actor
@@ -59,6 +69,13 @@ _VARIABLES = [
     vzd.GameVariable.POSITION_X, vzd.GameVariable.POSITION_Y, vzd.GameVariable.POSITION_Z,
     vzd.GameVariable.ANGLE, vzd.GameVariable.PITCH,
 ]
+
+
+ENGINE_DEATH = (
+    vzd.ViZDoomErrorException, vzd.ViZDoomUnexpectedExitException, vzd.ViZDoomIsNotRunningException,
+    vzd.MessageQueueException, vzd.SharedMemoryException,
+)
+"""What the library raises when the engine process has died under it."""
 
 
 def iwad_path(name: str) -> Path:
@@ -146,6 +163,14 @@ class DoomGame(gym.Env):
         w, h = (int(v) for v in resolution.split("x"))
         self.observation_space = gym.spaces.Box(0, 255, shape=(h, w, 3), dtype=np.uint8)
         self.action_space = gym.spaces.Discrete(self.keymap.n)
+        self.resolution = resolution
+        self.engine_pid: int | None = None
+        self.engine_id: str | None = None
+        self.restarts = 0
+        """Engines started again after one died."""
+        self._dead: str | None = None
+        """Why the engine died, until `reset` starts a new one."""
+        self._stall = engine_guard.StallGuard()
         self.game = self._make_engine(resolution, visible=render_mode == "human" or spectator)
         self._frame = np.zeros((h, w, 3), dtype=np.uint8)
         layout = scenario.layout
@@ -183,16 +208,70 @@ class DoomGame(gym.Env):
         game.add_game_args("+sv_cheats 1 +freelook 1")
         for arg in self.scenario.args:
             game.add_game_args(arg)
+        engine_guard.watch_interrupts()
+        before = engine_guard.engine_pids()
         try:
             game.init()
         except Exception as e:  # the engine says why in its own words
             raise UserError(f"game {self.scenario.spec!r} could not start: {e}") from None
+        started = {pid: iid for pid, iid in engine_guard.engine_pids().items() if pid not in before}
+        self.engine_pid, self.engine_id = next(iter(started.items()), (None, None))
+        if self.engine_pid is not None:
+            engine_guard.EngineWatchdog.here().watch(self.engine_pid, self.engine_id)
+            self._stall.engine = (self.engine_pid, self.engine_id)
         return game
+
+    def _close_engine(self) -> None:
+        """Close the engine (a dead one too), cross it off the watchdog's list, free its memory."""
+        game, self.game = self.game, None
+        if game is not None:
+            try:
+                with self._stall.call():  # a dead engine may still hold a lock that close needs
+                    game.close()
+            except ENGINE_DEATH:
+                pass
+        if self.engine_pid is not None:
+            engine_guard.EngineWatchdog.here().forget(self.engine_pid, self.engine_id)
+            engine_guard.remove_shared_memory(self.engine_id)
+        self.engine_pid = self.engine_id = None
+
+    def _engine_died(self, error: Exception) -> str:
+        """The engine is gone: say why, or raise KeyboardInterrupt when Ctrl-C killed it."""
+        if engine_guard.interrupted_recently():
+            raise KeyboardInterrupt
+        pid = f"pid {self.engine_pid}, " if self.engine_pid is not None else ""
+        self._dead = f"the ViZDoom engine ({pid}{self.scenario.spec}) died: {type(error).__name__}: {error}"
+        self._close_engine()
+        return self._dead
+
+    def _restart_engine(self) -> None:
+        self._close_engine()
+        self.game = self._make_engine(self.resolution, visible=self.render_mode == "human" or self.spectator)
+        self.restarts += 1
+        self._dead = None
 
     # -- gymnasium API ------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        options = options or {}
+        if self._dead is not None:
+            self._restart_engine()
+        elif self.game is None:
+            raise RuntimeError("this DoomGame is closed")
+        try:
+            with self._stall.call():
+                return self._new_episode(options or {})
+        except ENGINE_DEATH as e:  # died while starting the episode: one fresh engine, one more try
+            reason = self._engine_died(e)
+            self._restart_engine()
+            try:
+                with self._stall.call():
+                    return self._new_episode(options or {})
+            except ENGINE_DEATH as again:
+                self._engine_died(again)
+                raise UserError(f"game {self.scenario.spec!r}: the engine died twice while starting an episode "
+                                f"({reason}; then {again})") from None
+
+    def _new_episode(self, options: dict[str, Any]):
         self.game.set_seed(int(self.np_random.integers(0, 2**31 - 1)))
         self.game.new_episode()
         self._steps = 0
@@ -242,14 +321,23 @@ class DoomGame(gym.Env):
         index = int(action)
         if not 0 <= index < len(self._vectors) or index != action:
             raise ValueError(f"action {action!r} is not in {self.action_space}")
+        if self._dead is not None:
+            raise RuntimeError("the engine died in this episode; call reset() to start a fresh one")
         t0 = time.perf_counter()
-        reward = self.game.make_action(self._vectors[index], self.frame_skip)
-        frame_time_ms = (time.perf_counter() - t0) * 1000.0
+        try:
+            with self._stall.call():  # an engine killed at the wrong instant would hang the library
+                reward = self.game.make_action(self._vectors[index], self.frame_skip)
+                frame_time_ms = (time.perf_counter() - t0) * 1000.0
+                finished = self.game.is_episode_finished()
+                terminated = bool(finished or self.game.is_player_dead())
+                state = None if finished else self.game.get_state()
+        except ENGINE_DEATH as e:
+            reason = self._engine_died(e)
+            self._steps += 1
+            info = self._info(None, (time.perf_counter() - t0) * 1000.0) | {"crashed": True, "crash_reason": reason}
+            return self._frame, 0.0, True, False, info
         self._steps += 1
-        finished = self.game.is_episode_finished()
-        terminated = bool(finished or self.game.is_player_dead())
         truncated = bool(self.max_steps is not None and self._steps >= self.max_steps and not terminated)
-        state = None if finished else self.game.get_state()
         return self._observe(state), float(reward), terminated, truncated, self._info(state, frame_time_ms)
 
     def render(self):
@@ -258,10 +346,10 @@ class DoomGame(gym.Env):
         return None
 
     def close(self) -> None:
-        game = getattr(self, "game", None)
-        if game is not None:
-            game.close()
-            self.game = None
+        if getattr(self, "game", None) is not None or getattr(self, "engine_pid", None) is not None:
+            self._close_engine()
+        if getattr(self, "_stall", None) is not None:
+            self._stall.close()
 
     # -- observation and telemetry --------------------------------------------------------------
     def _observe(self, state) -> np.ndarray:

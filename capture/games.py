@@ -32,11 +32,14 @@ class Backend:
     example: str
 
 
-def _parse_int(text: str, what: str, spec: str) -> int:
+def _parse_int(text: str, what: str, spec: str, low: int = 0, high: int = 2**32 - 1) -> int:
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
         raise UserError(f"game {spec!r}: {what} {text!r} is not a whole number") from None
+    if not low <= value <= high:
+        raise UserError(f"game {spec!r}: {what} {value} is out of range; give a whole number from {low} to {high}")
+    return value
 
 
 def park_config_from_spec(spec: str):

@@ -4,8 +4,8 @@ A key map is an ordered list of actions; action `i` of `Discrete(n)` holds the k
 for one control step. Key names are lower-case and backend-neutral (`w`, `left`, `space`, `f8`);
 each backend translates them (pynput keys for a window, engine buttons for ViZDoom).
 
-Key maps that would send a system combination (Alt+F4, the Super key, Ctrl+Alt+anything, Esc)
-are refused unless `allow_system_keys` is set: a bot pressing them on a tester's desktop closes
+Key maps that would send a system combination (Alt+F4, Ctrl+Q, Ctrl+W, the Super key,
+Ctrl+Alt+anything, Esc) are refused unless `allow_system_keys: true` is set: a bot pressing them on a tester's desktop closes
 windows and opens menus.
 """
 
@@ -68,6 +68,10 @@ def system_combination(keys: Iterable[str]) -> str | None:
         return "Esc opens the game's menu or leaves full screen"
     if "alt" in held and "f4" in held:
         return "Alt+F4 closes the window"
+    if "ctrl" in held and "q" in held:
+        return "Ctrl+Q quits the application"
+    if "ctrl" in held and "w" in held:
+        return "Ctrl+W closes the window or tab"
     if "ctrl" in held and "alt" in held:
         return "Ctrl+Alt combinations switch terminals or log out"
     if "alt" in held and "tab" in held:
@@ -179,7 +183,10 @@ class KeyMap:
             raw = [raw] if isinstance(raw, str) else list(raw or [])
             keys = tuple(normalise_key(k, where=f"{where}, action {entry.get('name', i)!r}") for k in raw)
             actions.append(KeyAction(name=str(entry.get("name", f"action{i}")), keys=keys))
-        return cls(name=name, actions=tuple(actions), allow_system_keys=bool(data.get("allow_system_keys", False)))
+        allow = data.get("allow_system_keys", False)
+        if not isinstance(allow, bool):  # "no" in quotes is a string, and bool("no") is True
+            raise UserError(f"{where}: allow_system_keys is {allow!r}; write true or false, without quotes")
+        return cls(name=name, actions=tuple(actions), allow_system_keys=allow)
 
     @classmethod
     def load(cls, path: str | Path) -> "KeyMap":

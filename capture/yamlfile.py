@@ -1,7 +1,8 @@
-"""Reading a YAML file a user gave, with errors that name it."""
+"""Reading a YAML or JSON file a user gave, with errors that name it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,30 @@ def read_yaml(path: str | Path, what: str) -> Any:
     """The parsed contents of `path`; a missing file or invalid YAML is one `UserError` line
     beginning with `what` (e.g. "key map keys.yaml")."""
     try:
-        return yaml.safe_load(Path(path).read_text())
+        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(f"{what}: file not found") from None
+    except IsADirectoryError:
+        raise UserError(f"{what}: is a folder; give the YAML file") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{what}: not a text file (not UTF-8); give a YAML file") from None
     except yaml.YAMLError as e:
-        raise UserError(f"{what}: not valid YAML ({str(e).splitlines()[0]})") from None
+        first = (str(e).splitlines() or ["no detail"])[0]
+        raise UserError(f"{what}: not valid YAML ({first})") from None
+
+
+def read_json(path: str | Path, what: str) -> Any:
+    """The parsed contents of the JSON file `path`; a missing file, a folder, bytes that are not
+    text or invalid JSON is one `UserError` line beginning with `what` (e.g. "--oois o.json")."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{what}: file not found") from None
+    except IsADirectoryError:
+        raise UserError(f"{what}: is a folder; give the JSON file") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{what}: not a text file (not UTF-8); give a JSON file") from None
+    except OSError as e:
+        raise UserError(f"{what}: cannot read it ({e.strerror or e})") from None
+    except json.JSONDecodeError as e:
+        raise UserError(f"{what}: not valid JSON ({e})") from None

@@ -39,6 +39,9 @@ class CocoImage:
     """n×4 float32 `[x0, y0, x1, y1]` pixels."""
     labels: np.ndarray = field(default_factory=lambda: np.zeros((0,), np.int64))
     """n int64 class labels, 1…K (0 is the background)."""
+    bugged: np.ndarray = field(default_factory=lambda: np.zeros((0,), bool))
+    """n bools: the annotation's `attributes.bug` names a bug (`playtester shots` writes
+    `stretched`, `lowres` or `none`); False where the file says nothing."""
 
 
 @dataclass
@@ -153,6 +156,7 @@ def load_coco(
 
     boxes: dict[int, list[list[float]]] = {iid: [] for iid in images}
     box_labels: dict[int, list[int]] = {iid: [] for iid in images}
+    box_bugged: dict[int, list[bool]] = {iid: [] for iid in images}
     n_used = 0
     for i, ann in enumerate(doc["annotations"]):
         aid = ann.get("id", f"#{i}") if isinstance(ann, dict) else f"#{i}"
@@ -188,6 +192,9 @@ def load_coco(
         x1, y1 = min(float(im.width), x + w), min(float(im.height), y + h)
         boxes[iid].append([x0, y0, x1, y1])
         box_labels[iid].append(label_of_name[name])
+        attributes = ann.get("attributes")
+        bug = attributes.get("bug") if isinstance(attributes, dict) else None
+        box_bugged[iid].append(bool(bug) and str(bug).lower() not in ("none", "false", "0"))
         n_used += 1
     if n_used == 0:
         raise UserError(f"{where}: it has no annotations at all; label some boxes first")
@@ -195,6 +202,7 @@ def load_coco(
         if boxes[iid]:
             im.boxes = np.array(boxes[iid], np.float32)
             im.labels = np.array(box_labels[iid], np.int64)
+            im.bugged = np.array(box_bugged[iid], bool)
     return CocoSet(labels, classes, list(images.values()))
 
 

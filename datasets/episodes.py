@@ -184,8 +184,9 @@ class Episode:
 
     @property
     def expert_driven(self) -> bool:
-        """Whether the expert chose every executed action (not a DAgger episode)."""
-        return "dagger" not in self.meta
+        """Whether the expert chose every executed action: not a DAgger episode (the policy drove)
+        nor one labelled from video (`demos --from-video`: a model inferred the actions)."""
+        return "dagger" not in self.meta and "video" not in self.meta
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -197,31 +198,39 @@ class Episode:
         where = f"episode {path}"
         if path.name.endswith(PARTIAL_SUFFIX):
             raise UserError(f"{where}: it is incomplete (left by an interrupted recording); delete it")
+        if path.is_file():
+            raise UserError(f"{where}: is a file; give the episode's folder (frames.npy, steps.jsonl, meta.json)")
         try:
-            meta = json.loads((path / "meta.json").read_text())
+            meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise UserError(f"{where}: meta.json is missing; it is not an episode folder") from None
-        except json.JSONDecodeError as e:
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise UserError(f"{where}: meta.json is not valid JSON ({e})") from None
+        if not isinstance(meta, dict):
+            raise UserError(f"{where}: meta.json holds {type(meta).__name__}, not the episode's description")
         if meta.get("format_version") != FORMAT_VERSION:
             raise UserError(f"{where}: format version {meta.get('format_version')!r}, this playtester reads {FORMAT_VERSION}")
         try:
             frames = np.load(path / "frames.npy", mmap_mode="r")
         except FileNotFoundError:
             raise UserError(f"{where}: frames.npy is missing") from None
-        except ValueError as e:
+        except (ValueError, OSError) as e:
             raise UserError(f"{where}: frames.npy is truncated or corrupt ({e})") from None
         if frames.dtype != np.uint8 or frames.ndim != 4 or frames.shape[3] != 3:
             raise UserError(f"{where}: frames.npy holds {frames.dtype} {frames.shape}, expected uint8 N×H×W×3")
         steps = []
         try:
-            with open(path / "steps.jsonl") as f:
+            with open(path / "steps.jsonl", encoding="utf-8") as f:
                 for i, line in enumerate(f):
                     steps.append(json.loads(line))
         except FileNotFoundError:
             raise UserError(f"{where}: steps.jsonl is missing") from None
+        except UnicodeDecodeError:
+            raise UserError(f"{where}: steps.jsonl is not text (not UTF-8); it is damaged") from None
         except json.JSONDecodeError as e:
             raise UserError(f"{where}: steps.jsonl line {i + 1} is not valid JSON ({e})") from None
+        if not all(isinstance(step, dict) and "t" in step for step in steps):
+            raise UserError(f"{where}: steps.jsonl holds lines that are not steps; it is damaged")
         if len(steps) != len(frames) or meta.get("steps", len(steps)) != len(steps):
             raise UserError(f"{where}: {len(frames)} frames but {len(steps)} steps (meta says {meta.get('steps')}); it is damaged")
         n_actions = len(meta.get("keymap", {}).get("actions", []))
@@ -237,18 +246,26 @@ def episode_folders(root: str | Path) -> list[Path]:
     root = Path(root)
     if not root.exists():
         raise UserError(f"demos folder {root}: not found")
+    if not root.is_dir():
+        raise UserError(f"demos folder {root}: is a file; give the folder the episodes were recorded into")
     if (root / "meta.json").exists():
         return [root]
-    found, seen = [], set()
+    found, seen, unfinished = [], set(), []
     for folder, subfolders, names in os.walk(root, followlinks=True):  # demos gathered by symlinks count too
         real = os.path.realpath(folder)
         if real in seen:  # a link back up the tree (or twice to one folder) is walked once
             subfolders.clear()
             continue
         seen.add(real)
+        unfinished += [d for d in subfolders if d.endswith(PARTIAL_SUFFIX)]
         subfolders[:] = [d for d in subfolders if not d.endswith(PARTIAL_SUFFIX)]
         if "meta.json" in names:
             found.append(Path(folder))
+    if unfinished:
+        many = len(unfinished) > 1
+        log.warning("demos folder %s: skipped %d unfinished episode%s (%s%s: a recording stopped before the episode ended); "
+                    "delete %s or record again", root, len(unfinished), "s" if many else "", sorted(unfinished)[0],
+                    ", …" if many else "", "them" if many else "it")
     return sorted(found)
 
 
@@ -266,14 +283,15 @@ def load_episodes(root: str | Path, *, behavior: str | None = None, strict: bool
             if strict:
                 raise
             broken.append(str(e))
-            log.warning("skipped %s", e)
             continue
         if behavior is None or ep.behavior == behavior:
             episodes.append(ep)
-    if not episodes:
+    if not episodes:  # the broken ones are said in the error, not also one by one
         what = f" with behaviour {behavior!r}" if behavior else ""
         extra = f" ({len(broken)} broken: {broken[0]})" if broken else ""
         raise UserError(f"demos folder {root}: no complete episodes{what}{extra}")
+    for message in broken:
+        log.warning("skipped %s", message)
     return episodes
 
 

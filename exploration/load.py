@@ -28,6 +28,7 @@ import torch
 
 from playtester.capture.atomic import write_text_atomic
 from playtester.capture.errors import UserError
+from playtester.capture.yamlfile import read_json
 from playtester.capture.timing import missing_frame_time_message
 from playtester.exploration.ppo import RewardHook, ShapedRewards, StepView
 
@@ -99,11 +100,12 @@ class LoadThreshold:
     @classmethod
     def load(cls, path: str | Path) -> "LoadThreshold":
         path = Path(path)
+        if not path.exists():
+            raise UserError(f"load threshold {path}: file not found; measure a baseline first")
+        doc = read_json(path, f"load threshold {path}")
         try:
-            return cls.from_dict(json.loads(path.read_text()))
-        except FileNotFoundError:
-            raise UserError(f"load threshold {path}: file not found; measure a baseline first") from None
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+            return cls.from_dict(doc)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise UserError(f"load threshold {path}: malformed ({type(e).__name__}: {e}); measure the baseline again") from None
 
 

@@ -39,7 +39,7 @@ from playtester.exploration.actor_critic import GRUActorCritic, GRUActorCriticCo
 from playtester.exploration.checkpoints import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from playtester.exploration.losses import compute_gae, entropy_bonus, explained_variance, policy_loss, value_loss
 from playtester.exploration.ppo_config import PPOConfig, check_resumable
-from playtester.exploration.vector_env import make_vector_env
+from playtester.exploration.vector_env import close_envs, make_vector_env
 
 CHECKPOINT_NAME = "last.ckpt"
 
@@ -391,7 +391,7 @@ def train(
             fabric.print(f"stopped at step {global_step}: the run's budget is spent; the update of step {completed_step} is saved")
         return TrainResult(completed_step, completed, finished_returns, sps, path, module, stopped_early or stopped)
     finally:
-        envs.close()
+        close_envs(envs)
 
 
 @contextlib.contextmanager

@@ -36,6 +36,32 @@ def check_rgb_frames(space: gym.Space, what: str) -> None:
         raise UserError(f"{what}: its observations are {space}, not RGB frames (uint8 H×W×3); the explorer sees only pixels")
 
 
+def in_worker(env_fn: Callable[[], gym.Env]) -> gym.Env:
+    """Build the env in an `AsyncVectorEnv` worker that dies with the process that started it:
+    SIGKILL the run and the workers go too, and with them (their watchdogs) their games' engines.
+    In the starting process itself (the vector env's first look at the spaces) nothing changes."""
+    import multiprocessing
+
+    if multiprocessing.parent_process() is not None:
+        from playtester.capture.engine_guard import die_with_parent
+
+        die_with_parent()
+    return env_fn()
+
+
+def close_envs(envs: gym.vector.VectorEnv) -> None:
+    """Close a vector env whose workers may be gone already (Ctrl-C reaches the whole process
+    group, workers included): their broken pipes are not an error, the processes are ended."""
+    try:
+        envs.close()
+    except (BrokenPipeError, ConnectionError, EOFError):
+        for process in getattr(envs, "processes", []):
+            if process.is_alive():
+                process.terminate()
+            process.join(timeout=10)
+        envs.closed = True
+
+
 def make_vector_env(
     cfg: "PPOConfig", env_fn: Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]] | None = None,
 ) -> gym.vector.VectorEnv:
@@ -45,6 +71,8 @@ def make_vector_env(
     env_fns = list(env_fn) if isinstance(env_fn, Sequence) else [env_fn] * cfg.num_envs
     if len(env_fns) != cfg.num_envs:
         raise ValueError(f"{len(env_fns)} env factories for num_envs={cfg.num_envs}")
+    if cfg.vector_env == "async":
+        env_fns = [functools.partial(in_worker, fn) for fn in env_fns]
     vector_cls = gym.vector.AsyncVectorEnv if cfg.vector_env == "async" else gym.vector.SyncVectorEnv
     envs = vector_cls(env_fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     if not isinstance(envs.single_action_space, gym.spaces.Discrete):

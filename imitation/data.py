@@ -32,6 +32,8 @@ class Trajectory:
     """T×D features of the full RGB frames."""
     actions: torch.Tensor
     """T expert actions: each step's `label` where it has one (jitter, DAgger), else its action."""
+    weights: torch.Tensor | None = None
+    """T loss weights (None: all 1); IDM-labelled steps get `IdmUse.weight`, or 0 when dropped."""
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -102,13 +104,41 @@ def trained_on(scoring: dict, game: str) -> tuple[set[int], set[int]]:
 
 def split_demos(episodes: list[Episode], seed: int = 0):
     """Train / validation / test for behaviour cloning: the expert-driven episodes split 70/10/20,
-    every DAgger episode (the policy drove, the expert labelled) in train, so that validation and
-    the held-out score measure the expert's own behaviour."""
+    every DAgger episode (the policy drove, the expert labelled) and every episode labelled from
+    video in train, so that validation and the held-out score measure the expert's own behaviour."""
     train, val, test = split_episodes([e for e in episodes if e.expert_driven], seed)
     return train + [e for e in episodes if not e.expert_driven], val, test
 
 
-def encode_episodes(episodes: list[Episode], encode: Callable[[torch.Tensor], torch.Tensor], *, teacher: bool = True) -> list[Trajectory]:
+@dataclass(frozen=True)
+class IdmUse:
+    """How steps labelled by the inverse-dynamics model (`demos --from-video`) count in training."""
+
+    weight: float = 1.0
+    """Loss weight of an IDM-labelled step (a demo's own steps weigh 1)."""
+    min_confidence: float = 0.0
+    """IDM-labelled steps whose label has a lower probability weigh 0: the policy still sees
+    their frames (its memory runs through them) but learns no action there."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.weight:
+            raise UserError(f"--idm-weight {self.weight}: a weight of 0 or more")
+        if not 0 <= self.min_confidence <= 1:
+            raise UserError(f"--idm-min-confidence {self.min_confidence}: a probability between 0 and 1")
+
+
+def step_weights(ep: Episode, use: IdmUse) -> torch.Tensor:
+    """The loss weight of each step: 1, or for an IDM-labelled step `use.weight` where its
+    confidence reaches `use.min_confidence` and 0 where it does not."""
+    weights = [
+        (use.weight if float(s.get("confidence", 0.0)) >= use.min_confidence else 0.0) if s.get("label_source") == "idm" else 1.0
+        for s in ep.steps
+    ]
+    return torch.tensor(weights, dtype=torch.float32)
+
+
+def encode_episodes(episodes: list[Episode], encode: Callable[[torch.Tensor], torch.Tensor], *, teacher: bool = True,
+                    idm: IdmUse = IdmUse()) -> list[Trajectory]:
     """Features of every episode: `encode` maps uint8 N×H×W×3 frames to N×D features."""
     out = []
     for ep in episodes:
@@ -116,7 +146,7 @@ def encode_episodes(episodes: list[Episode], encode: Callable[[torch.Tensor], to
         masked = od_mask_batch(frames, test_boxes(ep))
         student = encode(torch.from_numpy(masked))
         rgb = encode(torch.from_numpy(frames)) if teacher else student
-        out.append(Trajectory(ep.name, student, rgb, torch.as_tensor(ep.labels)))
+        out.append(Trajectory(ep.name, student, rgb, torch.as_tensor(ep.labels), step_weights(ep, idm)))
     return out
 
 
@@ -128,6 +158,7 @@ class Batch:
     teacher: torch.Tensor  # B×T×D
     actions: torch.Tensor  # B×T (−1 on padding)
     mask: torch.Tensor  # B×T, 1 on real steps
+    weights: torch.Tensor  # B×T loss weights, 0 on padding
 
 
 def collate(trajs: list[Trajectory]) -> Batch:
@@ -138,10 +169,12 @@ def collate(trajs: list[Trajectory]) -> Batch:
     teacher = torch.zeros(b, t, d)
     actions = torch.full((b, t), -1, dtype=torch.long)
     mask = torch.zeros(b, t)
+    weights = torch.zeros(b, t)
     for i, x in enumerate(trajs):
         n = len(x)
         student[i, :n] = x.student
         teacher[i, :n] = x.teacher
         actions[i, :n] = x.actions
         mask[i, :n] = 1.0
-    return Batch(student, teacher, actions, mask)
+        weights[i, :n] = 1.0 if x.weights is None else x.weights
+    return Batch(student, teacher, actions, mask, weights)

@@ -96,8 +96,8 @@ def fit_policy(
     shell = ImitationPolicy(cfg, enc)
     n_dagger = len(episodes) - len(expert_eps)
     say(f"encoding {len(episodes)} episodes ({sum(len(e) for e in episodes)} frames) with the frozen encoder"
-        + (f"; {n_dagger} DAgger episodes train only" if n_dagger else ""))
-    train, val, test = (encode_episodes(eps, shell.encode, teacher=tcfg.teacher) for eps in (train_eps, val_eps, test_eps))
+        + (f"; {n_dagger} DAgger or video episodes train only" if n_dagger else ""))
+    train, val, test = (encode_episodes(eps, shell.encode, teacher=tcfg.teacher, idm=tcfg.idm_use) for eps in (train_eps, val_eps, test_eps))
     expert_train = [t for t, e in zip(train, train_eps) if e.expert_driven]
     expert = action_distribution(torch.cat([t.actions for t in expert_train]).numpy(), keymap.n)
     scoring = {

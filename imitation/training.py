@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
 from playtester.capture.errors import UserError
-from playtester.imitation.data import Batch, Trajectory, collate
+from playtester.imitation.data import Batch, IdmUse, Trajectory, collate
 from playtester.imitation.policy import ImitationPolicy, PolicyConfig, build_encoder
 from playtester.imitation.teacher import EMATeacher, dino_loss
 from playtester.perception.training import tag_checkpoint
@@ -63,6 +63,11 @@ class TrainConfig:
     patience: int = 8
     """Early stopping: epochs without a better validation loss."""
     seed: int = 0
+    idm_weight: float = 1.0
+    """Loss weight of steps labelled by the inverse-dynamics model (`demos --from-video`)."""
+    idm_min_confidence: float = 0.0
+    """IDM-labelled steps below this label probability weigh 0 (their frames still run through
+    the policy's memory)."""
 
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.batch_size < 1 or self.chunk < 1:
@@ -71,6 +76,11 @@ class TrainConfig:
             raise UserError("policy training: learning rates must be positive")
         if not 0.0 <= self.ema < 1.0:
             raise UserError(f"policy training: ema {self.ema} must be in [0, 1)")
+        IdmUse(weight=self.idm_weight, min_confidence=self.idm_min_confidence)  # one-line errors for the two options
+
+    @property
+    def idm_use(self) -> IdmUse:
+        return IdmUse(weight=self.idm_weight, min_confidence=self.idm_min_confidence)
 
     def lr_at(self, progress: float) -> float:
         """Learning rate at `progress` epochs (fractional) into training."""
@@ -116,7 +126,7 @@ class BehaviourCloning(L.LightningModule):
             for group in opt.param_groups:
                 group["lr"] = self.tcfg.lr_at(progress)
             logits, hc, h = core.forward_windows(windows[:, sl], h)
-            ce = F.cross_entropy(logits[mask], batch.actions[:, sl][mask])
+            ce = weighted_cross_entropy(logits[mask], batch.actions[:, sl][mask], batch.weights[:, sl][mask])
             loss = ce
             if self.teacher is not None:
                 with torch.no_grad():
@@ -151,6 +161,13 @@ class BehaviourCloning(L.LightningModule):
         tag_checkpoint(checkpoint, CHECKPOINT_KIND)
         # the teacher only matters while training; a policy checkpoint holds the student
         checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items() if not k.startswith("teacher.")}
+
+
+def weighted_cross_entropy(logits: torch.Tensor, actions: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy averaged with per-step weights (the plain mean when all are 1; 0, with no
+    gradient from it, when all are 0)."""
+    per_step = F.cross_entropy(logits, actions, reduction="none")
+    return (per_step * weights).sum() / weights.sum().clamp(min=1e-8)
 
 
 class KeepBest(L.Callback):

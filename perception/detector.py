@@ -4,7 +4,9 @@ As in "frustratingly simple few-shot detection" (TFA, Wang et al. 2020) the back
 COCO-trained model stays frozen and only the heads (RPN and box head, with a new predictor for the
 game's classes) are trained; base-class shots can be mixed in (see `DetectionDataModule`).
 Without pretrained weights (`pretrained="none"`) a frozen random backbone would be useless, so it
-is trained too (said in the log).
+is trained too (said in the log). Where no COCO weights can be had, the `compact` backbone
+(`compact_backbone.py`: GroupNorm, two fine levels, anchors fitted to the shots) is the one that
+learns from random init in CPU minutes; `resolve_pretrained` picks it for `--pretrained auto`.
 
 - `DetectorConfig`: the hyper-parameters, saved in the checkpoint.
 - `Detector`: the plain `nn.Module` core, with `predict(frames)` for the live agent.
@@ -30,8 +32,10 @@ from playtester.perception.training import read_checkpoint, tag_checkpoint
 
 log = logging.getLogger(__name__)
 
-BACKBONES = ("resnet50", "mobilenet")
-BACKBONE_STAGES = {"resnet50": 5, "mobilenet": 6}
+BACKBONES = ("resnet50", "mobilenet", "compact")
+BACKBONE_STAGES = {"resnet50": 5, "mobilenet": 6, "compact": 4}
+PRETRAINED_CHOICES = ("auto", "coco", "none")
+SCHEDULES = ("constant", "cosine")
 
 
 @dataclass
@@ -41,10 +45,38 @@ class DetectorConfig:
     classes: list[str] = field(default_factory=list)
     """Class names; label i+1 is `classes[i]` (0 is the background)."""
     backbone: str = "resnet50"
-    """`resnet50` (ResNet-50-FPN, the default) or `mobilenet` (MobileNet-v3-Large-FPN, fast)."""
+    """`resnet50` (ResNet-50-FPN), `mobilenet` (MobileNet-v3-Large-FPN), both for COCO weights,
+    or `compact` (`CompactBackbone`: GroupNorm, two levels, made to train from random init)."""
     pretrained: str = "coco"
     """`coco` (torchvision's COCO weights), `none` (random init) or the path of weights to start
     from (a torchvision COCO state dict, or a playtester detector checkpoint)."""
+    pretrained_used: str = ""
+    """What the weights actually started from, in words (`--pretrained auto` decides it): report
+    headers read it."""
+    compact_widths: list[int] = field(default_factory=lambda: [32, 48, 96, 160])
+    """`compact`: channels of the stem and of its three stages (strides 2, 4, 8, 16)."""
+    compact_blocks: list[int] = field(default_factory=lambda: [1, 2, 2])
+    """`compact`: basic blocks in each stage."""
+    fpn_channels: int = 32
+    """`compact`: channels of its two FPN levels (and of the RPN head)."""
+    finest_stride: int = 2
+    """`compact`: stride of its finer level, 2 (levels at strides 2 and 4, for objects of a few
+    pixels: the park's tires are 2–5 px at 128 px) or 4 (4 and 8)."""
+    anchor_sizes: list[list[float]] | None = None
+    """`compact`: anchor sides in input pixels, per level (stride 4, stride 8), fitted to the
+    training boxes (`fit_anchors`); None: a generic 4–64 px ladder."""
+    aspect_ratios: list[float] | None = None
+    """`compact`: anchor aspect ratios h/w, fitted like the sizes; None: 1, 2, 4."""
+    box_head_units: int = 128
+    """`compact`: width of the two-layer box head (torchvision's: 1024)."""
+    roi_sampling_ratio: int = 1
+    """`compact`: RoIAlign sampling points per bin side (torchvision: 2). RoIAlign's backward pass
+    is most of a CPU training step; 1 makes it 4× cheaper."""
+    detections_per_image: int = 50
+    """Most detections kept per image."""
+    rpn_fg_iou: float = 0.7
+    """An anchor overlapping a box by this IoU trains the RPN as foreground (torchvision: 0.7;
+    small objects match few anchors that well)."""
     image_size: int = 128
     """Frames are scaled (aspect kept) so that they fit in image_size×image_size."""
     anchor_scale: float = 0.25
@@ -60,6 +92,10 @@ class DetectorConfig:
     """Proposals sampled per image to train the box head (torchvision: 512)."""
     lr: float = 3e-4
     """AdamW learning rate (the paper's)."""
+    schedule: str = "constant"
+    """`constant`, or `cosine`: linear warm-up over `warmup_fraction` of the steps, then cosine to 0
+    (what from-scratch training wants)."""
+    warmup_fraction: float = 0.05
     weight_decay: float = 1e-4
     batch_size: int = 8
     """Images per step (the paper used 128 on a GPU)."""
@@ -75,7 +111,25 @@ class DetectorConfig:
         if len(set(self.classes)) != len(self.classes):
             raise UserError(f"detector: class names must differ, got {self.classes}")
         if self.backbone not in BACKBONES:
-            raise UserError(f"--backbone {self.backbone!r}: use {' or '.join(BACKBONES)}")
+            raise UserError(f"--backbone {self.backbone!r}: use {', '.join(BACKBONES)}")
+        if self.pretrained == "coco" and self.backbone == "compact":
+            raise UserError("--pretrained coco: torchvision has no COCO weights for --backbone compact; use none, auto or a weights file")
+        if self.schedule not in SCHEDULES:
+            raise UserError(f"schedule {self.schedule!r}: use {' or '.join(SCHEDULES)}")
+        if len(self.compact_widths) != 4 or len(self.compact_blocks) != 3 or min(self.compact_widths + self.compact_blocks) < 1:
+            raise UserError(f"compact backbone {self.compact_widths} / {self.compact_blocks}: 4 widths and 3 block counts, all positive")
+        if any(w % 8 for w in self.compact_widths + [self.fpn_channels]):
+            raise UserError(f"compact backbone widths {self.compact_widths + [self.fpn_channels]}: multiples of 8 (GroupNorm)")
+        if self.finest_stride not in (2, 4):
+            raise UserError(f"finest stride {self.finest_stride}: 2 or 4")
+        if self.anchor_sizes is not None:
+            self.anchor_sizes = [[float(v) for v in level] for level in self.anchor_sizes]
+            if len(self.anchor_sizes) != 2 or len(set(map(len, self.anchor_sizes))) != 1 or min(map(min, self.anchor_sizes)) <= 0:
+                raise UserError(f"anchor sizes {self.anchor_sizes}: two levels of as many positive sizes")
+        if self.aspect_ratios is not None:
+            self.aspect_ratios = [float(v) for v in self.aspect_ratios]
+            if not self.aspect_ratios or min(self.aspect_ratios) <= 0:
+                raise UserError(f"aspect ratios {self.aspect_ratios}: positive numbers")
         if not 32 <= self.image_size <= 2048:
             raise UserError(f"--image-size {self.image_size}: use 32 to 2048 pixels")
         if not self.anchor_scale > 0:
@@ -101,8 +155,9 @@ class DetectorConfig:
 
     @property
     def frozen_batchnorm(self) -> bool:
-        """Pretrained backbones keep their BatchNorm statistics fixed (torchvision's rule)."""
-        return self.pretrained != "none"
+        """Pretrained backbones keep their BatchNorm statistics fixed (torchvision's rule); the
+        compact one has GroupNorm, which keeps no statistics."""
+        return self.pretrained != "none" and self.backbone != "compact"
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "DetectorConfig":
@@ -114,6 +169,30 @@ def _coco_weights(backbone: str):
     from torchvision.models.detection import FasterRCNN_MobileNet_V3_Large_FPN_Weights, FasterRCNN_ResNet50_FPN_Weights
 
     return FasterRCNN_ResNet50_FPN_Weights.COCO_V1 if backbone == "resnet50" else FasterRCNN_MobileNet_V3_Large_FPN_Weights.COCO_V1
+
+
+def coco_weights_cached(backbone: str) -> Path | None:
+    """The file of torchvision's COCO weights for `backbone` in its cache, if it is there."""
+    if backbone not in ("resnet50", "mobilenet"):
+        return None
+    from torch.hub import get_dir
+
+    path = Path(get_dir()) / "checkpoints" / _coco_weights(backbone).url.rsplit("/", 1)[-1]
+    return path if path.is_file() else None
+
+
+def resolve_pretrained(backbone: str, pretrained: str) -> tuple[str, str, str]:
+    """`(backbone, pretrained, one line saying what was chosen)` for `--pretrained auto`: the
+    COCO weights of `backbone` where torchvision's cache holds them, else the compact backbone
+    from random init (the only one that learns from scratch in minutes). Other values pass."""
+    if pretrained != "auto":
+        return backbone, pretrained, ""
+    if backbone != "compact" and coco_weights_cached(backbone) is not None:
+        return backbone, "coco", f"--pretrained auto: COCO weights for {backbone} found in torchvision's cache; fine-tuning them"
+    if backbone == "compact":
+        return "compact", "none", "--pretrained auto: the compact backbone trains from random init"
+    return "compact", "none", (f"--pretrained auto: no COCO weights for {backbone} in torchvision's cache; "
+                               "training the compact backbone from random init instead")
 
 
 def _freeze_batchnorm(module: nn.Module) -> nn.Module:
@@ -129,19 +208,49 @@ def _freeze_batchnorm(module: nn.Module) -> nn.Module:
     return module
 
 
+def build_compact_faster_rcnn(cfg: DetectorConfig, num_classes: int | None = None) -> nn.Module:
+    """torchvision's `FasterRCNN` (RPN, MultiScaleRoIAlign, two-layer box head) on a
+    `CompactBackbone`, with the config's anchors."""
+    from torchvision.models.detection import FasterRCNN
+    from torchvision.models.detection.anchor_utils import AnchorGenerator
+    from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHead
+    from torchvision.ops import MultiScaleRoIAlign
+
+    from playtester.perception.compact_backbone import CompactBackbone
+
+    backbone = CompactBackbone(cfg.compact_widths, cfg.compact_blocks, cfg.fpn_channels, cfg.finest_stride)
+    sizes = cfg.anchor_sizes or [[4.0, 6.0, 10.0], [16.0, 28.0, 48.0]]
+    ratios = tuple(cfg.aspect_ratios or [1.0, 2.0, 4.0])
+    anchors = AnchorGenerator(tuple(tuple(level) for level in sizes), (ratios,) * len(sizes))
+    resolution = 7
+    return FasterRCNN(
+        backbone, None, min_size=cfg.image_size, max_size=cfg.image_size,
+        rpn_anchor_generator=anchors,
+        rpn_pre_nms_top_n_train=2 * cfg.rpn_proposals, rpn_pre_nms_top_n_test=cfg.rpn_proposals,
+        rpn_post_nms_top_n_train=cfg.rpn_proposals, rpn_post_nms_top_n_test=cfg.rpn_proposals // 2,
+        rpn_fg_iou_thresh=cfg.rpn_fg_iou, rpn_batch_size_per_image=128,
+        box_roi_pool=MultiScaleRoIAlign(["0", "1"], output_size=resolution, sampling_ratio=cfg.roi_sampling_ratio),
+        box_head=TwoMLPHead(cfg.fpn_channels * resolution**2, cfg.box_head_units),
+        box_predictor=FastRCNNPredictor(cfg.box_head_units, num_classes or cfg.num_classes),
+        box_batch_size_per_image=cfg.rois_per_image, box_detections_per_img=cfg.detections_per_image,
+    )
+
+
 def build_faster_rcnn(cfg: DetectorConfig, num_classes: int | None = None) -> nn.Module:
     """The torchvision model, untrained: architecture only (weights come from `load_pretrained`
     or a checkpoint). `num_classes` overrides the config's (91 to take COCO weights)."""
     from torchvision.models.detection import fasterrcnn_mobilenet_v3_large_fpn, fasterrcnn_resnet50_fpn
     from torchvision.models.detection.anchor_utils import AnchorGenerator
 
+    if cfg.backbone == "compact":
+        return build_compact_faster_rcnn(cfg, num_classes)
     builder = fasterrcnn_resnet50_fpn if cfg.backbone == "resnet50" else fasterrcnn_mobilenet_v3_large_fpn
     model = builder(
         weights=None, weights_backbone=None, num_classes=num_classes or cfg.num_classes,
         min_size=cfg.image_size, max_size=cfg.image_size,
         rpn_pre_nms_top_n_train=2 * cfg.rpn_proposals, rpn_pre_nms_top_n_test=2 * cfg.rpn_proposals,
         rpn_post_nms_top_n_train=cfg.rpn_proposals, rpn_post_nms_top_n_test=cfg.rpn_proposals,
-        box_batch_size_per_image=cfg.rois_per_image,
+        box_batch_size_per_image=cfg.rois_per_image, box_detections_per_img=cfg.detections_per_image,
     )
     old = model.rpn.anchor_generator
     sizes = tuple(tuple(max(2, int(round(s * cfg.anchor_scale))) for s in level) for level in old.sizes)
@@ -170,7 +279,10 @@ class Detector(nn.Module):
         body = self.model.backbone.body
         n = self.config.trainable_layers
         children = list(body.named_children())
-        if self.config.backbone == "resnet50":
+        if self.config.backbone == "compact":
+            parts = [body.stem, *body.stages]
+            frozen = parts[:len(parts) - n]
+        elif self.config.backbone == "resnet50":
             train = ["layer4", "layer3", "layer2", "layer1", "conv1"][:n] + (["bn1"] if n == 5 else [])
             frozen = [m for name, m in children if name not in train]
         else:
@@ -196,7 +308,7 @@ class Detector(nn.Module):
         """
         cfg = self.config
         if cfg.pretrained == "none":
-            return "random init (--pretrained none)"
+            return "random init"
         if cfg.pretrained == "coco":
             weights = _coco_weights(cfg.backbone)
             try:
@@ -282,6 +394,8 @@ class DetectorModule(L.LightningModule):
         self.config = cfg
         self.model = Detector(cfg)
         self.diverged = False
+        self.held_out: dict[str, Any] | None = None
+        """AP on the held-out shots, when measured before saving; the checkpoint keeps it."""
         self._val_map = None
 
     def training_step(self, batch, batch_idx: int):
@@ -318,10 +432,25 @@ class DetectorModule(L.LightningModule):
 
     def configure_optimizers(self):
         params = [p for p in self.model.parameters() if p.requires_grad]
-        return torch.optim.AdamW(params, lr=self.config.lr, weight_decay=self.config.weight_decay)
+        optimizer = torch.optim.AdamW(params, lr=self.config.lr, weight_decay=self.config.weight_decay)
+        if self.config.schedule == "constant":
+            return optimizer
+        total = max(1, int(self.trainer.estimated_stepping_batches))
+        warmup = max(1, int(self.config.warmup_fraction * total))
+
+        def factor(step: int) -> float:
+            if step < warmup:
+                return (step + 1) / warmup
+            return 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warmup) / max(1, total - warmup))))
+
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         tag_checkpoint(checkpoint, "detector")
+        checkpoint["playtester"]["pretrained_used"] = self.config.pretrained_used
+        if self.held_out is not None:
+            checkpoint["playtester"]["held_out"] = self.held_out
 
 
 def load_detector(path: str | Path, map_location: str | torch.device = "cpu") -> Detector:

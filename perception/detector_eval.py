@@ -27,6 +27,27 @@ class APTable:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def to_json(self) -> dict[str, Any]:
+        """`{"classes": {name: {"ap50", "ap", "boxes"}}, "all": {...}, "images": n}`, NaN as null
+        (a class without test boxes has no AP)."""
+
+        def num(v: float) -> float | None:
+            return float(v) if np.isfinite(v) else None
+
+        per_class = {c: {"ap50": num(a50), "ap": num(a), "boxes": int(n)} for c, n, a50, a in zip(self.classes, self.boxes, self.ap50, self.ap)}
+        return {"classes": per_class, "all": {"ap50": num(self.map50), "ap": num(self.map), "boxes": int(sum(self.boxes))},
+                "images": self.images}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> "APTable":
+        def num(v: float | None) -> float:
+            return float("nan") if v is None else float(v)
+
+        classes = list(doc["classes"])
+        rows = [doc["classes"][c] for c in classes]
+        return cls(classes, [num(r["ap50"]) for r in rows], [num(r["ap"]) for r in rows], num(doc["all"]["ap50"]),
+                   num(doc["all"]["ap"]), int(doc.get("images", 0)), [int(r["boxes"]) for r in rows])
+
     def rows(self) -> list[tuple[str, int, float, float]]:
         return [(c, n, a50, a) for c, n, a50, a in zip(self.classes, self.boxes, self.ap50, self.ap)] + [
             ("all", sum(self.boxes), self.map50, self.map)
@@ -50,32 +71,58 @@ def _per_class(values: torch.Tensor, classes_seen: torch.Tensor, n_classes: int)
     return out
 
 
+VARIANTS = ("all", "healthy", "bugged")
+"""Which ground-truth boxes an AP table scores: every box, or only those of one variant (the
+others are marked crowd, so detections on them count neither way)."""
+
+
 @torch.no_grad()
-def evaluate_detector(detector, coco: CocoSet, *, batch_size: int = 8, progress: bool = False) -> APTable:
-    """AP of `detector` (a `Detector`) on the images of `coco`, whose classes must be the detector's."""
+def predict_set(detector, coco: CocoSet, *, batch_size: int = 8, progress: bool = False) -> list[dict[str, torch.Tensor]]:
+    """The detector's raw detections (every score) on each image of `coco`, in order."""
     from torch.utils.data import DataLoader
-    from torchmetrics.detection import MeanAveragePrecision
 
     if list(coco.classes) != list(detector.classes):
         raise ValueError(f"evaluation set classes {coco.classes} differ from the detector's {detector.classes}")
     detector.eval()
     device = next(detector.parameters()).device
-    metric = MeanAveragePrecision(iou_type="bbox", class_metrics=True)
-    metric50 = MeanAveragePrecision(iou_type="bbox", iou_thresholds=[0.5], class_metrics=True)
     loader = DataLoader(DetectionDataset(coco, augment=False), batch_size=batch_size, collate_fn=collate_detection)
     if progress:
         from tqdm import tqdm
 
         loader = tqdm(loader, desc="evaluating", unit="batch")
-    for images, targets in loader:
-        preds = detector([im.to(device) for im in images])
-        preds = [{k: v.cpu() for k, v in p.items()} for p in preds]
-        gts = [{"boxes": t["boxes"].as_subclass(torch.Tensor), "labels": t["labels"]} for t in targets]
-        metric.update(preds, gts)
-        metric50.update(preds, gts)
-    res, res50 = metric.compute(), metric50.compute()
+    preds: list[dict[str, torch.Tensor]] = []
+    for images, _ in loader:
+        preds += [{k: v.cpu() for k, v in p.items()} for p in detector([im.to(device) for im in images])]
+    return preds
+
+
+def ap_table(preds: list[dict[str, torch.Tensor]], coco: CocoSet, variant: str = "all", *, min_side: float = 0.0,
+             image_size: int = 128) -> APTable:
+    """Per-class AP50 and AP@[.5:.95] of `preds` (one per image of `coco`) on the boxes of `variant`.
+
+    `min_side` > 0 scores only boxes whose sqrt(width·height) is at least that many pixels once
+    the image is scaled to fit `image_size` (as the detector sees it); smaller ones are ignored
+    like the other variant's (COCO's area ranges do the same)."""
+    from torchmetrics.detection import MeanAveragePrecision
+
+    if variant not in VARIANTS:
+        raise ValueError(f"variant {variant!r}: one of {VARIANTS}")
+    metric = MeanAveragePrecision(iou_type="bbox", class_metrics=True)
+    metric50 = MeanAveragePrecision(iou_type="bbox", iou_thresholds=[0.5], class_metrics=True)
     k = len(coco.classes)
-    counts = coco.counts()
+    counted = np.zeros(k + 1, np.int64)
+    for pred, im in zip(preds, coco.images):
+        scored = np.ones(len(im.labels), bool) if variant == "all" else (im.bugged == (variant == "bugged"))
+        if min_side > 0:
+            scale = image_size / max(im.width, im.height)
+            sides = np.sqrt(np.clip(im.boxes[:, 2] - im.boxes[:, 0], 0, None) * np.clip(im.boxes[:, 3] - im.boxes[:, 1], 0, None))
+            scored &= sides * scale >= min_side
+        counted += np.bincount(im.labels[scored], minlength=k + 1)
+        gt = {"boxes": torch.from_numpy(im.boxes).float().reshape(-1, 4), "labels": torch.from_numpy(im.labels),
+              "iscrowd": torch.from_numpy(~scored).long()}
+        metric.update([pred], [gt])
+        metric50.update([pred], [gt])
+    res, res50 = metric.compute(), metric50.compute()
     return APTable(
         classes=list(coco.classes),
         ap50=_per_class(res50["map_per_class"], res50["classes"], k),
@@ -83,8 +130,21 @@ def evaluate_detector(detector, coco: CocoSet, *, batch_size: int = 8, progress:
         map50=float(res["map_50"]),
         map=float(res["map"]),
         images=len(coco.images),
-        boxes=[counts[c] for c in coco.classes],
+        boxes=[int(n) for n in counted[1:]],
     )
+
+
+@torch.no_grad()
+def evaluate_detector(detector, coco: CocoSet, *, batch_size: int = 8, progress: bool = False) -> APTable:
+    """AP of `detector` (a `Detector`) on the images of `coco`, whose classes must be the detector's."""
+    return ap_table(predict_set(detector, coco, batch_size=batch_size, progress=progress), coco)
+
+
+@torch.no_grad()
+def evaluate_variants(detector, coco: CocoSet, *, batch_size: int = 8, progress: bool = False) -> dict[str, APTable]:
+    """AP tables over all boxes, the healthy ones and the bugged ones, from one pass of the detector."""
+    preds = predict_set(detector, coco, batch_size=batch_size, progress=progress)
+    return {v: ap_table(preds, coco, v) for v in VARIANTS}
 
 
 @torch.no_grad()

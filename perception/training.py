@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
+import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -96,23 +98,49 @@ def save_checkpoint_atomic(trainer, path: str | Path) -> Path:
     return path
 
 
+def load_torch_file(path: str | Path, what: str = "checkpoint", map_location: str | torch.device = "cpu",
+                    allow: tuple[Any, ...] = ()) -> Any:
+    """What `torch.save` wrote to `path`, loaded with `weights_only=True`: tensors, numbers,
+    strings and containers, plus the types in `allow` (torch's allow-list), so that a file from
+    elsewhere cannot run code as it loads. A missing, empty, cut-short or foreign file raises a
+    `UserError` that names `what` and the file."""
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{what} {path}: is a folder; give the checkpoint file")
+    if not path.is_file():
+        raise UserError(f"{what} {path}: not found")
+    size = path.stat().st_size
+    if size == 0:
+        raise UserError(f"{what} {path}: the file is empty (0 bytes), so it was never written to the end; "
+                        "give a complete checkpoint (train again if need be)")
+    try:
+        with torch.serialization.safe_globals(list(allow)):
+            return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:
+        found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(e))
+        if found:
+            raise UserError(f"{what} {path}: it holds a {found.group(1)} object, which no playtester checkpoint holds, "
+                            "so it is not loaded (loading it could run code); give a checkpoint that playtester wrote") from None
+        raise UserError(f"{what} {path}: not a PyTorch checkpoint ({size} bytes that torch cannot read: cut short, or "
+                        "another kind of file); give a checkpoint that playtester wrote") from None
+    except Exception:  # a zip cut short, random bytes, a foreign format
+        raise UserError(f"{what} {path}: not a PyTorch checkpoint ({size} bytes that torch cannot read: cut short, or "
+                        "another kind of file); give a checkpoint that playtester wrote") from None
+
+
 def read_checkpoint(path: str | Path, kind: str, map_location: str | torch.device = "cpu") -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     """The config dict and the core's state dict (keys without the `model.` prefix) of a
     playtester checkpoint of `kind`; a `UserError` names the file when it is not one."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"checkpoint {path}: not found")
-    try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as e:
-        raise UserError(f"checkpoint {path}: cannot be read ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+    ckpt = load_torch_file(path, f"{kind} checkpoint", map_location)
     info = ckpt.get("playtester") if isinstance(ckpt, dict) else None
-    if not isinstance(info, dict) or "hyper_parameters" not in ckpt:
-        raise UserError(f"checkpoint {path}: not a playtester checkpoint (no model config in it)")
+    if not isinstance(info, dict) or not isinstance(ckpt.get("hyper_parameters"), dict) or not isinstance(ckpt.get("state_dict"), dict):
+        raise UserError(f"{kind} checkpoint {path}: a PyTorch file, but not a playtester checkpoint (no model config in it); "
+                        f"give the {kind} checkpoint that playtester wrote")
     if info.get("model") != kind:
-        raise UserError(f"checkpoint {path}: it is {_article(str(info.get('model')))} checkpoint, not {_article(kind)} checkpoint")
+        raise UserError(f"{kind} checkpoint {path}: it is {_article(str(info.get('model')))} checkpoint, not {_article(kind)} "
+                        f"checkpoint; give the {kind} checkpoint")
     if info.get("version", 0) > CHECKPOINT_VERSION:
-        raise UserError(f"checkpoint {path}: written by a newer playtester (format {info.get('version')}); upgrade")
+        raise UserError(f"{kind} checkpoint {path}: written by a newer playtester (format {info.get('version')}); upgrade")
     state = {k.removeprefix("model."): v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
     return dict(ckpt["hyper_parameters"]), state
 

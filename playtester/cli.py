@@ -2,19 +2,31 @@
 
 Each command lives in its own module under `playtester/commands/` and is registered here, so
 `playtester --help` stays quick: heavy libraries (torch, the engine) load inside the commands.
-Bad input raises `UserError`, printed as one line with exit status 2; Ctrl-C exits with 130.
+Bad input raises `UserError`, printed as one line with exit status 2; so are click's usage errors
+(a count that is not a number, a missing option). Ctrl-C exits with 130 and says what was kept.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
 
 import typer
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.text import Text
 
 from playtester.capture.errors import UserError
+
+try:  # typer >= 0.16 carries its own copy of click
+    from typer._click.exceptions import NoArgsIsHelpError, UsageError
+except ImportError:  # pragma: no cover - older typer on click
+    from click.exceptions import NoArgsIsHelpError, UsageError
 
 console = Console(stderr=True)
 
@@ -47,56 +59,105 @@ def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug
     )
 
 
+class _Interrupted(Exception):
+    """Ctrl-C inside a command, carried past typer (which would turn it into a silent exit 130)."""
+
+
+def _interruptible(command: Callable[..., Any]) -> Callable[..., Any]:
+    """`command` with its Ctrl-C raised as `_Interrupted` (typer reads the signature through `wraps`)."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except KeyboardInterrupt:
+            raise _Interrupted() from None
+
+    return run
+
+
 def _register() -> None:
     from playtester.commands import scenario, window
 
     app.command("games")(scenario.games)
-    app.command("shots")(scenario.shots)
-    app.command("demos")(scenario.demos)
+    app.command("shots")(_interruptible(scenario.shots))
+    app.command("demos")(_interruptible(scenario.demos))
 
     from playtester.commands import perception
 
-    train_app.command("detector")(perception.train_detector)
-    eval_app.command("detector")(perception.eval_detector)
-    train_app.command("encoder")(perception.train_encoder)
-    app.command("record")(window.record)
-    app.command("replay")(window.replay)
+    train_app.command("detector")(_interruptible(perception.train_detector))
+    eval_app.command("detector")(_interruptible(perception.eval_detector))
+    train_app.command("encoder")(_interruptible(perception.train_encoder))
+    app.command("record")(_interruptible(window.record))
+    app.command("replay")(_interruptible(window.replay))
 
     from playtester.commands import demo, imitation, report, run
 
-    app.command("demo")(demo.demo)
-    app.command("run")(run.run)
-    app.command("report")(report.report)
+    app.command("demo")(_interruptible(demo.demo))
+    app.command("run")(_interruptible(run.run))
+    app.command("report")(_interruptible(report.report))
 
-    train_app.command("policy")(imitation.train_policy)
-    eval_app.command("policy")(imitation.eval_policy)
+    train_app.command("policy")(_interruptible(imitation.train_policy))
+    eval_app.command("policy")(_interruptible(imitation.eval_policy))
 
     from playtester.commands.plan import plan_app
 
+    for info in plan_app.registered_commands:
+        info.callback = _interruptible(info.callback)
     app.add_typer(plan_app, name="plan")
 
 
 _register()
 
 
+def _private_runtime_dir() -> None:
+    """Give SDL (which Gymnasium's pygame renderers start) a runtime folder when the session has
+    none, so that it does not print `error: XDG_RUNTIME_DIR is invalid or not set` on every start."""
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        return
+    folder = Path(tempfile.gettempdir()) / f"playtester-runtime-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        if folder.stat().st_uid != os.getuid() or folder.is_symlink():
+            return  # someone else's: better the warning than their folder
+        folder.chmod(0o700)
+    except OSError:
+        return
+    os.environ["XDG_RUNTIME_DIR"] = str(folder)
+
+
+def _one_line_error(message: str) -> None:
+    line = Text("error: ", style="bold red")
+    line.append(" ".join(message.split()))
+    console.print(line, highlight=False, soft_wrap=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app, turning bad input into one line instead of a traceback.
 
-    Usage errors (a missing option, a seed that is not a number) are click's, printed with the
-    usage line and exit status 2; `UserError` from inside a command is printed as one line, also
-    with status 2.
+    A `UserError` from inside a command and click's usage errors (a missing option, a count that
+    is not a number or out of range) are each printed as one line, with exit status 2. Ctrl-C
+    says that what was written is kept, with status 130.
     """
+    if os.name == "posix":
+        _private_runtime_dir()
     try:
-        app(args=argv, prog_name="playtester")
+        code = app(args=argv, prog_name="playtester", standalone_mode=False)
     except UserError as e:
-        console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+        _one_line_error(str(e))
         return 2
-    except KeyboardInterrupt:
+    except NoArgsIsHelpError:  # `playtester` or `playtester train` alone: typer printed the help
+        return 2
+    except UsageError as e:
+        where = f"; see `{e.ctx.command_path} -h`" if e.ctx is not None else ""
+        _one_line_error(e.format_message().rstrip(".") + where)
+        return 2
+    except (_Interrupted, KeyboardInterrupt, typer.Abort):
         console.print("interrupted; everything written so far is kept")
         return 130
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

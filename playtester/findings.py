@@ -1,6 +1,7 @@
 """Findings on disk, and replaying them.
 
-    findings/NNNN/finding.json   what was found, where, and how to start the game again
+    findings/NNNN/finding.json   what was found, where, how to start the game again, and
+                                 `replay`: the command that plays the trace again
     findings/NNNN/actions.jsonl  every action of the episode up to the finding, from its reset
     findings/NNNN/frames.npy     the last frames before the finding (uint8 M×H×W×3): frame i is
                                  what the game showed after action `frames_from + i`
@@ -63,7 +64,7 @@ def save_finding(
         np.save(tmp / "frames.npy", np.stack(frames))
         write_clip(tmp / "clip.mp4", frames, fps)
     doc = finding.to_dict() | {"game": game, "game_options": game_options, "reset": reset, "frames_from": frames_from,
-                               "steps": len(actions)}
+                               "steps": len(actions), "replay": f"playtester replay {folder}"}
     write_text_atomic(tmp / "finding.json", json.dumps(doc, indent=1))
     os.replace(tmp, folder)
     return folder

@@ -54,6 +54,8 @@ class VisitLog:
     """Telemetry cell size in map units (the park's cell is 128)."""
     origin: tuple[float, float] = (0.0, 0.0)
     times: dict[Key, list[float]] = field(default_factory=dict)
+    unplaced: int = 0
+    """Timed records that had no place to count at (`from_records`)."""
 
     def key_of(self, position: Sequence[float] | None = None, frame_cell: str | bytes | None = None) -> Key:
         if position is not None:
@@ -79,19 +81,21 @@ class VisitLog:
         return sum(len(v) for v in self.times.values())
 
     @classmethod
-    def from_records(cls, records: Iterable[dict[str, Any]], cell: float, origin: tuple[float, float] = (0.0, 0.0),
-                     *, where: str = "trajectory") -> "VisitLog":
+    def from_records(cls, records: Iterable[dict[str, Any]], cell: float, origin: tuple[float, float] = (0.0, 0.0)) -> "VisitLog":
         """Visits from step records with a frame time (`frame_time_ms` or `fps`) and a `position`
-        or a `frame_cell`; records without a frame time are skipped."""
+        or a `frame_cell` (`cell` in runs written before it was named so). Records without a frame
+        time are skipped, and so are those with no place (the last step of an episode that ended
+        has no position): `unplaced` counts them."""
         log = cls(cell=cell, origin=origin)
-        for i, r in enumerate(records):
+        for r in records:
             t = frame_time_of(r)
             if t is None:
                 continue
-            if r.get("position") is None and r.get("frame_cell") is None:
-                raise UserError(f"{where}: record {i + 1} has a frame time but no position or frame_cell to place it; "
-                                "record telemetry positions or frame cells with the frame times")
-            log.add(t, r.get("position"), r.get("frame_cell"))
+            place = r.get("frame_cell", r.get("cell"))
+            if r.get("position") is None and place is None:
+                log.unplaced += 1
+                continue
+            log.add(t, r.get("position"), place)
         return log
 
 
@@ -219,12 +223,12 @@ def load_section(run: Any, trajectory: list[dict[str, Any]], view: Any | None, c
     else:
         threshold = float(times.mean() + 5 * times.std(ddof=1)) if times.size > 1 else float(times[0])
         source = "mean + 5 sd of this run's frame times"
-    if not any(r.get("position") is not None or r.get("frame_cell") is not None for r in timed):
+    if not any(r.get("position") is not None or r.get("frame_cell", r.get("cell")) is not None for r in timed):
         return None  # frame times but nowhere to place them: no points, no map
-    log = VisitLog.from_records(timed, cell=cell or 128.0, where=f"{run}/trajectory.jsonl")
+    log = VisitLog.from_records(timed, cell=cell or 128.0)
     points = low_fps_points(log, threshold)
     summary = {"threshold_ms": threshold, "threshold_from": source, "steps_timed": len(timed),
-               "frame_time_median_ms": float(np.median(times)), "over_threshold_share": float(np.mean(times > threshold)),
+               "steps_unplaced": log.unplaced, "frame_time_median_ms": float(np.median(times)), "over_threshold_share": float(np.mean(times > threshold)),
                **confidence_summary(points), "low_fps": [p.to_dict() for p in points[:50]]}
 
     def encode(image: np.ndarray) -> bytes:

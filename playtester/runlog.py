@@ -8,15 +8,19 @@
     runs/NAME/findings/NNNN/    finding.json, actions.jsonl (the whole trace that led there),
                                 frames.npy (the last frames), clip.mp4
 
-Lines are appended and flushed as they come, so a run stopped by Ctrl-C keeps what it did.
+Lines are appended and flushed as they come, so a run stopped by Ctrl-C keeps what it did; a
+run killed mid-line leaves a torn last line, which `cut_torn_lines` takes off before a resumed
+run appends again (else the first new record would be glued to it, and the log damaged for good).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Iterator
 
+from playtester.capture.atomic import write_bytes_atomic
 
 from playtester.capture.errors import UserError
 from playtester.capture.yamlfile import read_yaml
@@ -37,6 +41,36 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
             if i == len(lines) - 1:
                 return
             raise UserError(f"{path}: line {i + 1} is not valid JSON; the run log is damaged") from None
+
+
+def cut_torn_tail(path: Path) -> int:
+    """Cut `path` back to its last whole line when a crash tore the last one; the number of bytes
+    dropped (0: the file ended cleanly). The cut file replaces the old one atomically."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return 0
+    with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        if f.read(1) == b"\n":
+            return 0
+        f.seek(0)
+        data = f.read()
+    kept = data[: data.rfind(b"\n") + 1]
+    write_bytes_atomic(path, kept)
+    return len(data) - len(kept)
+
+
+def cut_torn_lines(run: Path) -> list[str]:
+    """Before a run folder is appended to again: every JSON-lines log in it (trajectory, tests,
+    claims, findings, crashes, generations) cut back to its last whole record; one line saying
+    so for each log that was cut."""
+    said = []
+    for path in sorted(Path(run).glob("*.jsonl")):
+        dropped = cut_torn_tail(path)
+        if dropped:
+            records = sum(1 for _ in read_jsonl(path))
+            said.append(f"{path}: its last line was torn (the run was stopped mid-write); cut back to its last whole "
+                        f"record ({records} kept, {dropped} bytes dropped)")
+    return said
 
 
 def read_config(run: Path) -> dict[str, Any]:

@@ -26,6 +26,8 @@ import gymnasium as gym
 import numpy as np
 
 from playtester.capture.errors import UserError
+from playtester.capture.yamlfile import read_json
+from playtester.object_source import FOUND_BY_KEY, NO_OBJECTS, check_object_source, object_source
 from playtester.tester import TesterConfig, TesterEnv
 
 EXPLORERS = ("ppgta", "inspector", "random")
@@ -48,8 +50,10 @@ class RunSpec:
     """One of `EXPLORERS`."""
     preference: str | None = None
     """Path-following policy checkpoint: the preference reward (ppgta) and the explorer's initial weights."""
-    detector: str = "ground-truth"
-    """Detector checkpoint, or `ground-truth` (the engine's labels; the park only)."""
+    detector: str | None = None
+    """Detector checkpoint that finds the OOIs to test (needed with a test policy, unless `oracle_labels`)."""
+    oracle_labels: bool = False
+    """Find the OOIs through the engine's labels instead of a detector (the park only): an ablation."""
     episodes: int = 3
     """Episodes in the whole run, each from a random start."""
     steps: int = 500
@@ -84,6 +88,8 @@ class RunSpec:
     saved as `load_threshold.json` in the run folder."""
     load_area: str = "everywhere"
     """With `load`: where frame-rate drops are rewarded, `everywhere` or `pathways` (the park's)."""
+    max_restarts: int = 3
+    """Game crashes in the run that are restarted from; one more stops the run (the report says why)."""
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -101,6 +107,8 @@ class RunSpec:
         for name in ("episodes", "steps", "num_envs", "rollout", "stuck_steps"):
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")
+        if self.max_restarts < 0:
+            raise UserError(f"--max-restarts {self.max_restarts}: must be 0 (stop at the first crash) or more")
         if self.explorer == "random" or self.game.startswith("window:"):
             self.num_envs = 1  # one random walker; one window on the desktop
         if (self.map is None) != (self.map_bounds is None):
@@ -111,6 +119,8 @@ class RunSpec:
             load_known_oois(self.oois)
         if self.telemetry_port is not None and not self.game.startswith("window:"):
             raise UserError(f"--telemetry-port: only a window game listens for telemetry; {self.game} reports its own")
+        check_object_source(self.detector, self.oracle_labels, needed=self.tester is not None,
+                            needed_by=f"--tester {self.tester}")
 
     def game_options(self) -> dict[str, Any]:
         """What `make_game` takes for this run's game."""
@@ -125,6 +135,7 @@ class RunSpec:
                            "random": "random explorer"}[self.explorer]
         if self.objective == "load":
             config["agent"] += " + load reward"
+        config[FOUND_BY_KEY] = object_source(self.detector, self.oracle_labels) if self.tester else NO_OBJECTS
         return config
 
 
@@ -139,12 +150,9 @@ class KnownOOI(NamedTuple):
 
 def load_known_oois(path: str | Path) -> list[KnownOOI]:
     """The `--oois` file: a JSON list of `{"id", "kind", "x", "y"}` (more keys are kept for the report)."""
-    try:
-        records = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise UserError(f"--oois {path}: no such file") from None
-    except (OSError, json.JSONDecodeError) as e:
-        raise UserError(f"--oois {path}: not a JSON file ({e})") from None
+    if not Path(path).exists():
+        raise UserError(f"--oois {path}: no such file")
+    records = read_json(path, f"--oois {path}")
     if not isinstance(records, list):
         raise UserError(f"--oois {path}: expected a JSON list of objects with id, kind, x, y")
     oois = []
@@ -169,22 +177,26 @@ def check_map(image: str, bounds: list[float] | None) -> None:
 
 
 def make_detector(spec: RunSpec, env: gym.Env):
-    """The detector the tester loop runs: the engine's labels, or a trained model whose
-    detections are matched to the known OOIs (the park's, or `--oois`) by telemetry; None
-    without a test policy (nothing to test with)."""
+    """What finds the OOIs in the tester loop: a trained model whose detections are matched to
+    the known OOIs (the park's, or `--oois`) by telemetry, or with `oracle_labels` the engine's
+    labels; None without a test policy (nothing to test with)."""
     from playtester.tester import GroundTruthDetector, ModelDetector
 
     if spec.tester is None:
         return None
     layout = getattr(getattr(env.unwrapped, "scenario", None), "layout", None)
-    if spec.detector == "ground-truth":
+    if spec.oracle_labels:
         if layout is None:
-            raise UserError(f"--detector ground-truth: {spec.game} has no ground truth; give a trained detector checkpoint")
+            raise UserError(f"--oracle-labels: {spec.game} has no engine labels to find objects with (only the built-in "
+                            "park has); give --detector with a trained detector checkpoint")
         return GroundTruthDetector()
+    from playtester.capture.level_map import level_objects
     from playtester.perception.detector import load_detector
 
-    known = layout.oois if layout else (load_known_oois(spec.oois) if spec.oois else ())
-    return ModelDetector(load_detector(spec.detector), known)
+    model = load_detector(spec.detector)
+    # the objects it can place by telemetry: the park's OOIs, --oois, or a Doom level's things of its classes
+    known = layout.oois if layout else load_known_oois(spec.oois) if spec.oois else level_objects(spec.game, model.classes)
+    return ModelDetector(model, known)
 
 
 def tester_env(spec: RunSpec, env: gym.Env, index: int = 0) -> TesterEnv:
@@ -202,7 +214,7 @@ def tester_env(spec: RunSpec, env: gym.Env, index: int = 0) -> TesterEnv:
         env, tester=live, detector=make_detector(spec, env), oracles=oracles, run_dir=spec.run_dir, game=spec.game,
         game_options=spec.game_options(), texture=texture,
         config=TesterConfig(test_steps=spec.test_steps, seed=spec.seed), env_index=index, n_envs=spec.num_envs,
-        episodes=spec.episodes,
+        episodes=spec.episodes, max_restarts=spec.max_restarts,
     )
     wrapped.continue_run()
     return wrapped
@@ -222,28 +234,28 @@ def episodes_left(spec: RunSpec) -> int:
 
 def explore_at_random(spec: RunSpec, progress: Callable[[int], None] = lambda n: None,
                       say: Callable[[str], None] = print) -> None:
-    """The random baseline on one game instance; `progress(n)` after each episode. A game that
-    crashed and cannot be started again ends the run (the crash is a finding already)."""
+    """The random baseline on one game instance; `progress(n)` after each episode. A crashed
+    game is started again (`TesterEnv`) until `max_restarts` is spent; then the run ends here,
+    and says why."""
     from playtester.capture.games import make_game
+    from playtester.crashes import clear_stop
 
+    clear_stop(Path(spec.run_dir))
     env = tester_env(spec, make_game(spec.game, **spec.game_options()))
     rng = np.random.default_rng(spec.seed + 1 + env.local_episode)
     first = env.episode + env.n_envs
-    crashed = False
     try:
         while True:
-            try:
-                env.reset()
-            except UserError as e:
-                if not crashed:
-                    raise
-                say(f"the game crashed in episode {env.episode} and cannot be started again ({e}); the run ends here")
+            env.reset()
+            if env.stopped is not None:
+                say(f"the run stops: {env.stopped}")
                 return
             if env.idle:
                 return
             for _ in range(spec.steps):
                 _, _, terminated, truncated, info = env.step(int(rng.integers(env.action_space.n)))
-                crashed = bool(info.get("crashed"))
+                if info.get("crashed"):
+                    say(f"the game crashed in episode {env.episode}: {info.get('crash_reason') or 'the game is gone'}")
                 if terminated or truncated:
                     break
             progress(env.episode + 1 - first)
@@ -257,6 +269,12 @@ def all_idle(infos: dict[str, Any]) -> bool:
     return idle is not None and bool(np.all(idle))
 
 
+def run_stopped(infos: dict[str, Any]) -> bool:
+    """`stop` for PPO: an instance's game crashed beyond the restart budget (`TesterEnv`)."""
+    mask = infos.get("_run_stopped")
+    return mask is not None and bool(np.any(mask))
+
+
 def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: None, resume: bool = False):
     """Train the PPO explorer online while it plays the run's episodes; see the module doc."""
     import functools
@@ -265,6 +283,9 @@ def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: 
     from playtester.exploration.explorer import build_explorer
     from playtester.exploration.ppo import CHECKPOINT_NAME, train
 
+    from playtester.crashes import clear_stop
+
+    clear_stop(Path(spec.run_dir))
     explorer_dir = Path(spec.run_dir) / "explorer"
     checkpoint = explorer_dir / "checkpoints" / CHECKPOINT_NAME
     resume_ppo = resume and checkpoint.exists()
@@ -292,6 +313,6 @@ def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: 
         if "_final_obs" in infos and infos["_final_obs"].any():
             ended += int(np.sum(infos["_final_obs"]))  # idle instances' ends too: the bar is capped at the budget
             progress(ended)
-        return all_idle(infos)
+        return all_idle(infos) or run_stopped(infos)
 
     return train(*explorer, stop=stop)

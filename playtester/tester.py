@@ -17,6 +17,12 @@ starts, so it is tested once in the whole run). With an episode budget, an insta
 episode lies beyond it goes idle: it still plays (the vector env needs frames) but logs, detects
 and tests nothing, and says so with `info["tester_idle"]`. The latest detections ride in
 `info["detections"]`, for the explorer's OD mask.
+
+A game that crashes (`info["crashed"]`) ends its episode; the crash oracle makes it a finding,
+`crashes.jsonl` counts it, and the next `reset` starts the game again (the backend does). Past
+`max_restarts` crashes in the run, or when the game will not start again, the instance stops:
+it writes why to `stopped.json`, plays no more (blank frames, `info["run_stopped"]`), and the
+driver ends the run.
 """
 
 from __future__ import annotations
@@ -67,24 +73,37 @@ class TesterConfig:
 
 
 class GroundTruthDetector:
-    """The engine's own labels as detections (score 1): a stand-in for a trained detector, to
-    measure the rest of the loop on its own. Needs a backend that reports `objects`."""
+    """The engine's own labels as detections (score 1): an ablation (`--oracle-labels`) that
+    measures the rest of the loop without a detector's misses. Needs a backend that reports
+    `objects`."""
 
-    name = "ground-truth"
+    def __init__(self, description: str = "engine labels: ablation") -> None:
+        self.description = description
+        """What the run's report says found the objects."""
 
     def __call__(self, frame: np.ndarray, info: dict[str, Any]) -> list[Detection]:
         return [{"box": o["box"], "class": o["class"], "score": 1.0, "ooi": o.get("ooi")} for o in info.get("objects", [])]
 
 
+class NoDetector:
+    """Sees nothing: for a plan that looks for no object."""
+
+    def __init__(self, description: str = "nothing") -> None:
+        self.description = description
+
+    def __call__(self, frame: np.ndarray, info: dict[str, Any]) -> list[Detection]:
+        return []
+
+
 class ModelDetector:
     """A trained detector; detections are matched to known OOIs by telemetry when there is some."""
 
-    name = "model"
-
-    def __init__(self, detector, oois: Sequence[Any] = (), hfov: float = 90.0) -> None:
+    def __init__(self, detector, oois: Sequence[Any] = (), hfov: float = 90.0, description: str = "a trained detector") -> None:
         self.detector = detector
         self.oois = list(oois)
         self.hfov = hfov
+        self.description = description
+        """What the run's report says found the objects (`playtester.object_source.describe_detector`)."""
 
     def __call__(self, frame: np.ndarray, info: dict[str, Any]) -> list[Detection]:
         boxes, labels, scores = self.detector.predict([frame])[0]
@@ -165,6 +184,10 @@ class ClaimLog:
         self._writer.close()
 
 
+class RunStopped(Exception):
+    """The game cannot go on (crashed too often, or will not start again); the message says why."""
+
+
 class TesterEnv(gym.Wrapper):
     """Explore → detect → test, with oracles and logs; see the module's docstring."""
 
@@ -174,7 +197,7 @@ class TesterEnv(gym.Wrapper):
         self, env: gym.Env, *, tester: LivePolicy | None, detector: Callable[[np.ndarray, dict], list[Detection]] | None,
         oracles: Sequence[Any], run_dir: str | Path, game: str, game_options: dict[str, Any] | None = None,
         texture: TextureOracle | None = None, config: TesterConfig | None = None, env_index: int = 0, n_envs: int = 1,
-        episodes: int | None = None,
+        episodes: int | None = None, max_restarts: int | None = None,
     ) -> None:
         super().__init__(env)
         self.tester = tester
@@ -196,6 +219,12 @@ class TesterEnv(gym.Wrapper):
         self.tests = JsonlWriter(self.run_dir / "tests.jsonl")
         self.claims = ClaimLog(self.run_dir / "claims.jsonl")
         self.episodes = episodes
+        self.max_restarts = max_restarts
+        """Crashes in the run after which the game is not started again; None: no limit."""
+        self.crash: str | None = None
+        """Why the game crashed in the episode under way (until the next reset)."""
+        self.stopped: str | None = None
+        """Why this instance stopped playing before the budget."""
         self.local_episode = -1
         self.idle = False
         self.detections: list[Detection] = []
@@ -227,7 +256,12 @@ class TesterEnv(gym.Wrapper):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         if seed is None:
             seed = int(self.rng.integers(0, 2**31 - 1))
-        obs, info = self.env.reset(seed=seed, options=options)
+        if self.stopped is not None:
+            return self._stopped_frame(), self._annotate({})
+        try:
+            obs, info = self._restart_game(seed, options) if self.crash is not None else self.env.reset(seed=seed, options=options)
+        except RunStopped as stop:
+            return self._stop(str(stop))
         self.local_episode += 1
         self.idle = self.episodes is not None and self.episode >= self.episodes
         self.detections = []
@@ -237,6 +271,9 @@ class TesterEnv(gym.Wrapper):
         self.recent: deque[np.ndarray] = deque(maxlen=self.cfg.clip_frames)
         self.reset_args = {"seed": seed, "options": options}
         self._info = info
+        # A game that reports positions may still end an episode with a step that has none: that
+        # step stays unplaced rather than placed by its frame, two kinds of place in one run.
+        self.telemetry = "position" in info
         for oracle in self.oracles:
             oracle.reset()
         return obs, self._annotate(info)
@@ -245,9 +282,41 @@ class TesterEnv(gym.Wrapper):
         info = dict(info)
         info["tester_idle"] = self.idle
         info["detections"] = [d["box"] for d in self.detections]
+        if self.stopped is not None:
+            info["run_stopped"] = self.stopped
         return info
 
+    def _restart_game(self, seed: int, options: dict[str, Any] | None):
+        """Reset after a crash: the backend starts the game again, unless the run's restarts are spent."""
+        from playtester.capture.errors import UserError
+        from playtester.crashes import count_crashes
+
+        crash, self.crash = self.crash, None
+        crashes = count_crashes(self.run_dir)
+        if self.max_restarts is not None and crashes > self.max_restarts:
+            raise RunStopped(f"the game crashed {crashes} {'time' if crashes == 1 else 'times'} in the run, one more than "
+                             f"--max-restarts {self.max_restarts} allows (last, in episode {self.episode}: {crash})")
+        try:
+            return self.env.reset(seed=seed, options=options)
+        except UserError as e:
+            raise RunStopped(f"the game crashed in episode {self.episode} ({crash}) and cannot be started again: {e}") from None
+
+    def _stop(self, reason: str):
+        """Stop playing for good: say why in the run folder, hand back blank frames from now on."""
+        from playtester.crashes import write_stop
+
+        self.stopped = reason
+        self.idle = True
+        self.detections = []
+        write_stop(self.run_dir, reason, env=self.env_index, episode=self.episode)
+        return self._stopped_frame(), self._annotate({})
+
+    def _stopped_frame(self) -> np.ndarray:
+        return np.zeros(self.observation_space.shape, dtype=self.observation_space.dtype)
+
     def step(self, action):
+        if self.stopped is not None:  # the game is gone for good: the driver ends the run
+            return self._stopped_frame(), 0.0, False, False, self._annotate({})
         if self.idle:  # beyond the run's episode budget: play on, record nothing
             obs, reward, terminated, truncated, info = self.env.step(int(action))
             return obs, reward, terminated, truncated, self._annotate(info)
@@ -268,8 +337,9 @@ class TesterEnv(gym.Wrapper):
         row = {"env": self.env_index, "episode": self.episode, "t": self.t, "action": action, "mode": mode, "ooi": ooi}
         if "position" in info:
             row["position"] = [round(float(v), 1) for v in info["position"]]
-        else:  # no telemetry: the frame's Go-Explore cell stands for the place
-            row["cell"] = hashlib.blake2b(frame_cell(obs), digest_size=8).hexdigest()
+            self.telemetry = True
+        elif not self.telemetry:  # no telemetry: the frame's Go-Explore cell stands for the place
+            row["frame_cell"] = hashlib.blake2b(frame_cell(obs), digest_size=8).hexdigest()
         if "frame_time_ms" in info:
             row["frame_time_ms"] = round(float(info["frame_time_ms"]), 3)
         self.trajectory.write(row)
@@ -279,7 +349,11 @@ class TesterEnv(gym.Wrapper):
         self.t += 1
         self._info = info
         if info.get("crashed"):
+            from playtester.crashes import record_crash
+
             terminated = True
+            self.crash = str(info.get("crash_reason") or "the game's process is gone")
+            record_crash(self.run_dir, self.env_index, self.episode, self.t - 1, self.crash)
         return obs, float(reward), bool(terminated), bool(truncated), info
 
     # -- testing ------------------------------------------------------------------------------

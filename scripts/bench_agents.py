@@ -17,9 +17,10 @@ The models are the inspect (test) and path (preference) policies, e.g. those `pl
 or `scripts/bench_imitation.py` trains. The default profile fits a 2-core CPU in about ten
 minutes (the built-in demo park, 6 episodes × 400 steps, seeds 1 2 3); `--full` is the paper's
 protocol (45 episodes × 2000 steps from random starts, a park of the paper's size), for a
-machine with hours to spare. The detector is the engine's labels
-(`--detector ground-truth`) unless `--detector PATH` is given, so that what differs between the
-agents is only how they explore.
+machine with hours to spare. Every agent finds its OOIs with the same trained detector
+(`--detector`, default `MODELS/detector.ckpt`), named with its held-out AP in the output;
+`--oracle-labels` gives them the engine's labels instead (an ablation, so that what differs
+between the agents is only how they explore), and the output says so.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     spec = RunSpec(game=args.game, tester=str(args.models / "inspect.ckpt"), run_dir=str(folder), explorer=agent,
-                   preference=str(args.models / "path.ckpt"), detector=args.detector, episodes=args.episodes,
+                   preference=str(args.models / "path.ckpt"), detector=None if args.oracle_labels else str(args.detector),
+                   oracle_labels=args.oracle_labels, episodes=args.episodes,
                    steps=args.steps, num_envs=args.envs, rollout=args.rollout, test_steps=args.test_steps, seed=seed)
     import yaml
 
@@ -70,7 +72,7 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
         "pathway_share": summary.get("coverage", {}).get("pathway_share"),
         "tested_per_episode": tested_counts(tests, args.episodes),
         "tests": len(tests), "success_rate": summary["test_success_rate"],
-        "oois_total": summary.get("oois_total"),
+        "oois_total": summary.get("oois_total"), "objects_found_by": summary["objects_found_by"],
     }
 
 
@@ -125,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--agents", nargs="+", default=list(AGENTS), choices=AGENTS)
-    parser.add_argument("--detector", default="ground-truth")
+    parser.add_argument("--detector", type=Path, default=None, help="detector checkpoint (default: MODELS/detector.ckpt)")
+    parser.add_argument("--oracle-labels", action="store_true", help="find OOIs through the engine's labels (an ablation)")
     parser.add_argument("--envs", type=int, default=2, help="game instances of the PPO explorers")
     parser.add_argument("--rollout", type=int, default=64)
     parser.add_argument("--test-steps", type=int, default=None, help="steps of one OOI test (default: the policy's demo length)")
@@ -136,16 +139,23 @@ def main(argv: list[str] | None = None) -> int:
     for key, value in profile.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
-    for name in ("inspect.ckpt", "path.ckpt"):
-        if not (args.models / name).exists():
-            print(f"error: {args.models / name} is missing; run `playtester demo` first (it trains both) or give --models DIR",
-                  file=sys.stderr)
+    if args.detector is None:
+        args.detector = args.models / "detector.ckpt"
+    needed = [args.models / "inspect.ckpt", args.models / "path.ckpt"] + ([] if args.oracle_labels else [args.detector])
+    for path in needed:
+        if not path.exists():
+            print(f"error: {path} is missing; run `playtester demo` first (it trains all three), give --models DIR "
+                  "or --detector CKPT, or --oracle-labels for the engine's labels (an ablation)", file=sys.stderr)
             return 2
     import torch
 
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
-    print(f"{args.game}: {args.episodes} episodes × {args.steps} steps, seeds {args.seeds}, agents {', '.join(args.agents)}")
+    from playtester.object_source import ORACLE_LABELS, describe_detector
+
+    found_by = ORACLE_LABELS if args.oracle_labels else describe_detector(args.detector)
+    print(f"{args.game}: {args.episodes} episodes × {args.steps} steps, seeds {args.seeds}, agents {', '.join(args.agents)}; "
+          f"objects found by {found_by}")
     results = []
     for seed in args.seeds:  # agents alternate within each seed, so the machine's noise falls on all alike
         for agent in args.agents:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -120,6 +121,31 @@ def test_training_does_not_start_on_bad_data(shots, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "unknown category id 42" in err and "Traceback" not in err
     assert not out.exists() and not (tmp_path / "logs").exists()
+
+
+@pytest.mark.parametrize("case", ["folder given", "no boxes at all", "a class with under 5 boxes"])
+def test_train_detector_refuses_unusable_shots_in_one_line(shots, tmp_path, capsys, case):
+    folder, doc = _copy(shots, tmp_path)
+    coco = folder
+    if case == "no boxes at all":
+        doc["annotations"] = []
+        coco = _write(folder, doc)
+        expected = "it has no annotations at all"
+    elif case == "a class with under 5 boxes":
+        chair = next(c["id"] for c in doc["categories"] if c["name"] == "chair")
+        chairs = [a for a in doc["annotations"] if a["category_id"] == chair]
+        doc["annotations"] = [a for a in doc["annotations"] if a["category_id"] != chair] + chairs[:4]
+        coco = _write(folder, doc)
+        expected = r"too few training boxes for chair [0-4] \(at least 5 a class"
+    else:
+        expected = re.escape(f"--coco {folder}: is a folder; give {folder / 'labels.json'}")
+    out = tmp_path / "det.ckpt"
+    code = main(["train", "detector", "--coco", str(coco), "--out", str(out), "--logdir", str(tmp_path / "logs")])
+    captured = capsys.readouterr()
+    err = " ".join(captured.err.split())
+    assert code == 2 and "Traceback" not in err
+    assert re.search(expected, err), err
+    assert not list(tmp_path.glob("det.ckpt*")) and not (tmp_path / "logs").exists()
 
 
 def test_box_overhanging_by_rounding_is_clipped(shots, tmp_path):

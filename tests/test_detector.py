@@ -27,6 +27,49 @@ def shots(tmp_path_factory, small_park) -> Path:
     return out
 
 
+def _png(path: Path, width: int, height: int) -> None:
+    import cv2
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(path), np.zeros((height, width, 3), np.uint8))
+
+
+def _hand_made_coco(folder: Path, boxes_by_image: dict, categories=("pillar", "barrel")) -> Path:
+    """A COCO file over blank PNGs: `{(width, height): [(category_id, [x, y, w, h], bug), ...]}`."""
+    import json
+
+    images, annotations = [], []
+    for i, ((w, h), anns) in enumerate(boxes_by_image.items(), start=1):
+        _png(folder / "images" / f"{i}.png", w, h)
+        images.append({"id": i, "file_name": f"images/{i}.png", "width": w, "height": h})
+        for cat, bbox, bug in anns:
+            annotations.append({"id": len(annotations) + 1, "image_id": i, "category_id": cat, "bbox": bbox,
+                                "area": bbox[2] * bbox[3], "iscrowd": 0, "attributes": {"bug": bug}})
+    doc = {"images": images, "annotations": annotations,
+           "categories": [{"id": i + 1, "name": n} for i, n in enumerate(categories)]}
+    (folder / "labels.json").write_text(json.dumps(doc))
+    return folder / "labels.json"
+
+
+def test_anchors_fitted_to_hand_made_boxes_of_two_image_sizes(tmp_path):
+    """Scaled to 128 px (320×240 by 0.4, 160×120 by 0.8) the six boxes have sides 2, 4, 6, 8,
+    10, 12 px: the six equal-count bins' medians are the quantiles at 1/12, 3/12 … 11/12
+    (numpy's linear rule: 2 + 2·5/12, 4 + 2·0.25, 6 + 2·(1/12), 8 − 2/12, 8 + 2·0.75, 10 + 2·(7/12)),
+    and the aspects h/w (1, 1, 4, 1, 2, 2) give quantiles 1, 1.5, 2 + 2/6 at 1/6, 3/6, 5/6."""
+    from playtester.perception.compact_backbone import anchors_for_coco
+
+    labels = _hand_made_coco(tmp_path, {
+        (320, 240): [(1, [0, 0, 5, 5], "none"), (1, [10, 10, 10, 10], "none"), (2, [50, 50, 7.5, 30], "stretched")],
+        (160, 120): [(2, [0, 0, 10, 10], "none"), (1, [20, 20, 12.5 / 1.41421356, 25 / 1.41421356], "none"),
+                     (2, [40, 40, 15 / 1.41421356, 30 / 1.41421356], "lowres")],
+    })
+    coco = load_coco(labels)
+    assert [int(b.sum()) for b in (im.bugged for im in coco.images)] == [1, 1]
+    sizes, ratios = anchors_for_coco(coco, 128)
+    assert sizes == [[2.83, 4.5, 6.17], [7.83, 9.5, 11.17]]
+    assert ratios == [1.0, 1.5, 2.33]
+
+
 def test_config_checks_name_the_option():
     with pytest.raises(UserError, match="--backbone 'vgg'"):
         DetectorConfig(classes=CLASSES, backbone="vgg")
@@ -56,14 +99,20 @@ def test_missing_coco_weights_name_pretrained_none():
         Detector(cfg).load_pretrained()
 
 
-def test_checkpoint_round_trip_gives_identical_outputs(shots, tmp_path):
+@pytest.mark.parametrize("backbone", ["mobilenet", "compact"])
+def test_checkpoint_round_trip_gives_identical_outputs(shots, tmp_path, backbone):
     from playtester.datasets.detection import DetectionDataModule
+    from playtester.perception.compact_backbone import anchors_for_coco
     from playtester.perception.training import make_trainer, save_checkpoint_atomic
 
     torch.manual_seed(0)
-    cfg = DetectorConfig(classes=CLASSES, backbone="mobilenet", pretrained="none", image_size=96, score_threshold=0.0)
-    module = DetectorModule(**asdict(cfg))
     dm = DetectionDataModule(shots / "labels.json", batch_size=2)
+    dm.setup()
+    anchors = {}
+    if backbone == "compact":  # anchors fitted to the shots: the checkpoint must carry them
+        anchors = dict(zip(("anchor_sizes", "aspect_ratios"), anchors_for_coco(dm.splits["train"], 96)))
+    cfg = DetectorConfig(classes=CLASSES, backbone=backbone, pretrained="none", image_size=96, score_threshold=0.0, **anchors)
+    module = DetectorModule(**asdict(cfg))
     trainer = make_trainer(name="det", logdir=tmp_path / "logs", epochs=1, progress=False, accelerator="cpu",
                            max_steps=1, limit_val_batches=0)
     trainer.fit(module, datamodule=dm)
@@ -77,6 +126,10 @@ def test_checkpoint_round_trip_gives_identical_outputs(shots, tmp_path):
     loaded = load_detector(path)
     got = loaded.predict(frames, score_threshold=0.0)
     assert loaded.classes == CLASSES and loaded.config == module.model.config
+    generator = loaded.model.rpn.anchor_generator
+    if backbone == "compact":
+        assert [list(s) for s in generator.sizes] == anchors["anchor_sizes"]
+        assert list(generator.aspect_ratios[0]) == anchors["aspect_ratios"]
     for (b1, l1, s1), (b2, l2, s2) in zip(want, got):
         assert np.array_equal(b1, b2) and np.array_equal(l1, l2) and np.array_equal(s1, s2)
     x = torch.rand(1, 3, 96, 128)
@@ -118,5 +171,131 @@ def test_fine_tuned_detector_beats_the_untrained_one_on_held_out_shots(shots, tm
     import json
 
     table = json.loads((tmp_path / "ap.json").read_text())
-    assert table["classes"] == CLASSES and table["images"] == len(test.images)
-    assert table["map50"] == pytest.approx(evaluate_detector(trained, test).map50)
+    assert list(table["classes"]) == CLASSES and table["images"] == len(test.images)
+    assert table["all"]["ap50"] == pytest.approx(evaluate_detector(trained, test).map50)
+
+
+@pytest.fixture(scope="module")
+def auto_run(shots, tmp_path_factory):
+    """`train detector` with its defaults (`--pretrained auto`) for one epoch on 120 of the shots,
+    every third scaled up to 320×240 (images of mixed sizes): `(folder, labels, checkpoint, output)`."""
+    import json
+
+    import cv2
+
+    folder = tmp_path_factory.mktemp("auto")
+    doc = json.loads((shots / "labels.json").read_text())
+    images = doc["images"][:120]
+    keep = {im["id"] for im in images}
+    big = {im["id"] for im in images[::3]}
+    for im in images:
+        rgb = cv2.imread(str(shots / im["file_name"]))
+        if im["id"] in big:
+            rgb = cv2.resize(rgb, (320, 240), interpolation=cv2.INTER_NEAREST)
+            im["width"], im["height"] = 320, 240
+        (folder / im["file_name"]).parent.mkdir(parents=True, exist_ok=True)
+        cv2.imwrite(str(folder / im["file_name"]), rgb)
+    anns = [a for a in doc["annotations"] if a["image_id"] in keep]
+    for a in anns:
+        if a["image_id"] in big:
+            a["bbox"] = [2 * v for v in a["bbox"]]
+            a["area"] = a["bbox"][2] * a["bbox"][3]
+    labels = folder / "labels.json"
+    labels.write_text(json.dumps({**doc, "images": images, "annotations": anns}))
+    ckpt = folder / "detector.ckpt"
+    import contextlib
+    import io
+
+    output = io.StringIO()  # rich consoles write to whatever sys.stdout / sys.stderr is at the time
+    with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+        code = main(["train", "detector", "--coco", str(labels), "--out", str(ckpt), "--epochs", "1", "--threads", "1",
+                     "--logdir", str(folder / "logs")])
+    assert code == 0, output.getvalue()
+    return folder, labels, ckpt, " ".join(output.getvalue().split())
+
+
+def test_pretrained_auto_trains_the_compact_backbone_and_the_checkpoint_says_so(auto_run):
+    from playtester.object_source import describe_detector
+    from playtester.perception.compact_backbone import anchors_for_coco
+    from playtester.perception.detector import coco_weights_cached
+
+    folder, labels, ckpt, output = auto_run
+    if coco_weights_cached("resnet50") is None:
+        assert "--pretrained auto: no COCO weights for resnet50 in torchvision's cache; training the compact backbone " \
+               "from random init instead" in output
+    assert "images of 2 sizes (320×240, 160×120)" in output
+    raw = torch.load(ckpt, map_location="cpu", weights_only=False)
+    assert raw["playtester"]["pretrained_used"] == "compact, random init"
+    held_out = raw["playtester"]["held_out"]
+    assert list(held_out["classes"]) == CLASSES and 0.0 <= held_out["map50"] <= 1.0
+    assert describe_detector(ckpt) == f"detector {ckpt}, AP50 {100 * held_out['map50']:.0f} % on its held-out shots"
+    detector = load_detector(ckpt)  # the checkpoint alone rebuilds the compact model and its fitted anchors
+    cfg = detector.config
+    assert cfg.backbone == "compact" and cfg.pretrained == "none" and cfg.schedule == "cosine"
+    coco = load_coco(labels, classes=detector.classes)
+    train = coco.subset(split_images(coco, seed=cfg.split_seed)["train"])
+    assert (cfg.anchor_sizes, cfg.aspect_ratios) == tuple(anchors_for_coco(train, cfg.image_size))
+    assert [list(s) for s in detector.model.rpn.anchor_generator.sizes] == cfg.anchor_sizes
+    test = coco.subset(split_images(coco, seed=cfg.split_seed)["test"])
+    assert held_out["map50"] == pytest.approx(evaluate_detector(detector, test).map50, abs=1e-6)
+
+
+def test_eval_detector_json_holds_per_class_and_variant_tables(auto_run, tmp_path):
+    import json
+
+    folder, labels, ckpt, _ = auto_run
+    out = tmp_path / "ap.json"
+    assert main(["eval", "detector", "--ckpt", str(ckpt), "--coco", str(labels), "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    detector = load_detector(ckpt)
+    coco = load_coco(labels, classes=detector.classes)
+    test = coco.subset(split_images(coco, seed=detector.config.split_seed)["test"])
+    table = evaluate_detector(detector, test)
+    assert list(doc["classes"]) == CLASSES and doc["images"] == len(test.images)
+    for name, ap50, ap, n in zip(CLASSES, table.ap50, table.ap, table.boxes):
+        row = doc["classes"][name]
+        assert set(row) == {"ap50", "ap", "boxes"} and row["boxes"] == n
+        assert row["ap50"] == (None if np.isnan(ap50) else pytest.approx(ap50))
+        assert row["ap"] == (None if np.isnan(ap) else pytest.approx(ap))
+    assert doc["all"] == {"ap50": pytest.approx(table.map50), "ap": pytest.approx(table.map), "boxes": sum(table.boxes)}
+    bugged = [int(im.bugged.sum()) for im in test.images]
+    variants = doc["variants"]  # the park's shots mark their bugged boxes: scored apart too
+    assert variants["bugged"]["all"]["boxes"] == sum(bugged)
+    assert variants["healthy"]["all"]["boxes"] + sum(bugged) == doc["all"]["boxes"]
+
+
+def test_eval_detector_refuses_a_class_it_does_not_know_in_one_line(auto_run, tmp_path, capsys):
+    import json
+
+    folder, labels, ckpt, _ = auto_run
+    doc = json.loads(labels.read_text())
+    doc["categories"][3]["name"] = "lamp"
+    other = folder / "lamp.json"
+    other.write_text(json.dumps(doc))
+    out = tmp_path / "ap.json"
+    assert main(["eval", "detector", "--ckpt", str(ckpt), "--coco", str(other), "--json", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "boxes of 'lamp', which detector" in err and "does not know" in err and "Traceback" not in err
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_ap_table_scores_variants_and_sizes_apart(tmp_path):
+    """Hand-made: one image (320×240, scaled by 0.4 to 128 px) with a healthy 40×40 pillar (16 px
+    at the input), a bugged 10×10 pillar (4 px) and a healthy 30×30 barrel; one detection, exactly
+    on the big pillar. Over all boxes the pillar is found at recall 1/2 with precision 1: COCO's
+    101-point AP is 51/101; the barrel, never detected, scores 0. Only healthy boxes, or only
+    boxes of at least 6 px: the pillar scores 1. Only bugged: the small pillar is missed (0)."""
+    from playtester.perception.detector_eval import ap_table
+
+    labels = _hand_made_coco(tmp_path, {(320, 240): [(1, [10, 10, 40, 40], "none"), (1, [200, 100, 10, 10], "stretched"),
+                                                     (2, [100, 150, 30, 30], "none")]})
+    coco = load_coco(labels)
+    preds = [{"boxes": torch.tensor([[10.0, 10.0, 50.0, 50.0]]), "scores": torch.tensor([0.9]), "labels": torch.tensor([1])}]
+    every = ap_table(preds, coco)
+    assert every.boxes == [2, 1] and every.ap50 == [pytest.approx(51 / 101), 0.0]
+    healthy, bugged = ap_table(preds, coco, "healthy"), ap_table(preds, coco, "bugged")
+    assert healthy.boxes == [1, 1] and healthy.ap50 == [pytest.approx(1.0), 0.0]
+    assert bugged.boxes == [1, 0] and bugged.ap50[0] == 0.0 and np.isnan(bugged.ap50[1])
+    large = ap_table(preds, coco, min_side=6, image_size=128)
+    assert large.boxes == [1, 1] and large.ap50 == [pytest.approx(1.0), 0.0]
+    assert ap_table(preds, coco, min_side=3, image_size=128).boxes == [2, 1]

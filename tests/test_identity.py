@@ -102,7 +102,7 @@ def test_the_loop_tests_each_ooi_once_by_sight(small_park, tiny_inspect_policy, 
     print("tests of true OOIs:", truth)
     assert len(set(truth)) >= 3 and all(isinstance(t["ooi"], str) for t in tests)
     assert len({t["ooi"] for t in tests}) == len(tests), "a new name for every OOI judged new"
-    assert all(r.get("cell") for r in read_jsonl(tmp_path / "trajectory.jsonl")), "frame cells stand for places"
+    assert all(r.get("frame_cell") for r in read_jsonl(tmp_path / "trajectory.jsonl")), "frame cells stand for places"
     claims = list(read_jsonl(tmp_path / "claims.jsonl"))
     assert all(c.get("views") for c in claims) and {c["ooi"] for c in claims} == {t["ooi"] for t in tests}
 

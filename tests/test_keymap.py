@@ -33,12 +33,24 @@ def test_unknown_key_names_the_action_and_the_file(tmp_path):
     assert "bad.yaml" in str(e.value) and "'fly'" in str(e.value) and "hyperdrive" in str(e.value)
 
 
-@pytest.mark.parametrize("keys", [["alt", "f4"], ["super"], ["ctrl", "alt", "t"], ["esc"], ["alt", "tab"]])
+@pytest.mark.parametrize("keys", [["alt", "f4"], ["super"], ["ctrl", "alt", "t"], ["esc"], ["alt", "tab"], ["ctrl", "q"],
+                                  ["ctrl", "w"]])
 def test_system_combinations_are_refused_unless_allowed(keys):
     data = {"name": "x", "actions": [{"name": "danger", "keys": keys}]}
     with pytest.raises(UserError, match="allow_system_keys"):
         KeyMap.from_dict(data)
     assert KeyMap.from_dict({**data, "allow_system_keys": True}).n == 1
+
+
+@pytest.mark.parametrize("written", ['"no"', '"false"', "'true'", "0", "yes please"])
+def test_allow_system_keys_is_a_yaml_boolean_not_a_string(tmp_path, written):
+    path = tmp_path / "keys.yaml"
+    path.write_text(f"name: x\nallow_system_keys: {written}\nactions:\n  - {{name: close, keys: [alt, f4]}}\n")
+    with pytest.raises(UserError, match="allow_system_keys .*true or false"):
+        KeyMap.load(path)
+    path.write_text("name: x\nallow_system_keys: no\nactions:\n  - {name: close, keys: [alt, f4]}\n")
+    with pytest.raises(UserError, match="Alt\\+F4"):  # YAML's bare no is false: refused as a system key
+        KeyMap.load(path)
 
 
 def test_harmless_modifiers_are_allowed():

@@ -71,13 +71,15 @@ def test_low_fps_rule_needs_more_than_half_of_the_visits():
     assert low_fps_points(log, 5.0, min_visits=2)[0].key == (0, 0)
 
 
-def test_visits_without_telemetry_use_frame_cells_and_records_need_a_place():
+def test_visits_without_telemetry_use_frame_cells_and_unplaced_records_are_counted():
     log = VisitLog.from_records([{"frame_time_ms": 9.0, "frame_cell": "ab"}, {"fps": 50.0, "frame_cell": "ab"},
-                                 {"position": [10, 10], "frame_time_ms": 1.0}, {"position": [10, 10]}], cell=64)
-    assert log.times == {"ab": [9.0, 20.0], (0, 0): [1.0]}
+                                 {"position": [10, 10], "frame_time_ms": 1.0}, {"position": [10, 10]},
+                                 {"frame_time_ms": 7.0, "cell": "cd"}], cell=64)  # `cell`: runs written before frame_cell
+    assert log.times == {"ab": [9.0, 20.0], (0, 0): [1.0], "cd": [7.0]}
     assert [p.key for p in low_fps_points(log, 8.0)] == ["ab"]
-    with pytest.raises(UserError, match="record 1 has a frame time but no position or frame_cell"):
-        VisitLog.from_records([{"frame_time_ms": 3.0}], cell=64)
+    # the last step of an episode that ended has a frame time and no position: counted, not placed
+    ended = VisitLog.from_records([{"frame_time_ms": 3.0, "position": [10, 10]}, {"frame_time_ms": 3.0}], cell=64)
+    assert ended.times == {(0, 0): [3.0]} and ended.unplaced == 1
 
 
 def test_holm_matches_a_hand_worked_adjustment():

@@ -15,7 +15,8 @@ def test_load_objective_run_measures_a_threshold_and_reports_low_fps(tiny_parts,
     _, _, tester = tiny_parts("inspect")
     out = tmp_path / "load"
     args = ["run", "--game", PERF_PARK, "--tester", str(tester), "--explorer", "inspector", "--objective", "load",
-            "--envs", "1", "--rollout", "16", "--steps", "24", "--test-steps", "4", "--episodes", "2", "--out", str(out)]
+            "--envs", "1", "--rollout", "16", "--steps", "24", "--test-steps", "4", "--episodes", "2", "--oracle-labels",
+            "--out", str(out)]
     assert main(args) == 0, capsys.readouterr().err
     threshold = LoadThreshold.load(out / "load_threshold.json")
     assert threshold.baseline.n == 48  # two random baseline episodes of 24 steps

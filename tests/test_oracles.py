@@ -62,6 +62,8 @@ def test_crop_measures_hand_worked():
     assert m["aspect"] == pytest.approx(2.0)
     assert m["texel"] == pytest.approx(2.0 / 20)
     assert crop_measures(frame, (0, 10, 20, 50)) is None  # cut by the frame edge
+    assert crop_measures(frame, (10, 3, 30, 50)) is None  # 3 px from it: a detector's box of a cut object
+    assert crop_measures(frame, (10, 5, 30, 50))["aspect"] == pytest.approx(45 / 20)  # 5 px (4 % of 100 is 4): whole
     assert crop_measures(frame, (10, 10, 20, 20)) is None  # too small
 
 
@@ -71,7 +73,7 @@ def test_texture_oracle_precision_and_recall_on_the_park(tmp_path, park_env):
     the crops an inspection collects; compare with the park's known bugs."""
     from playtester.commands.scenario import _shots_from_game
 
-    labels, _ = _shots_from_game("doom:park:2:24x24", tmp_path / "ref", 120, 10, 0, "320x240")
+    labels, _ = _shots_from_game("doom:park:2:24x24", tmp_path / "ref", 120, 10, 0, "320x240", None)
     oracle = TextureOracle.from_coco(labels)
     layout = park_env.scenario.layout
     truth, said = [], []

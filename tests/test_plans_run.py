@@ -244,7 +244,8 @@ def test_plan_run_with_a_behaviour_and_validations_from_the_command_line(small_p
     plan = tmp_path / "inspect.yaml"
     plan.write_text("start: 4\nnodes:\n  - {name: inspect barrel 10, target: {ooi: 10}, action: inspect, repeat: 10}\n")
     out = tmp_path / "out"
-    args = ["plan", "run", str(plan), "--game", small_park, "--out", str(out), "--validations", str(tmp_path / "checks.py")]
+    args = ["plan", "run", str(plan), "--game", small_park, "--oracle-labels", "--out", str(out), "--validations",
+            str(tmp_path / "checks.py")]
     assert main([*args, "--behavior", f"inspect={tiny_inspect_policy}"]) == 0
     assert "PASSED" in capsys.readouterr().out
     (node,) = json.loads((out / "plan_report.json").read_text())["nodes"]

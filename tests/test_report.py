@@ -1,6 +1,7 @@
 """The run report from a run played by the scripted experts: numbers, maps, and a real browser."""
 
 import json
+import re
 import shutil
 import subprocess
 
@@ -11,7 +12,7 @@ import yaml
 
 from playtester.capture.errors import UserError
 from playtester.capture.experts import Inspector, PathFollower, inspect_start
-from playtester.report import GREEN, GREY, RED, build_report
+from playtester.report import AMBER, GREEN, GREY, RED, build_report
 from playtester.runlog import JsonlWriter
 
 
@@ -50,6 +51,12 @@ def run(tmp_path_factory, small_park):
                 break
         tests.write({"episode": episode, "step": t, "ooi": ooi.id, "kind": ooi.kind, "steps": t - 59, "jsd": 0.01 * (episode + 1),
                      "success": True, "texture": {"bug": "stretched" if episode == 1 else None}})
+    # a third OOI whose test the policy did not perform (JSD over its threshold), no bug seen: the
+    # game may be fine, the test did not happen as asked
+    failed = [o for o in layout.oois if o.reachable][2]
+    tests.write({"episode": 0, "step": 30, "ooi": failed.id, "kind": failed.kind, "steps": 20, "jsd": 0.9,
+                 "success": False, "texture": {"bug": None}})
+    targets.append(failed)
     env.close()
     traj.close()
     tests.close()
@@ -67,22 +74,28 @@ def test_summary_numbers_match_the_trajectory(run):
     expected = len(visited & path_cells) / len(path_cells)
     assert summary["coverage"]["pathway_share"] == pytest.approx(expected)
     assert summary["coverage"]["area_share"] == pytest.approx(len(visited) / layout.grid.size)
-    assert summary["oois_tested"] == 2 and summary["oois_total"] == len(layout.oois)
-    assert summary["oois_missed"] == len(layout.oois) - 2
-    assert summary["episodes"] == 2 and summary["test_success_rate"] == 1.0
+    assert summary["oois_tested"] == 3 and summary["oois_total"] == len(layout.oois)
+    assert summary["oois_missed"] == len(layout.oois) - 3
+    assert summary["oois_by_state"] == {"bug": 1, "failed": 1, "passed": 1, "untested": len(layout.oois) - 3}
+    assert summary["episodes"] == 2 and summary["test_success_rate"] == pytest.approx(2 / 3)
     assert summary["findings"] == {"stuck": 1}
+
+
+def layout_game(folder):
+    return yaml.safe_load((folder / "config.yaml").read_text())["game"]
 
 
 def test_ooi_map_colours_each_ooi_by_its_verdict(run):
     folder, layout, _, targets = run
     build_report(folder)
     img = cv2.cvtColor(cv2.imread(str(folder / "ooi_map.png")), cv2.COLOR_BGR2RGB)
-    from playtester.capture.park.birdseye import render_birdseye
+    from playtester.report_maps import map_source
 
-    view = render_birdseye(layout, oois=False)
+    view = map_source(folder, {"game": layout_game(folder)})[0].view
+    assert max(view.image.shape[:2]) >= 640, "a small park's map is scaled up for legible marks"
     for o in layout.oois:
         px, py = (int(v) for v in view.to_pixel(o.x, o.y))
-        want = GREEN if o.id == targets[0].id else RED if o.id == targets[1].id else GREY
+        want = {targets[0].id: GREEN, targets[1].id: RED, targets[2].id: AMBER}.get(o.id, GREY)
         assert tuple(int(v) for v in img[py, px]) == want, f"OOI {o.id}"
     cov = cv2.cvtColor(cv2.imread(str(folder / "coverage.png")), cv2.COLOR_BGR2RGB)
     red = (cov[..., 0] > 180) & (cov[..., 1] < 90) & (cov[..., 2] < 90)
@@ -98,7 +111,15 @@ def test_report_opens_in_a_real_browser_with_every_image(run, tmp_path):
              f"--user-data-dir={tmp_path / 'profile'}"]
     dom = subprocess.run(["chromium", *flags, "--virtual-time-budget=3000", "--dump-dom", report.as_uri()],
                          capture_output=True, text=True, timeout=120).stdout
-    assert 'data-images-loaded="3/3"' in dom
+    assert 'data-images-loaded="3/3"' in dom  # coverage, object map, tested over episodes
+    # a QA lead's reading order: what ran, the findings first, then maps with their legends, then the tests
+    order = [dom.index(h) for h in ("test policy", "<h2>Findings (1)", "<h2>Maps", "<h2>Objects missed", "<h2>Executed tests")]
+    assert order == sorted(order)
+    for label in ("bug found by an oracle", "behaviour test failed", "not tested", "walkable cell visited", "pathway"):
+        assert label in dom, label
+    assert "playtester replay " + str(folder / "findings" / "0000") in dom
+    done = [tuple(map(int, m)) for m in re.findall(r"<tr><td>(\d+)</td><td>(\d+)</td>", dom.split("<h2>Executed tests")[1])]
+    assert len(done) == 3 and done == sorted(done), "tests by episode and step"
     shot = tmp_path / "shot.png"
     subprocess.run(["chromium", *flags, "--window-size=1200,1600", f"--screenshot={shot}", report.as_uri()],
                    capture_output=True, timeout=120)

@@ -14,8 +14,8 @@ from playtester.runlog import read_jsonl
 
 def test_run_writes_a_report_and_resumes(tiny_inspect_policy, small_park, tmp_path, capsys):
     out = tmp_path / "r1"
-    args = ["run", "--game", small_park, "--tester", str(tiny_inspect_policy), "--explorer", "random", "--steps", "40",
-            "--test-steps", "8", "--out", str(out)]
+    args = ["run", "--game", small_park, "--tester", str(tiny_inspect_policy), "--oracle-labels", "--explorer", "random",
+            "--steps", "40", "--test-steps", "8", "--out", str(out)]
     assert main([*args, "--episodes", "2"]) == 0
     assert "report" in capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
@@ -34,7 +34,7 @@ def test_run_writes_a_report_and_resumes(tiny_inspect_policy, small_park, tmp_pa
 def test_ctrl_c_keeps_what_was_written_and_resume_finishes(tiny_parts, small_park, tmp_path, explorer):
     tester, path = tiny_parts("inspect")[2], tiny_parts("path")[2]
     out = tmp_path / "r2"
-    args = [sys.executable, "-m", "playtester", "run", "--game", small_park, "--tester", str(tester),
+    args = [sys.executable, "-m", "playtester", "run", "--game", small_park, "--tester", str(tester), "--oracle-labels",
             "--explorer", explorer, "--steps", "400", "--episodes", "2", "--test-steps", "8", "--out", str(out)]
     if explorer == "ppgta":  # two game processes; the explorer keeps its last update
         args += ["--preference", str(path), "--envs", "2", "--rollout", "16"]
@@ -71,7 +71,7 @@ def test_ppo_explorer_run_on_two_instances(tiny_parts, small_park, tmp_path, cap
     across both instances, saves the explorer, and --resume with a larger budget goes on."""
     tester, path = tiny_parts("inspect")[2], tiny_parts("path")[2]
     out = tmp_path / "ppo"
-    args = ["run", "--game", small_park, "--tester", str(tester), "--preference", str(path), "--envs", "2",
+    args = ["run", "--game", small_park, "--tester", str(tester), "--oracle-labels", "--preference", str(path), "--envs", "2",
             "--rollout", "16", "--steps", "48", "--test-steps", "8", "--out", str(out)]
     assert main([*args, "--episodes", "3"]) == 0
     printed = capsys.readouterr().out
@@ -100,11 +100,11 @@ def test_ppo_explorer_run_on_two_instances(tiny_parts, small_park, tmp_path, cap
 
 
 @pytest.mark.parametrize("extra, words", [
-    (["--game", "gym:CartPole-v1", "--explorer", "random"], ["key map", "train the test policy"]),
+    (["--game", "gym:CartPole-v1", "--explorer", "random", "--oracle-labels"], ["key map", "train the test policy"]),
     (["--game", "doom:park:5:24x24"], ["--explorer ppgta", "--preference"]),
-    (["--game", "doom:freedoom2:MAP99", "--explorer", "random"], ["no level"]),
+    (["--game", "doom:freedoom2:MAP99", "--explorer", "random", "--oracle-labels"], ["no level"]),
     (["--game", "doom:park:5:24x24", "--explorer", "wander"], ["--explorer", "wander"]),
-    (["--game", "doom:freedoom2:MAP01", "--explorer", "random"], ["ground truth", "detector checkpoint"]),
+    (["--game", "doom:freedoom2:MAP01", "--explorer", "random", "--oracle-labels"], ["no engine labels", "--detector"]),
 ])
 def test_bad_runs_are_one_line(tiny_inspect_policy, tmp_path, capsys, extra, words):
     code = main(["run", "--tester", str(tiny_inspect_policy), "--out", str(tmp_path / "r"), "--episodes", "1", "--steps", "5", *extra])

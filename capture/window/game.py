@@ -100,7 +100,9 @@ class WindowGame(gym.Env):
 
     # -- the window ----------------------------------------------------------------------------------
     def _find(self) -> WindowInfo:
-        return find_window(self.desktop, self.title, regex=self.regex)  # type: ignore[arg-type]
+        spec = f"window:/{self.title}/" if self.regex else f"window:{self.title}"
+        return find_window(self.desktop, self.title, regex=self.regex, given_as=f"game {spec!r}",  # type: ignore[arg-type]
+                           advice="Start the game first, then give its title after window:")
 
     @property
     def telemetry_port(self) -> int | None:
@@ -186,7 +188,15 @@ class WindowGame(gym.Env):
         truncated = bool(self.max_steps is not None and self._steps >= self.max_steps and not crashed)
         info = self._info(focused)
         info["step_time_ms"] = (time.perf_counter() - t0) * 1000.0
+        if crashed:
+            info["crash_reason"] = self._crash_reason()
         return self._frame.copy(), 0.0, crashed, truncated, info
+
+    def _crash_reason(self) -> str:
+        """Why the game counts as crashed, in words."""
+        if self.window is not None and self.window.pid is not None and not process_alive(self.window.pid):
+            return f"the game's process {self.window.pid} ended"
+        return "the game's window closed"
 
     def _info(self, focused: bool) -> dict[str, Any]:
         info: dict[str, Any] = {"step": self._steps, "crashed": self._crashed, "focused": bool(focused)}

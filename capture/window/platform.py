@@ -132,17 +132,19 @@ def open_keyboard() -> Keyboard:
     return PynputKeyboard()
 
 
-def find_window(desktop: Desktop, title: str, *, regex: bool = False) -> WindowInfo:
+def find_window(desktop: Desktop, title: str, *, regex: bool = False, given_as: str | None = None,
+                advice: str = "Start the game first, or give --region X,Y,W,H") -> WindowInfo:
     """The window whose title contains `title` (or matches the regular expression `title`).
 
     Several matches: the front-most one. No match: a `UserError` that lists the visible titles,
-    so the user can copy the right one. Windows of processes that have ended are passed over.
+    so the user can copy the right one, then `advice`. Windows of processes that have ended are
+    passed over. `given_as`: how the user gave the title, for the errors (default `--window TITLE`).
     """
     if regex:
         try:
             pattern = re.compile(title)
         except re.error as e:
-            raise UserError(f"--window {title!r}: not a valid regular expression ({e})") from None
+            raise UserError(f"{given_as or f'--window {title!r}'}: not a valid regular expression ({e})") from None
         match = lambda t: pattern.search(t) is not None  # noqa: E731
     else:
         needle = title.casefold()
@@ -156,7 +158,7 @@ def find_window(desktop: Desktop, title: str, *, regex: bool = False) -> WindowI
     listed = "; ".join(repr(t) for t in titles[:20]) + (f"; … ({len(titles)} in all)" if len(titles) > 20 else "")
     raise UserError(
         f"no window title {'matches' if regex else 'contains'} {title!r}; visible windows: "
-        f"{listed or 'none'}. Start the game first, or give --region X,Y,W,H"
+        f"{listed or 'none'}. {advice}"
     )
 
 

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from playtester.capture.errors import UserError
+from playtester.commands.options import MANY, WIDE, about
 from playtester.commands.scenario import check_out_parent
 
 console = Console()
@@ -26,18 +27,22 @@ def train_policy(
     encoder: Path = typer.Option(..., "--encoder", help="Feature encoder checkpoint (playtester train encoder)."),
     out: Path = typer.Option(..., "--out", help="Where to write the policy checkpoint."),
     behavior: Optional[str] = typer.Option(None, "--behavior", help="Only episodes with this behaviour tag (default: all)."),
-    epochs: int = typer.Option(40, "--epochs", help="Most epochs (early stopping may end sooner)."),
+    epochs: int = typer.Option(40, "--epochs", min=1, max=MANY, help="Most epochs (early stopping may end sooner)."),
     max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Stop after this many minutes."),
     no_teacher: bool = typer.Option(False, "--no-teacher", help="Ablation: plain behaviour cloning, no DINO teacher."),
-    batch_size: int = typer.Option(8, "--batch-size", help="Episodes per batch."),
-    chunk: int = typer.Option(32, "--chunk", help="Steps per truncated back-propagation chunk."),
+    batch_size: int = typer.Option(8, "--batch-size", min=1, max=WIDE, help="Episodes per batch."),
+    chunk: int = typer.Option(32, "--chunk", min=1, max=MANY, help="Steps per truncated back-propagation chunk."),
     lr: float = typer.Option(1e-3, "--lr", help="Peak learning rate after warm-up."),
-    global_hidden: int = typer.Option(1024, "--global-hidden", help="Hidden size of the global GRU (paper: 1024)."),
-    local_hidden: int = typer.Option(256, "--local-hidden", help="Hidden size of the local bidirectional GRU (paper: 256)."),
+    global_hidden: int = typer.Option(1024, "--global-hidden", min=1, max=WIDE, help="Hidden size of the global GRU (paper: 1024)."),
+    local_hidden: int = typer.Option(256, "--local-hidden", min=1, max=WIDE, help="Hidden size of the local bidirectional GRU (paper: 256)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the split and the initial weights."),
     logdir: Optional[Path] = typer.Option(None, "--logdir", help="TensorBoard logs (default: beside --out, in logs/)."),
     init: Optional[Path] = typer.Option(
         None, "--init", help="Start from this policy checkpoint's weights (same shape and encoder), e.g. the last DAgger round's.",
+    ),
+    idm_weight: float = typer.Option(1.0, "--idm-weight", help="Loss weight of steps labelled from video by the inverse-dynamics model (demos --from-video)."),
+    idm_min_confidence: float = typer.Option(
+        0.0, "--idm-min-confidence", help="Drop IDM-labelled steps whose label's probability is below this (their frames stay as context).",
     ),
 ) -> None:
     """Train an imitation policy (memory-augmented GRU + DINO teacher) on demo episodes.
@@ -48,13 +53,17 @@ def train_policy(
     DAgger rounds: `playtester demos --dagger policy.ckpt --out demos/path-dagger1 …` lets the
     policy drive while the expert labels; train again with `--demos demos/path --demos
     demos/path-dagger1` (and `--init policy.ckpt` to go on from its weights).
+
+    Footage labelled by `playtester demos --from-video` trains beside the demos (never in
+    validation or the held-out score), weighed by --idm-weight and filtered by --idm-min-confidence.
     """
     from playtester.imitation.fit import fit_policy
     from playtester.imitation.training import TrainConfig
 
     check_out_parent(out)
+    _check_training_inputs(demos, encoder, init, behavior)
     tcfg = TrainConfig(epochs=epochs, batch_size=batch_size, chunk=chunk, lr_peak=lr, lr_start=lr / 10,
-                       teacher=not no_teacher, seed=seed)
+                       teacher=not no_teacher, seed=seed, idm_weight=idm_weight, idm_min_confidence=idm_min_confidence)
     result = fit_policy(demos, encoder, out, tcfg, behavior=behavior, max_minutes=max_minutes, logdir=logdir,
                         shape={"global_hidden": global_hidden, "local_hidden": local_hidden},
                         say=lambda msg: console.print(msg), init=init)
@@ -72,12 +81,26 @@ def train_policy(
     )
 
 
+def _check_training_inputs(demos: list[Path], encoder: Path, init: Optional[Path], behavior: Optional[str]) -> None:
+    """Read the demos and the checkpoints before anything is built, so bad input names its option."""
+    from playtester.imitation.fit import load_demo_folders
+    from playtester.perception.training import read_checkpoint
+
+    with about("--demos"):
+        load_demo_folders(demos, behavior)
+    with about("--encoder"):
+        read_checkpoint(encoder, "encoder")
+    if init is not None:
+        with about("--init"):
+            read_checkpoint(init, "policy")
+
+
 def eval_policy(
     ckpt: Path = typer.Option(..., "--ckpt", help="Policy checkpoint."),
     game: str = typer.Option("doom:park", "--game", help="Game to play it in (needs telemetry for the measures)."),
     behavior: Optional[str] = typer.Option(None, "--behavior", help="inspect or path (default: the checkpoint's)."),
-    episodes: int = typer.Option(10, "--episodes", min=1, help="How many executed tests."),
-    steps: Optional[int] = typer.Option(None, "--steps", help="Steps per test (default: 1.5 × the longest demo)."),
+    episodes: int = typer.Option(10, "--episodes", min=1, max=MANY, help="How many executed tests."),
+    steps: Optional[int] = typer.Option(None, "--steps", min=1, max=MANY, help="Steps per test (default: 1.5 × the longest demo)."),
     seed: int = typer.Option(1000, "--seed", help="Seed of the held-out starts and of action sampling."),
     greedy: bool = typer.Option(False, "--greedy", help="Take the most likely action instead of sampling."),
     out: Optional[Path] = typer.Option(None, "--out", help="Also write the per-test results as JSON here."),
@@ -94,7 +117,8 @@ def eval_policy(
 
     if out is not None:
         check_out_parent(out)
-    live = load_policy(ckpt)
+    with about("--ckpt"):
+        live = load_policy(ckpt)
     behavior = behavior or live.cfg.behavior
     if behavior not in ("inspect", "path"):
         raise UserError(f"--behavior {behavior!r}: use inspect or path")

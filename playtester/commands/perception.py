@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from playtester.capture.errors import UserError
+from playtester.commands.options import MANY, WIDE, about
 
 console = Console()
 log = logging.getLogger("playtester.perception")
@@ -48,17 +49,25 @@ def _print_ap_table(table, title: str) -> None:
     console.print(t)
 
 
+MIN_BOXES_PER_CLASS = 5
+"""A class with fewer training boxes than this cannot be learned or scored; training refuses it."""
+
+
 def train_detector(
     coco: Path = typer.Option(..., "--coco", help="COCO labels.json (as CVAT or Label Studio export it)."),
     out: Path = typer.Option(..., "--out", help="Checkpoint to write, e.g. models/detector.ckpt."),
     images: Optional[Path] = typer.Option(None, "--images", help="Image folder (default: the folder of --coco)."),
-    backbone: str = typer.Option("resnet50", "--backbone", help="resnet50 (ResNet-50-FPN) or mobilenet (MobileNet-v3-FPN, fast)."),
-    pretrained: str = typer.Option("coco", "--pretrained", help="coco, none, or the path of weights to start from."),
-    image_size: int = typer.Option(128, "--image-size", help="Frames are scaled to fit in this many pixels a side."),
-    epochs: int = typer.Option(4, "--epochs", help="Most passes over the training split."),
+    backbone: str = typer.Option(
+        "resnet50", "--backbone", help="resnet50 or mobilenet (for COCO weights), or compact (GroupNorm, trains from scratch in minutes)."),
+    pretrained: str = typer.Option(
+        "auto", "--pretrained", help="auto (COCO weights where torchvision's cache has them, else the compact backbone from "
+        "random init), coco, none, or the path of weights to start from (a detector checkpoint or a torchvision state dict)."),
+    image_size: int = typer.Option(128, "--image-size", min=32, max=2048, help="Frames are scaled to fit in this many pixels a side."),
+    epochs: int = typer.Option(4, "--epochs", min=1, max=MANY, help="Passes over the training split."),
     max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Stop training after this long, whatever the epoch."),
-    batch_size: int = typer.Option(8, "--batch-size", help="Images per step."),
-    lr: float = typer.Option(3e-4, "--lr", help="AdamW learning rate."),
+    batch_size: int = typer.Option(8, "--batch-size", min=1, max=WIDE, help="Images per step."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="AdamW peak learning rate (default: 2e-3 from scratch, 3e-4 otherwise)."),
+    schedule: str = typer.Option("cosine", "--schedule", help="cosine (warm-up, then cosine to 0) or constant."),
     trainable_layers: Optional[int] = typer.Option(
         None, "--trainable-layers", help="Backbone stages to train from the top (default: 0 with pretrained weights, all with none)."),
     base_coco: Optional[Path] = typer.Option(None, "--base-coco", help="Base-class shots (COCO) to mix into training (few-shot, TFA)."),
@@ -66,24 +75,36 @@ def train_detector(
     base_shots: int = typer.Option(10, "--base-shots", help="Base-class images per class to mix in."),
     augment: bool = typer.Option(True, "--augment/--no-augment", help="Box-aware augmentation (albumentations)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the 70/10/20 split and of training."),
+    threads: int = typer.Option(0, "--threads", help="CPU threads for torch (0: torch's default; on a busy machine 1 is fastest)."),
     logdir: Optional[Path] = typer.Option(None, "--logdir", help="TensorBoard logs (default: logs/ beside --out)."),
     workers: int = typer.Option(0, "--workers", help="Data-loading worker processes."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
 ) -> None:
-    """Fine-tune the OOI detector (Faster R-CNN) on labelled shots; print its test AP per class."""
+    """Train the OOI detector (Faster R-CNN) on labelled shots; print its test AP per class."""
     _check_out(out)
+    _check_coco_path(coco)
     accelerator = _accelerator(device)
     import lightning as L
+    import torch
 
     from playtester.datasets.detection import DetectionDataModule
-    from playtester.perception.detector import BACKBONE_STAGES, DetectorConfig, DetectorModule
+    from playtester.perception.detector import BACKBONE_STAGES, DetectorConfig, DetectorModule, resolve_pretrained
     from playtester.perception.detector_eval import evaluate_detector
     from playtester.perception.training import make_trainer, save_checkpoint_atomic
 
     if (base_coco is None) != (base_images is None) and base_images is not None:
         raise UserError("--base-images needs --base-coco")
-    DetectorConfig(classes=["_"], backbone=backbone, pretrained=pretrained, image_size=image_size, lr=lr, batch_size=batch_size,
-                   trainable_layers=trainable_layers)
+    if threads < 0:
+        raise UserError(f"--threads {threads}: 0 (torch's default) or more")
+    backbone, pretrained, chosen = resolve_pretrained(backbone, pretrained)
+    lr = lr if lr is not None else (2e-3 if pretrained == "none" else 3e-4)
+    options = dict(backbone=backbone, pretrained=pretrained, image_size=image_size, lr=lr, batch_size=batch_size,
+                   trainable_layers=trainable_layers, schedule=schedule)
+    DetectorConfig(classes=["_"], **options)
+    from playtester.datasets.detection import load_coco
+
+    with about("--coco"):
+        load_coco(coco, images, check_images=False)
     dm = DetectionDataModule(
         coco, images, base_labels=base_coco, base_images=base_images, base_shots=base_shots if base_coco else 0,
         batch_size=batch_size, augment=augment, seed=seed, workers=workers,
@@ -93,17 +114,27 @@ def train_detector(
     if sizes["train"] == 0:
         raise UserError(f"COCO file {coco}: too few images to train on ({sum(sizes.values())}); label more shots")
     counts = dm.splits["train"].counts()
+    _check_class_counts(coco, counts)
     log.info("shots: %s images train / %s val / %s test; training boxes: %s", sizes["train"], sizes["val"], sizes["test"],
              ", ".join(f"{c} {n}" for c, n in counts.items()))
-    cfg = DetectorConfig(
-        classes=dm.classes, backbone=backbone, pretrained=pretrained, image_size=image_size, lr=lr,
-        batch_size=batch_size, split_seed=seed, trainable_layers=trainable_layers,
-    )
+    _say_mixed_sizes(dm.coco, image_size)
+    if chosen:
+        console.print(chosen)
+    if backbone == "compact":
+        from playtester.perception.compact_backbone import anchors_for_coco
+
+        options["anchor_sizes"], options["aspect_ratios"] = anchors_for_coco(dm.splits["train"], image_size)
+        log.info("anchors fitted to the training boxes at %d px: sizes %s, aspect ratios (h/w) %s", image_size,
+                 options["anchor_sizes"], options["aspect_ratios"])
+    if threads:
+        torch.set_num_threads(threads)
+    cfg = DetectorConfig(classes=dm.classes, split_seed=seed, **options)
     L.seed_everything(seed, verbose=False)
     module = DetectorModule(**asdict(cfg))
-    log.info("detector %s at %d px starts from %s; %d of %d backbone stages trained (%.0f %% of its weights frozen), "
-             "FPN and heads trained", backbone, image_size, module.model.load_pretrained(), cfg.trainable_layers,
-             BACKBONE_STAGES[backbone], 100 * module.model.frozen_fraction)
+    started_from = module.model.load_pretrained()
+    module.config.pretrained_used = module.hparams["pretrained_used"] = f"{backbone}, {started_from}"
+    log.info("detector %s at %d px starts from %s; %d of %d backbone stages trained (%.0f %% of its weights frozen)",
+             backbone, image_size, started_from, cfg.trainable_layers, BACKBONE_STAGES[backbone], 100 * module.model.frozen_fraction)
     trainer = make_trainer(
         name="detector", logdir=logdir or out.parent / "logs", epochs=epochs, max_minutes=max_minutes,
         accelerator=accelerator, val_every=1 if sizes["val"] else 10**6,
@@ -111,11 +142,39 @@ def train_detector(
     trainer.fit(module, datamodule=dm)
     if module.diverged:
         raise UserError("detector training diverged (non-finite loss); nothing was saved; try a lower --lr")
-    save_checkpoint_atomic(trainer, out)
-    console.print(f"wrote {out} (epochs {trainer.current_epoch}, steps {trainer.global_step}); TensorBoard logs in {trainer.logger.log_dir}")
+    table = None
     if sizes["test"]:
         table = evaluate_detector(module.model, dm.splits["test"], batch_size=batch_size)
+        module.held_out = {"map50": table.map50, "map": table.map, "images": table.images, **table.to_json()}
+    save_checkpoint_atomic(trainer, out)
+    console.print(f"wrote {out} (epochs {trainer.current_epoch}, steps {trainer.global_step}); TensorBoard logs in {trainer.logger.log_dir}")
+    if table is not None:
         _print_ap_table(table, f"test AP ({sizes['test']} held-out images)")
+
+
+def _check_coco_path(coco: Path) -> None:
+    """`--coco` given a shots folder: point at its labels.json, or say there is none."""
+    if coco.is_dir():
+        hint = f"give {coco / 'labels.json'}" if (coco / "labels.json").is_file() else "it holds no labels.json (make shots with `playtester shots`)"
+        raise UserError(f"--coco {coco}: is a folder; {hint}")
+
+
+def _check_class_counts(coco: Path, counts: dict[str, int]) -> None:
+    """Refuse a class with too few training boxes to learn (one line, before any model is built)."""
+    few = {c: n for c, n in counts.items() if n < MIN_BOXES_PER_CLASS}
+    if few:
+        listed = ", ".join(f"{c} {n}" for c, n in few.items())
+        raise UserError(f"COCO file {coco}: too few training boxes for {listed} (at least {MIN_BOXES_PER_CLASS} a class "
+                        "in the 70 % training split); label more, or remove the class from the file's categories")
+
+
+def _say_mixed_sizes(coco, image_size: int) -> None:
+    """Images of several sizes train fine (each is scaled to fit image_size): say so in one line."""
+    seen = sorted({(im.width, im.height) for im in coco.images}, reverse=True)
+    if len(seen) > 1:
+        listed = ", ".join(f"{w}×{h}" for w, h in seen[:4]) + (" …" if len(seen) > 4 else "")
+        console.print(f"images of {len(seen)} sizes ({listed}): each is scaled so its longer side is {image_size} px, "
+                      "boxes with it; frames at run time are scaled the same way")
 
 
 def eval_detector(
@@ -127,30 +186,60 @@ def eval_detector(
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the table as JSON here."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
 ) -> None:
-    """Per-class AP50 and AP@[.5:.95] of a detector on labelled shots (the paper's Table I)."""
+    """Per-class AP50 and AP@[.5:.95] of a detector on labelled shots (the paper's Table I), also
+    for the healthy and the bugged boxes apart when the file marks bugs."""
     from playtester.datasets.detection import load_coco, split_images
     from playtester.perception.detector import load_detector
-    from playtester.perception.detector_eval import evaluate_detector
+    from playtester.perception.detector_eval import evaluate_variants
     from playtester.perception.training import resolve_device
 
     if split not in ("test", "val", "train", "all"):
         raise UserError(f"--split {split!r}: use test, val, train or all")
     if json_out is not None:
         _check_out(json_out, ".json")
+    _check_coco_path(coco)
     _accelerator(device)
-    detector = load_detector(ckpt, resolve_device(None if device == "auto" else device))
+    with about("--ckpt"):
+        detector = load_detector(ckpt, resolve_device(None if device == "auto" else device))
+    _check_eval_classes(coco, ckpt, detector.classes)
     data = load_coco(coco, images, classes=detector.classes)
     if split != "all":
         data = data.subset(split_images(data, seed=detector.config.split_seed)[split])
     if not data.images:
         raise UserError(f"COCO file {coco}: its {split} split is empty; use --split all")
-    table = evaluate_detector(detector, data, batch_size=batch_size, progress=True)
+    few = {c: n for c, n in data.counts().items() if n < MIN_BOXES_PER_CLASS}
+    if few:
+        console.print(f"few boxes to score ({', '.join(f'{c} {n}' for c, n in few.items())}; fewer than "
+                      f"{MIN_BOXES_PER_CLASS}): their AP says little")
+    tables = evaluate_variants(detector, data, batch_size=batch_size, progress=True)
+    table = tables["all"]
     _print_ap_table(table, f"{ckpt.name} on {coco.name} ({split}: {table.images} images)")
+    marked = any(im.bugged.any() for im in data.images)
+    if marked:
+        for variant in ("healthy", "bugged"):
+            _print_ap_table(tables[variant], f"{variant} boxes only (the others ignored)")
     if json_out is not None:
         from playtester.capture.atomic import write_text_atomic
 
-        write_text_atomic(json_out, json.dumps(table.to_dict(), indent=1))
+        doc = table.to_json()
+        if marked:
+            doc["variants"] = {v: tables[v].to_json() for v in ("healthy", "bugged")}
+        write_text_atomic(json_out, json.dumps(doc, indent=1))
         console.print(f"wrote {json_out}")
+
+
+def _check_eval_classes(coco: Path, ckpt: Path, classes: list[str]) -> None:
+    """A file whose boxes name a class the detector lacks cannot be scored by it: one line."""
+    try:
+        doc = json.loads(coco.read_text())
+        names = {int(c["id"]): str(c["name"]) for c in doc["categories"]}
+        used = {names.get(int(a["category_id"])) for a in doc["annotations"] if not a.get("iscrowd", 0)}
+    except Exception:
+        return  # load_coco names what is wrong with the file
+    unknown = sorted(n for n in used if n is not None and n not in classes)
+    if unknown:
+        raise UserError(f"--coco {coco}: boxes of {', '.join(repr(n) for n in unknown)}, which detector {ckpt} does not know "
+                        f"(its classes: {', '.join(classes)}); evaluate on shots of its classes, or train it on these")
 
 
 def _detector_box_fn(ckpt: Path, device: str):
@@ -186,10 +275,10 @@ def train_encoder(
     demos: Path = typer.Option(..., "--demos", help="Folder of demo episodes (any behaviours)."),
     out: Path = typer.Option(..., "--out", help="Checkpoint to write, e.g. models/encoder.ckpt."),
     detector: Optional[Path] = typer.Option(None, "--detector", help="Detector checkpoint: OOI boxes for episodes without ground truth."),
-    image_size: int = typer.Option(128, "--image-size", help="Frames are resized to this many pixels a side."),
-    epochs: int = typer.Option(10, "--epochs", help="Most passes over the training transitions."),
+    image_size: int = typer.Option(128, "--image-size", min=32, max=2048, help="Frames are resized to this many pixels a side."),
+    epochs: int = typer.Option(10, "--epochs", min=1, max=MANY, help="Most passes over the training transitions."),
     max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Stop training after this long, whatever the epoch."),
-    batch_size: int = typer.Option(32, "--batch-size", help="Frame pairs per step."),
+    batch_size: int = typer.Option(32, "--batch-size", min=1, max=WIDE, help="Frame pairs per step."),
     lr: float = typer.Option(3e-4, "--lr", help="AdamW learning rate."),
     pretrained: str = typer.Option("imagenet", "--pretrained", help="imagenet, none, or an encoder checkpoint to continue from."),
     feature_dim: int = typer.Option(512, "--feature-dim", help="Length of the feature vector."),
@@ -212,12 +301,19 @@ def train_encoder(
 
     EncoderConfig(action_names=["a", "b"], image_size=image_size, feature_dim=feature_dim, pretrained=pretrained,
                   mask_prob=mask_prob, lr=lr, batch_size=batch_size, val_fraction=val_fraction)
-    box_fn = _detector_box_fn(detector, device) if detector is not None else None
+    if pretrained not in ("imagenet", "none"):
+        from playtester.perception.training import read_checkpoint
+
+        with about("--pretrained"):
+            read_checkpoint(pretrained, "encoder")
+    with about("--detector"):
+        box_fn = _detector_box_fn(detector, device) if detector is not None else None
     dm = TransitionDataModule(demos, image_size=image_size, batch_size=batch_size, val_fraction=val_fraction,
                               seed=seed, workers=workers, box_fn=box_fn)
-    dm.setup("fit")
+    with about("--demos"):
+        dm.setup("fit")
     if len(dm.train_set) == 0:
-        raise UserError(f"demos {demos}: no training transitions")
+        raise UserError(f"--demos {demos}: no training transitions (each episode needs at least two frames)")
     counts = dm.action_counts("train").tolist()
     log.info("demos: %d training episodes (%d pairs), %d held out (%d pairs)", len(dm.train_set.episodes), len(dm.train_set),
              len(dm.val_set.episodes), len(dm.val_set))

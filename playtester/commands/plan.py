@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from playtester.capture.errors import UserError
+from playtester.commands.options import MANY, about
 from playtester.commands.scenario import check_out_parent
 
 console = Console()
@@ -40,30 +41,62 @@ def _behaviors(specs: list[str], from_plan: dict[str, str], keymap) -> dict:
     return loaded
 
 
+def _looks_for_objects(plan) -> bool:
+    """Whether a plan needs to see objects: a node aimed at an OOI kind or id, or a `see:` rule."""
+    targets = any(n.target is not None and n.target.position is None for n in plan.nodes)
+    return targets or any(c.see is not None for r in plan.rules for c in r.when)
+
+
+def _plan_detector(env, game: str, detector: str | None, oracle_labels: bool):
+    """What finds the plan's objects, and the classes it knows (None: any class, nothing is seen)."""
+    from playtester.capture.park.layout import OOI_KINDS
+    from playtester.object_source import ORACLE_LABELS, describe_detector
+    from playtester.tester import GroundTruthDetector, ModelDetector, NoDetector
+
+    layout = getattr(getattr(env.unwrapped, "scenario", None), "layout", None)
+    if oracle_labels:
+        if layout is None:
+            raise UserError(f"--oracle-labels: {game} has no engine labels to find objects with (only the built-in park "
+                            "has); give --detector with a trained detector checkpoint")
+        return GroundTruthDetector(description=ORACLE_LABELS), list(OOI_KINDS)
+    if detector is None:
+        return NoDetector(description="nothing (the plan looks for no object)"), None
+    from playtester.perception.detector import load_detector
+
+    model = load_detector(detector)
+    return ModelDetector(model, layout.oois if layout else (), description=describe_detector(detector)), list(model.classes)
+
+
 @plan_app.command("run")
 def run_plan(
     plan: Path = typer.Argument(..., help="The plan (YAML)."),
     game: str = typer.Option(..., "--game", help="Game spec (see `playtester games`)."),
     out: Path = typer.Option(..., "--out", help="Folder for the plan report, failures and trajectory."),
-    detector: str = typer.Option("ground-truth", "--detector", help="Detector checkpoint, or ground-truth (the engine's labels; park only)."),
+    detector: Optional[str] = typer.Option(None, "--detector", help="Detector checkpoint that finds the plan's objects (kind and ooi targets, see: rules); a plan that looks for objects refuses to start without it or --oracle-labels."),
+    oracle_labels: bool = typer.Option(False, "--oracle-labels", help="Find objects through the engine's labels instead of a detector (the built-in park only): an ablation, and the report says so."),
     validations: Optional[str] = typer.Option(None, "--validations", help="Validation callbacks: file.py or a module, with `registry` or `register(registry)`."),
     behavior: List[str] = typer.Option([], "--behavior", help="A named behaviour NAME=CHECKPOINT (repeatable), e.g. inspect=models/inspect.ckpt."),
     path_policy: Optional[Path] = typer.Option(None, "--path-policy", help="Path policy checkpoint to wander with while searching by sight."),
-    max_steps: int = typer.Option(3000, "--max-steps", min=1, help="Steps for the whole plan."),
+    max_steps: int = typer.Option(3000, "--max-steps", min=1, max=MANY, help="Steps for the whole plan."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output folder."),
 ) -> None:
     """Play a plan: reach each node's target, act, let rules interrupt, validate every action.
     Exit status 0 when the plan passes, 1 when a node or rule failed (see plan_report.html)."""
     from playtester.capture.games import make_game
-    from playtester.capture.park.layout import OOI_KINDS
+    from playtester.object_source import check_object_source
     from playtester.plans.report import write_plan_report
     from playtester.plans.runner import PlanRunner, RunnerConfig
     from playtester.plans.schema import load_plan
     from playtester.plans.validation import ValidationRegistry, load_validations
-    from playtester.tester import GroundTruthDetector, ModelDetector
 
     the_plan = load_plan(plan)
+    check_object_source(detector, oracle_labels, needed=_looks_for_objects(the_plan), needed_by=f"plan {plan} (it looks for objects)")
     registry = load_validations(validations) if validations else ValidationRegistry()
+    if path_policy is not None:
+        from playtester.imitation.live import load_policy
+
+        with about("--path-policy"):  # a bad checkpoint is refused before the game starts
+            load_policy(path_policy)
     check_out_parent(out)
     if out.exists():
         if not overwrite:
@@ -73,17 +106,9 @@ def run_plan(
     try:
         keymap = env.unwrapped.keymap
         behaviors = _behaviors(behavior, the_plan.behaviors, keymap)
-        search = _behaviors([f"path={path_policy}"], {}, keymap)["path"] if path_policy else None
-        layout = getattr(getattr(env.unwrapped, "scenario", None), "layout", None)
-        if detector == "ground-truth":
-            if layout is None:
-                raise UserError(f"--detector ground-truth: {game} has no ground truth; give a trained detector checkpoint")
-            detect, classes = GroundTruthDetector(), list(OOI_KINDS)
-        else:
-            from playtester.perception.detector import load_detector
-
-            model = load_detector(detector)
-            detect, classes = ModelDetector(model, layout.oois if layout else ()), list(model.classes)
+        with about("--path-policy"):
+            search = _behaviors([f"path={path_policy}"], {}, keymap)["path"] if path_policy else None
+        detect, classes = _plan_detector(env, game, detector, oracle_labels)
         result = PlanRunner(env, the_plan, detector=detect, out=out, game=game, game_options={"max_steps": max_steps + 1},
                             classes=classes, registry=registry, behaviors=behaviors, search=search,
                             config=RunnerConfig(max_steps=max_steps)).run()
@@ -105,7 +130,7 @@ def run_plan(
 def record_plan(
     episode: Path = typer.Argument(..., help="A demo episode folder (from `playtester record` or `playtester demos`)."),
     out: Path = typer.Option(..., "--out", help="The plan to write (YAML)."),
-    every: int = typer.Option(15, "--every", min=1, help="With telemetry: a position node every this many steps."),
+    every: int = typer.Option(15, "--every", min=1, max=MANY, help="With telemetry: a position node every this many steps."),
     tolerance: float = typer.Option(96.0, "--tolerance", help="Each node's tolerance in map units."),
 ) -> None:
     """Make a plan from a recorded session: positions sampled periodically and every non-movement
@@ -136,7 +161,9 @@ def plan_from_text_command(
     names = [c.strip() for c in classes.split(",") if c.strip()]
     if not names:
         raise UserError("--classes: give at least one class name")
-    plan = plan_from_text(steps, actions=load_keymap(keymap).names, classes=names,
+    with about("--keymap"):
+        actions = load_keymap(keymap).names
+    plan = plan_from_text(steps, actions=actions, classes=names,
                           behaviors=[b.strip() for b in behaviors.split(",") if b.strip()])
     save_plan(plan, out)
     console.print(f"wrote {out}: {len(plan.nodes)} nodes, {len(plan.rules)} rules from {steps}")

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from playtester.capture.errors import UserError
+from playtester.commands.options import MANY, about, check_free_disk
 
 console = Console()
 
@@ -27,6 +29,8 @@ def progress():
 def check_out_parent(out: Path) -> None:
     if not out.parent.exists():
         raise UserError(f"--out {out}: its parent folder {out.parent} does not exist; create it first")
+    if not out.parent.is_dir():
+        raise UserError(f"--out {out}: its parent {out.parent} is a file, not a folder; give a path inside a folder")
 
 
 def games() -> None:
@@ -44,45 +48,113 @@ def games() -> None:
 
 def shots(
     out: Path = typer.Option(..., "--out", help="Folder for images/ and labels.json (COCO)."),
-    game: Optional[str] = typer.Option(None, "--game", help="Auto-label shots in a game with ground truth, e.g. doom:park."),
-    n: int = typer.Option(2000, "--n", min=1, help="With --game: how many shots."),
+    game: Optional[str] = typer.Option(None, "--game", help="Auto-label shots in a Doom game: the park, or a stock level with --classes."),
+    classes: Optional[str] = typer.Option(
+        None, "--classes", help="With --game: the object classes to label, comma-separated (a stock level's thing classes, "
+                                "e.g. Zombieman,ExplosiveBarrel,Stimpack; on the park a subset of its OOI kinds)."),
+    n: int = typer.Option(2000, "--n", min=1, max=MANY, help="With --game: how many shots."),
     demos: Optional[Path] = typer.Option(None, "--demos", help="Take frames from demo episodes instead (for labelling)."),
-    every: int = typer.Option(20, "--every", min=1, help="With --demos: keep one frame in this many."),
-    min_box: int = typer.Option(6, "--min-box", min=1, help="Smallest box side in pixels to label."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the shot positions."),
+    every: int = typer.Option(20, "--every", min=1, max=MANY, help="With --demos: keep one frame in this many."),
+    min_box: int = typer.Option(6, "--min-box", min=1, max=4096, help="Smallest box side in pixels to label."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the shot positions."),
     resolution: str = typer.Option("320x240", "--resolution", help="Engine resolution with --game."),
 ) -> None:
     """Detection shots as COCO (images/ + labels.json), what CVAT and Label Studio read and write.
 
-    With --game the engine labels every shot: the player is placed around objects of interest,
-    balanced over their kinds. With --demos, every N-th frame of the episodes is kept, labelled
-    when the episode carries ground-truth boxes, otherwise ready to label by hand.
+    With --game the engine labels every shot: the player is placed around objects of the classes
+    asked for (the park's OOIs, or a stock level's things read from its map), balanced over the
+    classes. With --demos, every N-th frame of the episodes is kept, labelled when the episode
+    carries ground-truth boxes, otherwise ready to label by hand.
     """
     if (game is None) == (demos is None):
         raise UserError("shots: give exactly one of --game (auto-labelled) or --demos (frames from episodes)")
+    if classes is not None and game is None:
+        raise UserError("shots --classes: it picks what --game labels; frames from --demos keep the labels they carry")
     check_out_parent(out)
     if game is not None:
-        path, counts = _shots_from_game(game, out, n, min_box, seed, resolution)
+        wanted = [c.strip() for c in classes.split(",") if c.strip()] if classes is not None else None
+        path, counts = _shots_from_game(game, out, n, min_box, seed, resolution, wanted)
     else:
         path, counts = _shots_from_demos(demos, out, every, min_box)
     summary = ", ".join(f"{k} {v}" for k, v in counts.items())
     console.print(f"wrote {path} and images in {path.parent / 'images'} (boxes: {summary})")
 
 
-def _shots_from_game(spec: str, out: Path, n: int, min_box: int, seed: int, resolution: str):
+@dataclass
+class ShotTarget:
+    """An object to frame: its class, its place, and how to tell it among the labels of a frame."""
+
+    kind: str
+    x: float
+    y: float
+    key: Any
+    """The park's OOI id, or the thing's map position (the engine labels a stock level's things by class and place)."""
+
+
+def _on_screen(objects: list[dict[str, Any]], target: ShotTarget) -> bool:
+    if isinstance(target.key, tuple):
+        return any(o["class"] == target.kind and abs(o["position"][0] - target.x) < 1 and abs(o["position"][1] - target.y) < 1
+                   for o in objects)
+    return any(o.get("ooi") == target.key for o in objects)
+
+
+def shot_targets(spec: str, layout: Any, classes: list[str] | None):
+    """`(categories, targets, walkable(x, y), distance range)` of a game: the park's OOIs, or a
+    stock level's things of `classes` (refused in one line when the level has none of a class)."""
+    from playtester.datasets.coco import PARK_CATEGORIES
+
+    if layout is not None:
+        kinds = [c["name"] for c in PARK_CATEGORIES]
+        unknown = sorted(set(classes or ()) - set(kinds))
+        if unknown:
+            raise UserError(f"shots --classes {','.join(unknown)}: the park has no such OOI kind; it has {', '.join(kinds)}")
+        kinds = [k for k in kinds if classes is None or k in classes]
+        categories = [{"id": i + 1, "name": k, "supercategory": "ooi"} for i, k in enumerate(kinds)]
+        targets = [ShotTarget(o.kind, o.x, o.y, o.id) for o in layout.oois if o.kind in kinds]
+        x0, y0, x1, y1 = layout.bounds
+
+        def walkable(x: float, y: float) -> bool:
+            return x0 + 40 < x < x1 - 40 and y0 + 40 < y < y1 - 40 and bool(layout.walkable()[layout.cell_of(x, y)[::-1]])
+
+        return categories, targets, walkable, (90.0, 520.0)
+    from playtester.capture.level_map import level_of_game
+
+    level = level_of_game(spec)
+    present = sorted({t.kind for t in level.objects()})
+    if not classes:
+        raise UserError(f"shots --game {spec}: name the classes to label with --classes; this level has {', '.join(present)}")
+    missing = [c for c in classes if c not in present]
+    if missing:
+        raise UserError(f"shots --classes: {spec} has no {', '.join(missing)}; it has {', '.join(present)}")
+    categories = [{"id": i + 1, "name": k, "supercategory": "object"} for i, k in enumerate(classes)]
+    targets = [ShotTarget(t.kind, t.x, t.y, (t.x, t.y)) for t in level.objects() if t.kind in classes]
+    step = 8.0
+    raster = level.walkable_raster(step)
+    bx0, _, _, by1 = level.bounds
+
+    def walkable(x: float, y: float) -> bool:
+        row, col = int((by1 - y) // step), int((x - bx0) // step)
+        near = raster[max(0, row - 2):row + 3, max(0, col - 2):col + 3]  # the player's 16-unit radius fits
+        return 0 <= row < raster.shape[0] and 0 <= col < raster.shape[1] and near.size == 25 and bool(near.all())
+
+    return categories, targets, walkable, (64.0, 420.0)
+
+
+def _shots_from_game(spec: str, out: Path, n: int, min_box: int, seed: int, resolution: str, classes: list[str] | None):
     import numpy as np
 
     from playtester.capture.games import make_game
     from playtester.datasets.coco import CocoWriter
 
+    if not spec.startswith("doom:"):
+        raise UserError(f"shots --game {spec}: only Doom games label their own objects; use --demos and label the frames")
     env = make_game(spec, resolution=resolution)
     try:
-        layout = getattr(env.unwrapped, "scenario", None) and env.unwrapped.scenario.layout
-        if layout is None:
-            raise UserError(f"shots --game {spec}: this game has no ground-truth objects; use --demos and label the frames")
+        layout = env.unwrapped.scenario.layout
+        categories, targets, walkable, (near, far) = shot_targets(spec, layout, classes)
         rng = np.random.default_rng(seed)
-        writer = CocoWriter(out)
-        by_kind = {k: [o for o in layout.oois if o.kind == k] for k in writer.counts}
+        writer = CocoWriter(out, categories)
+        by_kind = {k: [t for t in targets if t.kind == k] for k in writer.counts}
         by_kind = {k: v for k, v in by_kind.items() if v}
         with progress() as bar:
             task = bar.add_task("shots", total=n)
@@ -90,19 +162,19 @@ def _shots_from_game(spec: str, out: Path, n: int, min_box: int, seed: int, reso
             while len(writer.images) < n:
                 tries += 1
                 if tries > 20 * n + 100:
-                    raise UserError(f"shots --game {spec}: could not frame enough objects; try a larger park")
+                    raise UserError(f"shots --game {spec}: could not frame enough objects in {tries} tries; "
+                                    "name classes that stand in the open, or a larger park")
                 kind = min(by_kind, key=lambda k: (writer.counts[k], rng.random()))
-                ooi = by_kind[kind][int(rng.integers(len(by_kind[kind])))]
-                dist = float(rng.uniform(90, 520))
+                target = by_kind[kind][int(rng.integers(len(by_kind[kind])))]
+                dist = float(rng.uniform(near, far))
                 around = float(rng.uniform(0, 2 * math.pi))
-                x, y = ooi.x + dist * math.cos(around), ooi.y + dist * math.sin(around)
-                x0, y0, x1, y1 = layout.bounds
-                if not (x0 + 40 < x < x1 - 40 and y0 + 40 < y < y1 - 40) or not layout.walkable()[layout.cell_of(x, y)[::-1]]:
+                x, y = target.x + dist * math.cos(around), target.y + dist * math.sin(around)
+                if not walkable(x, y):
                     continue
-                facing = math.degrees(math.atan2(ooi.y - y, ooi.x - x)) + float(rng.uniform(-30, 30))
+                facing = math.degrees(math.atan2(target.y - y, target.x - x)) + float(rng.uniform(-30, 30))
                 frame, info = env.reset(seed=int(rng.integers(2**31 - 1)), options={"start": (x, y, facing)})
                 objects = [o for o in info.get("objects", []) if min(o["box"][2] - o["box"][0], o["box"][3] - o["box"][1]) >= min_box]
-                if not any(o["ooi"] == ooi.id for o in objects):
+                if not _on_screen(objects, target):
                     continue
                 writer.add(frame, objects, game=spec, position=list(info["position"]), angle=info["angle"])
                 bar.advance(task)
@@ -115,7 +187,8 @@ def _shots_from_demos(demos: Path, out: Path, every: int, min_box: int):
     from playtester.datasets.coco import CocoWriter
     from playtester.datasets.episodes import load_episodes
 
-    episodes = load_episodes(demos)
+    with about("--demos"):
+        episodes = load_episodes(demos)
     writer = CocoWriter(out)
     total = sum(len(range(0, len(ep), every)) for ep in episodes)
     with progress() as bar:
@@ -131,13 +204,44 @@ def _shots_from_demos(demos: Path, out: Path, every: int, min_box: int):
     return writer.close(source=str(demos)), writer.counts
 
 
+def demo_step_bytes(resolution: str) -> int:
+    """An upper bound of the disk one demo step takes: its RGB frame and its steps.jsonl line."""
+    try:
+        width, height = (int(v) for v in resolution.lower().split("x"))
+    except ValueError:
+        width, height = 320, 240  # make_game refuses the resolution itself
+    return 3 * width * height + 2000
+
+
+def _first_new_seed(out: Path, seed: int) -> int:
+    """`seed`, or after the last seed of the demos already in `out` when this run would repeat
+    them (each episode's seed is in its meta.json), saying so."""
+    import json
+
+    from playtester.datasets.episodes import episode_folders
+
+    if not out.is_dir():
+        return seed
+    seeds = []
+    for folder in episode_folders(out):
+        try:
+            seeds.append(int(json.loads((folder / "meta.json").read_text())["reset"]["seed"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    if not seeds or max(seeds) < seed:
+        return seed
+    console.print(f"{out} holds {len(seeds)} episodes with seeds up to {max(seeds)}; the new ones go on from seed "
+                  f"{max(seeds) + 1}", soft_wrap=True)
+    return max(seeds) + 1
+
+
 def demos(
     out: Path = typer.Option(..., "--out", help="Folder to write episodes into (created; its parent must exist)."),
     game: str = typer.Option("doom:park", "--game", help="A game with ground truth, e.g. doom:park or doom:park:7."),
     behavior: str = typer.Option(..., "--behavior", help="path (follow the pathways) or inspect (circle an OOI 360°)."),
-    episodes: int = typer.Option(10, "--episodes", min=1, help="How many episodes."),
-    steps: int = typer.Option(300, "--steps", min=1, help="Most steps per episode (inspect stops when the circle is done)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of starts and expert choices; episode i uses seed+i."),
+    episodes: int = typer.Option(10, "--episodes", min=1, max=MANY, help="How many episodes."),
+    steps: int = typer.Option(300, "--steps", min=1, max=MANY, help="Most steps per episode (inspect stops when the circle is done)."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of starts and expert choices; episode i uses seed+i (after the last seed already in --out)."),
     resolution: str = typer.Option("320x240", "--resolution", help="Engine resolution."),
     dagger: Optional[Path] = typer.Option(
         None, "--dagger", metavar="POLICY.ckpt",
@@ -146,12 +250,31 @@ def demos(
              "(train policy --demos DEMOS --demos THIS --init POLICY.ckpt).",
     ),
     beta: float = typer.Option(0.0, "--beta", help="--dagger: the share of steps the expert drives instead of the policy."),
+    video: bool = typer.Option(False, "--video", help="Also render each episode to NAME.mp4 beside it: footage whose actions are known."),
+    from_video: Optional[Path] = typer.Option(
+        None, "--from-video", metavar="FILE|FOLDER",
+        help="Label gameplay video instead of playing: each video becomes demo episodes whose actions the --idm model "
+             "infers (--behavior tags them, --steps cuts long ones, --resolution is the stored frame size).",
+    ),
+    idm: Optional[Path] = typer.Option(None, "--idm", metavar="ENCODER.ckpt", help="--from-video: the encoder checkpoint whose inverse-dynamics head labels the frames."),
+    fps: float = typer.Option(35 / 4, "--fps", help="--from-video: the control rate to resample to (the encoder's demos': 8.75 on ViZDoom)."),
+    key_map: Optional[str] = typer.Option(None, "--key-map", help="--from-video: the key map YAML of the encoder's actions (default: the default map)."),
+    flag_below: float = typer.Option(0.5, "--flag-below", help="--from-video: flag steps whose label's probability is below this (low_confidence)."),
 ) -> None:
     """Record scripted-expert demos: ordinary demo episodes, as if a tester had played them.
 
     With --dagger, the policy drives and the expert labels: episodes that teach the policy to
     come back to the path or the object after its own mistakes (training uses the labels).
+    With --from-video, recorded gameplay becomes demos: the encoder's inverse-dynamics model
+    labels each step with the action it infers, its probability, and `label_source: idm`.
     """
+    if from_video is not None:
+        from playtester.commands.video import demos_from_video
+
+        return demos_from_video(from_video, idm, out, behavior=behavior, fps=fps, key_map=key_map, size=resolution,
+                                steps=steps, flag_below=flag_below)
+    if idm is not None:
+        raise UserError("--idm labels video: pass --from-video FILE|FOLDER too")
     import numpy as np
 
     from playtester.capture.experts import Inspector, PathFollower, inspect_start
@@ -163,6 +286,13 @@ def demos(
     if beta and dagger is None:
         raise UserError(f"--beta {beta}: it is the expert's share of the driving in DAgger episodes; pass --dagger POLICY.ckpt too")
     check_out_parent(out)
+    check_free_disk(out, episodes * steps * demo_step_bytes(resolution), f"--episodes {episodes} × --steps {steps} at {resolution}")
+    seed = _first_new_seed(out, seed)
+    if dagger is not None:
+        from playtester.perception.training import read_checkpoint
+
+        with about("--dagger"):  # a bad checkpoint is refused before the game starts
+            read_checkpoint(dagger, "policy")
     env = make_game(game, resolution=resolution)
     try:
         layout = getattr(env.unwrapped, "scenario", None) and env.unwrapped.scenario.layout
@@ -175,7 +305,8 @@ def demos(
         if dagger is not None:
             from playtester.imitation.dagger import load_driver, training_starts, training_targets
 
-            driver, scoring = load_driver(dagger, behavior, keymap, beta, seed)
+            with about("--dagger"):
+                driver, scoring = load_driver(dagger, behavior, keymap, beta, seed)
             if behavior == "path":
                 path_starts = [i for i in training_starts(scoring, dagger, game) if i < len(layout.starts)]
             else:
@@ -231,6 +362,10 @@ def demos(
                     else:
                         p = expert.progress
                         stats.append({"steps": n, "degrees": p.degrees, "on_screen": p.steps_on_screen / max(1, p.steps)})
+                if video:
+                    from playtester.datasets.video import episode_video
+
+                    episode_video(writer.final)
                 bar.advance(task)
     finally:
         env.close()

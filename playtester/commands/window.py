@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from playtester.capture.errors import UserError
+from playtester.commands.options import MANY, about
 
 console = Console()
 
@@ -32,17 +33,17 @@ def record(
     game: Optional[str] = typer.Option(None, "--game", help="Or a doom: game, played in the engine's own window."),
     regex: bool = typer.Option(False, "--regex", help="--window is a regular expression."),
     region: Optional[str] = typer.Option(None, "--region", help="X,Y,W,H: grab this screen region (inside the window with --window)."),
-    fps: float = typer.Option(10.0, "--fps", help="Frames sampled per second."),
+    fps: float = typer.Option(10.0, "--fps", max=1000.0, help="Frames sampled per second."),
     size: Optional[str] = typer.Option(None, "--size", help="Frame size WxH (default: the window's)."),
     keymap: str = typer.Option("default", "--keymap", help="Key map YAML (default: W A S D, arrows, Space)."),
     start_key: str = typer.Option("f8", "--start-key", help="Hotkey: start / stop an episode."),
     discard_key: str = typer.Option("f9", "--discard-key", help="Hotkey: discard the episode being recorded."),
     quit_key: str = typer.Option("f10", "--quit-key", help="Hotkey: quit."),
-    max_steps: Optional[int] = typer.Option(None, "--max-steps", min=1, help="Stop an episode after this many frames."),
-    seed: int = typer.Option(0, "--seed", help="With --game: seed of the first episode."),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", min=1, max=MANY, help="Stop an episode after this many frames."),
+    seed: int = typer.Option(0, "--seed", min=0, help="With --game: seed of the first episode."),
     resolution: str = typer.Option("320x240", "--resolution", help="With --game: engine resolution."),
     spectator: bool = typer.Option(False, "--spectator", help="With --game: the engine reads the keyboard itself (ViZDoom spectator mode; replays only roughly)."),
-    telemetry_port: Optional[int] = typer.Option(None, "--telemetry-port", help="Merge JSON telemetry sent to this UDP port."),
+    telemetry_port: Optional[int] = typer.Option(None, "--telemetry-port", min=1, max=65535, help="Merge JSON telemetry sent to this UDP port."),
 ) -> None:
     """Record human demos: play the game; F8 starts and stops an episode, F9 discards it, F10 quits.
 
@@ -54,7 +55,8 @@ def record(
     from playtester.capture.window.platform import parse_region
     from playtester.capture.window.recorder import Hotkeys, Recorder, RecorderConfig
 
-    km = load_keymap(keymap)
+    with about("--keymap"):
+        km = load_keymap(keymap)
     cfg = RecorderConfig(
         out=out, behavior=behavior, keymap=km, window=window, game=game, regex=regex,
         region=parse_region(region) if region else None, fps=fps, size=_size(size, "--size"),

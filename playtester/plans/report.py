@@ -69,7 +69,7 @@ video {{ max-width: 320px; display: block; }} pre {{ background: #f4f4f4; paddin
 </style></head>
 <body>
 <h1>plan {e(doc['plan'])}: <span class="{'pass' if doc['passed'] else 'fail'}">{verdict}</span></h1>
-<p>game {e(doc['game'])}, {doc['steps']} steps, {len(doc['nodes'])} nodes ({n_failed} failed),
+<p>game {e(doc['game'])}, objects found by {e(doc.get('objects_found_by', 'not recorded'))}, {doc['steps']} steps, {len(doc['nodes'])} nodes ({n_failed} failed),
 {len(doc['rules'])} rule firings.</p>{ended}
 <table><tr><th></th><th>name</th><th>target</th><th>action</th><th>steps</th><th>verdict</th><th>why</th><th>checks</th></tr>
 {rows}</table>

@@ -95,13 +95,16 @@ class PlanResult:
     steps: int
     ended: str | None
     """Why the episode ended early (the game ended, the step budget ran out), or None."""
+    objects_found_by: str = "not recorded"
+    """What found the plan's objects: the detector and its held-out AP, or the engine's labels (an ablation)."""
 
     @property
     def passed(self) -> bool:
         return all(r.passed for r in self.nodes) and all(r.passed for r in self.rules)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"plan": self.plan, "game": self.game, "passed": self.passed, "steps": self.steps, "ended": self.ended,
+        return {"plan": self.plan, "game": self.game, "objects_found_by": self.objects_found_by, "passed": self.passed,
+                "steps": self.steps, "ended": self.ended,
                 "nodes": [r.to_dict() for r in self.nodes], "rules": [r.to_dict() for r in self.rules]}
 
 
@@ -191,8 +194,10 @@ class PlanRunner:
                 self._fail(rec, f"{check.check.name} not checked: {ended}")
         finally:
             self.trajectory.close()
-        result = PlanResult(self.plan.name, self.game, nodes, self.fired, self.t, ended)
-        config = {"game": self.game, "agent": "plan runner", "plan": self.plan.name, "game_options": self.game_options}
+        found_by = str(getattr(self.detector, "description", "a detector function"))
+        result = PlanResult(self.plan.name, self.game, nodes, self.fired, self.t, ended, found_by)
+        config = {"game": self.game, "agent": "plan runner", "plan": self.plan.name, "game_options": self.game_options,
+                  "objects_found_by": found_by}
         write_text_atomic(self.out / "config.yaml", yaml.safe_dump(config, sort_keys=False))
         return result
 

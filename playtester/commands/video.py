@@ -1,0 +1,55 @@
+"""`demos --from-video`: gameplay footage labelled by the inverse-dynamics model, as demo episodes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from rich.console import Console
+from rich.table import Table
+
+from playtester.capture.errors import UserError
+from playtester.commands.options import about
+
+console = Console()
+
+
+def parse_size(text: str, option: str = "--resolution") -> tuple[int, int]:
+    """`320x240` → (320, 240); anything else is a one-line error naming the option."""
+    try:
+        width, height = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise UserError(f"{option} {text!r}: give WIDTHxHEIGHT, e.g. 320x240") from None
+    if width < 1 or height < 1:
+        raise UserError(f"{option} {text!r}: both sides must be positive")
+    return width, height
+
+
+def demos_from_video(source: Path, idm: Optional[Path], out: Path, *, behavior: str, fps: float, key_map: Optional[str],
+                     size: str, steps: int, flag_below: float) -> None:
+    """Label every video of `source` with the encoder's inverse-dynamics head into episodes under `out`."""
+    from playtester.capture.keymap import load_keymap
+    from playtester.perception.idm_label import PairLabeller, VideoLabelConfig, label_videos
+
+    if idm is None:
+        raise UserError("--from-video: pass --idm ENCODER.ckpt, the encoder whose inverse-dynamics head labels the frames")
+    if not out.parent.exists():
+        raise UserError(f"--out {out}: its parent folder {out.parent} does not exist; create it first")
+    cfg = VideoLabelConfig(fps=fps, size=parse_size(size), flag_below=flag_below, episode_steps=steps, behavior=behavior)
+    keymap = load_keymap(key_map)
+    with about("--idm"):
+        labeller = PairLabeller.load(idm)
+    results = label_videos(source, out, idm, keymap, cfg, labeller=labeller,
+                           say=lambda m: console.print(m, soft_wrap=True, markup=False, highlight=False))
+    names = keymap.names
+    counts = [sum(r.action_counts[i] for r in results) for i in range(len(names))]
+    total = sum(counts)
+    table = Table(title=f"{len(results)} video(s) → {sum(len(r.episodes) for r in results)} episodes in {out}")
+    table.add_column("action")
+    table.add_column("steps", justify="right")
+    for name, n in zip(names, counts):
+        table.add_row(name, f"{n} ({n / total:.0%})")
+    console.print(table)
+    low = sum(r.low_confidence for r in results)
+    console.print(f"{total} steps labelled by {idm}; {low} ({low / total:.0%}) below confidence {flag_below:g}, flagged "
+                  "low_confidence (train policy --idm-min-confidence drops them, --idm-weight weighs IDM steps)")
