@@ -8,7 +8,8 @@ park scenario each episode starts at one of the park's start points (random unle
 The engine is a process of its own. When it dies (killed, crashed: the library raises, or it
 stops running), `step` ends the episode with `info["crashed"] = True` and a `crash_reason`
 instead of raising, and the next `reset` starts a fresh engine (`restarts` counts them). A
-Ctrl-C, which kills the engine too, stays a KeyboardInterrupt. An engine killed while it held
+Ctrl-C, which kills the engine too, stays a KeyboardInterrupt; in a game worker of a run, which
+leaves Ctrl-C to the run's process, the step ends truncated with `info["interrupted"]`. An engine killed while it held
 the lock of its message queue would leave the library waiting for ever; `StallGuard` releases
 that lock when the engine is dead and a call has not come back in 2 s. A watchdog process
 (`engine_guard.EngineWatchdog`) kills the engine and frees its shared memory if this process
@@ -235,10 +236,15 @@ class DoomGame(gym.Env):
             engine_guard.remove_shared_memory(self.engine_id)
         self.engine_pid = self.engine_id = None
 
-    def _engine_died(self, error: Exception) -> str:
-        """The engine is gone: say why, or raise KeyboardInterrupt when Ctrl-C killed it."""
+    def _engine_died(self, error: Exception) -> str | None:
+        """The engine is gone: say why. Ctrl-C killed it: raise KeyboardInterrupt, or in a worker
+        that leaves Ctrl-C to its run, return None (the run is ending; not a crash)."""
         if engine_guard.interrupted_recently():
-            raise KeyboardInterrupt
+            if not engine_guard.parent_handles_interrupts():
+                raise KeyboardInterrupt
+            self._dead = "interrupted (Ctrl-C)"
+            self._close_engine()
+            return None
         pid = f"pid {self.engine_pid}, " if self.engine_pid is not None else ""
         self._dead = f"the ViZDoom engine ({pid}{self.scenario.spec}) died: {type(error).__name__}: {error}"
         self._close_engine()
@@ -334,8 +340,10 @@ class DoomGame(gym.Env):
         except ENGINE_DEATH as e:
             reason = self._engine_died(e)
             self._steps += 1
-            info = self._info(None, (time.perf_counter() - t0) * 1000.0) | {"crashed": True, "crash_reason": reason}
-            return self._frame, 0.0, True, False, info
+            info = self._info(None, (time.perf_counter() - t0) * 1000.0)
+            if reason is None:  # Ctrl-C, which the run's own process is acting on
+                return self._frame, 0.0, False, True, info | {"interrupted": True}
+            return self._frame, 0.0, True, False, info | {"crashed": True, "crash_reason": reason}
         self._steps += 1
         truncated = bool(self.max_steps is not None and self._steps >= self.max_steps and not terminated)
         return self._observe(state), float(reward), terminated, truncated, self._info(state, frame_time_ms)

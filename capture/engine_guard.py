@@ -19,7 +19,8 @@ the run's process goes.
 
 `interrupted_recently()`: Ctrl-C sends SIGINT to the whole foreground process group, engine
 included, and the engine dies of it; a parent that sees its engine die checks this before
-calling it a crash.
+calling it a crash. `leave_interrupts_to_parent()`: a game worker notes Ctrl-C and leaves the
+ending of the run to the run's own process.
 """
 
 from __future__ import annotations
@@ -159,6 +160,7 @@ def die_with_parent(sig: int = signal.SIGKILL) -> None:
 
 _last_interrupt = [0.0]
 _watching = [False]
+_parent_handles = [False]
 
 
 def watch_interrupts() -> None:
@@ -177,6 +179,23 @@ def watch_interrupts() -> None:
 
     signal.signal(signal.SIGINT, note)
     _watching[0] = True
+
+
+def leave_interrupts_to_parent() -> None:
+    """For worker processes of a run: a Ctrl-C reaches the whole process group, and the run's
+    own process ends the run and closes its workers. Here it is only noted (so that an engine
+    killed by it is not called a crash), never raised: a KeyboardInterrupt in a worker's step
+    came back to the run as a worker error with its traceback."""
+    def note(signum, frame):
+        _last_interrupt[0] = time.monotonic()
+
+    signal.signal(signal.SIGINT, note)
+    _watching[0] = _parent_handles[0] = True
+
+
+def parent_handles_interrupts() -> bool:
+    """Whether this process is a worker that leaves Ctrl-C to the process that started it."""
+    return _parent_handles[0]
 
 
 def interrupted_recently(within: float = 2.0, settle: float = 0.2) -> bool:

@@ -39,13 +39,15 @@ def check_rgb_frames(space: gym.Space, what: str) -> None:
 def in_worker(env_fn: Callable[[], gym.Env]) -> gym.Env:
     """Build the env in an `AsyncVectorEnv` worker that dies with the process that started it:
     SIGKILL the run and the workers go too, and with them (their watchdogs) their games' engines.
+    Ctrl-C is left to the starting process, which closes the workers.
     In the starting process itself (the vector env's first look at the spaces) nothing changes."""
     import multiprocessing
 
     if multiprocessing.parent_process() is not None:
-        from playtester.capture.engine_guard import die_with_parent
+        from playtester.capture.engine_guard import die_with_parent, leave_interrupts_to_parent
 
         die_with_parent()
+        leave_interrupts_to_parent()
     return env_fn()
 
 

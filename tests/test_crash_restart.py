@@ -47,6 +47,20 @@ def engines_under(root: int) -> dict[int, str]:
     return engines
 
 
+def forked_children(pid: int) -> list[int]:
+    """The processes under `pid` forked from it (its command line): the game workers of a run,
+    not the engines or the engine watchdogs."""
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes()
+    children = []
+    for child in process_tree(pid)[1:]:
+        try:
+            if Path(f"/proc/{child}/cmdline").read_bytes() == argv:
+                children.append(child)
+        except OSError:
+            continue
+    return children
+
+
 def start_run(game: str, out: Path, *options: str) -> subprocess.Popen:
     args = [sys.executable, "-m", "playtester", "run", "--game", game, "--out", str(out), *options]
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -288,6 +302,15 @@ def test_ctrl_c_ends_a_ppo_run_and_its_workers_quietly(small_park, tmp_path):
             "--envs", "2", "--rollout", "8", "--episodes", "20", "--steps", "200"]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     engines = wait_for_steps(proc, out, 40)
+    # The group's signal reaches the workers at any instant; sent to them alone first, it must not
+    # end their step (it raised KeyboardInterrupt inside a frame resize, sent back as a worker
+    # error with its traceback): the workers leave Ctrl-C to the run's own process.
+    workers = forked_children(proc.pid)
+    assert len(workers) >= 2, "the run's two game workers"
+    before = len(list(read_jsonl(out / "trajectory.jsonl")))
+    for pid in workers:
+        os.kill(pid, signal.SIGINT)
+    wait_for_steps(proc, out, before + 40)
     os.killpg(proc.pid, signal.SIGINT)
     printed, err = finish(proc, timeout=120)
     assert proc.returncode == 130, printed + err
