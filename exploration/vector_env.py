@@ -68,15 +68,21 @@ def make_vector_env(
     cfg: "PPOConfig", env_fn: Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]] | None = None,
 ) -> gym.vector.VectorEnv:
     """`num_envs` instances, reset in the same step they end (`final_obs` in `infos`); `env_fn`
-    is one factory for all, or a list of one factory per instance."""
+    is one factory for all, or a list of one factory per instance; a `RayInstances` list runs
+    them as Ray actors (`--cluster`, `exploration/ray_env.py`) whatever `cfg.vector_env` says."""
+    from playtester.exploration.ray_env import RayInstances, RayVectorEnv
+
     env_fn = env_fn or functools.partial(make_env, cfg.env_id, cfg.frame_size)
     env_fns = list(env_fn) if isinstance(env_fn, Sequence) else [env_fn] * cfg.num_envs
     if len(env_fns) != cfg.num_envs:
         raise ValueError(f"{len(env_fns)} env factories for num_envs={cfg.num_envs}")
-    if cfg.vector_env == "async":
-        env_fns = [functools.partial(in_worker, fn) for fn in env_fns]
-    vector_cls = gym.vector.AsyncVectorEnv if cfg.vector_env == "async" else gym.vector.SyncVectorEnv
-    envs = vector_cls(env_fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    if isinstance(env_fn, RayInstances):
+        envs: gym.vector.VectorEnv = RayVectorEnv(env_fns, link=env_fn.link)
+    else:
+        if cfg.vector_env == "async":
+            env_fns = [functools.partial(in_worker, fn) for fn in env_fns]
+        vector_cls = gym.vector.AsyncVectorEnv if cfg.vector_env == "async" else gym.vector.SyncVectorEnv
+        envs = vector_cls(env_fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     if not isinstance(envs.single_action_space, gym.spaces.Discrete):
         envs.close()
         raise UserError(f"env {cfg.env_id!r}: its actions are {envs.single_action_space}; PPO here needs a Discrete action space")

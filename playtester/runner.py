@@ -275,8 +275,10 @@ def run_stopped(infos: dict[str, Any]) -> bool:
     return mask is not None and bool(np.any(mask))
 
 
-def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: None, resume: bool = False):
-    """Train the PPO explorer online while it plays the run's episodes; see the module doc."""
+def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: None, resume: bool = False,
+                     cluster: bool = False):
+    """Train the PPO explorer online while it plays the run's episodes; see the module doc. With
+    `cluster`, the game instances run as Ray actors (Ray started already; `playtester/cluster.py`)."""
     import functools
 
     from playtester.exploration.checkpoints import load_checkpoint
@@ -296,11 +298,18 @@ def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: 
     budget = trained + spec.num_envs * (per_env * spec.steps + 2 * spec.rollout)
     if saved:  # a resumed PPO run may not shrink its budget (its learning-rate schedule hangs on it)
         budget = max(budget, int(saved["config"]["total_timesteps"]))
+    wrap: Callable[[gym.Env, int], gym.Env] = functools.partial(_wrap, spec)
+    if cluster:
+        from playtester.cluster import ray_instances, tester_on_worker
+
+        wrap = tester_on_worker  # in an actor: the tester loop on its scratch copy of the run folder
     explorer = build_explorer(
         spec.game, spec.preference, spec.explorer, run_dir=str(explorer_dir), total_timesteps=budget,
         num_envs=spec.num_envs, num_steps=spec.rollout, seed=spec.seed, checkpoint_every=5, resume=resume_ppo,
-        game_options=spec.game_options(), wrap=functools.partial(_wrap, spec),
+        game_options=spec.game_options(), wrap=wrap,
     )
+    if cluster:  # the same instances, each in a Ray actor; this process alone writes the run folder
+        explorer = explorer._replace(env_fn=ray_instances(spec, explorer.env_fn))
     if spec.objective == "load":
         from playtester.load_objective import load_objective
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from pathlib import Path
 from typing import List, Optional
@@ -52,15 +53,20 @@ def run(
     population: int = typer.Option(30, "--population", min=2, max=10_000, help="evolve: policies in the population."),
     generations: int = typer.Option(10, "--generations", min=1, max=MANY, help="evolve: generations to run."),
     max_restarts: int = typer.Option(3, "--max-restarts", min=0, max=1000, help="Game crashes to restart from (each is a crash finding); at one more the run stops, and the report says why."),
+    cluster: Optional[str] = typer.Option(None, "--cluster", help="Run the game instances as Ray actors: ray (a local Ray started for this run), auto (the Ray cluster this machine is part of) or ray://HOST:PORT; this process alone writes the run folder (needs pip install -e \".[cluster]\")."),
 ) -> None:
     """Run the tester: explore the game (the PPO explorer learns as it plays), test every OOI it
     finds with the test policy, judge textures, watch for crashes, stuck states and failed
     assertions; then write the report. Ctrl-C keeps everything written; --resume continues."""
+    from playtester.cluster import check_cluster
     from playtester.report import build_report
-    from playtester.runner import RunSpec, episodes_left, explore_at_random, explore_with_ppo
+    from playtester.runner import RunSpec, episodes_left
 
     if resume and overwrite:
         raise UserError("--resume and --overwrite contradict each other; give one")
+    cluster = check_cluster(cluster)
+    if cluster and explorer == "evolve":
+        raise UserError(f"--cluster {cluster}: --explorer evolve runs on this machine only; give ppgta, inspector or random")
     if explorer == "evolve":  # its own loop: no test policy, no detector (playtester/evolve.py)
         from playtester.evolve import run_evolve_command
 
@@ -86,12 +92,30 @@ def run(
     if resume:
         check_same_run(out, spec.to_config())
     check_inputs(spec)  # everything that can be refused is refused before the run folder is written
-    if out.exists() and not resume:
-        shutil.rmtree(out)  # --overwrite
-    out.mkdir(exist_ok=True)
-    if not resume:
-        write_text_atomic(out / "config.yaml", yaml.safe_dump(spec.to_config(), sort_keys=False))
-    already = episodes - episodes_left(spec)
+    with contextlib.ExitStack() as stack:
+        if cluster and (not resume or episodes_left(spec) > 0):  # a cluster out of reach too
+            from playtester.cluster import ray_session
+
+            stack.enter_context(ray_session(cluster, spec.num_envs))
+        if out.exists() and not resume:
+            shutil.rmtree(out)  # --overwrite
+        out.mkdir(exist_ok=True)
+        if not resume:
+            write_text_atomic(out / "config.yaml", yaml.safe_dump(spec.to_config(), sort_keys=False))
+        play(spec, cluster, resume, episodes - episodes_left(spec))
+    report = build_report(out)
+    from playtester.crashes import read_stop
+
+    if read_stop(out):
+        console.print(f"the run stopped early: {read_stop(out)}")
+    console.print(f"wrote {out} (trajectory, tests, findings) and the report {report}")
+
+
+def play(spec, cluster: str | None, resume: bool, already: int) -> None:
+    """Play the run's episodes with its explorer, a progress bar over them."""
+    from playtester.runner import episodes_left, explore_at_random, explore_with_ppo
+
+    episodes, explorer = spec.episodes, spec.explorer
     with progress() as bar:
         task = bar.add_task(f"episodes ({explorer} explorer)", total=episodes, completed=already)
 
@@ -101,18 +125,16 @@ def run(
         if already >= episodes:
             console.print(f"every one of the {episodes} episodes was played (an interrupted one is kept as it was); "
                           "give more --episodes to play on")
+        elif explorer == "random" and cluster:
+            from playtester.cluster import explore_at_random_on_cluster
+
+            explore_at_random_on_cluster(spec, advance, say=console.print)
         elif explorer == "random":
             explore_at_random(spec, advance, say=console.print)
         else:
-            result = explore_with_ppo(spec, advance, resume=resume)
+            result = explore_with_ppo(spec, advance, resume=resume, cluster=cluster is not None)
             console.print(f"explorer: {result.global_step} steps trained, checkpoint {result.checkpoint}")
         bar.update(task, completed=episodes - episodes_left(spec))
-    report = build_report(out)
-    from playtester.crashes import read_stop
-
-    if read_stop(out):
-        console.print(f"the run stopped early: {read_stop(out)}")
-    console.print(f"wrote {out} (trajectory, tests, findings) and the report {report}")
 
 
 TRAJECTORY_BYTES_PER_STEP = 400

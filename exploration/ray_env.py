@@ -1,0 +1,263 @@
+"""Game instances as Ray actors: a Gymnasium `VectorEnv` for `--cluster` (issue 22).
+
+`RayVectorEnv` holds one game per Ray actor (`GameWorker`), built by the same factories as the
+`AsyncVectorEnv` workers of `make_vector_env`, and steps them all at once: one remote call per
+instance, one `ray.get` for the batch. Episodes reset in the step they end, as
+`AsyncVectorEnv(autoreset_mode=SAME_STEP)` does (`final_obs`, `final_info` in `infos`), so PPO
+is unchanged: inference and learning stay on the driver, and only actions go out and frames and
+infos come back (no weights to broadcast).
+
+A worker that dies (its actor killed, its node lost) does not end the run: its game starts again
+in a new actor, and the step it died in ends that instance's episode, truncated, with
+`info["worker_lost"]` (not a crash: a game that crashed says `info["crashed"]` itself). After
+`MAX_LOSSES` losses in a row of the same instance the run stops with one line.
+
+An optional `link` carries what an instance writes besides its frames (the run folder's records,
+`playtester/cluster.py`): `link.setup(i)` is handed to a new actor, which calls `.open()` on it
+before building its game; `link.send(i)` goes with every call and `link.receive(i, up)` takes
+what `.collect()` returned after it. Every info carries `node`, the Ray node the game ran on.
+
+Ray is optional (the `cluster` extra): nothing here imports it until a `RayVectorEnv` is made.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Sequence
+
+import gymnasium as gym
+import numpy as np
+
+from playtester.capture.errors import UserError
+
+RAY_MISSING = 'Ray is not installed; pip install -e ".[cluster]"'
+MAX_LOSSES = 3
+"""Workers of one instance lost in a row (the new one dying before its first reset too) before the run stops."""
+
+
+def import_ray(option: str = "--cluster"):
+    """The `ray` module, or the one-line `UserError` saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise UserError(f"{option}: {RAY_MISSING}") from None
+    return ray
+
+
+class RayInstances(list):
+    """Game factories to run as Ray actors (what `make_vector_env` turns into a `RayVectorEnv`),
+    with the driver's side of their `link` (or None)."""
+
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], link: Any = None) -> None:
+        super().__init__(env_fns)
+        self.link = link
+
+
+class GameWorker:
+    """One game instance inside a Ray actor; see the module doc."""
+
+    def __init__(self, env_fn: Callable[[], gym.Env], side: Any = None) -> None:
+        from playtester.capture.engine_guard import die_with_parent, leave_interrupts_to_parent
+
+        # Like an AsyncVectorEnv worker: go with the process that started this one (Ray's raylet;
+        # the engine watchdog of this process then ends its engines), leave Ctrl-C to the driver.
+        die_with_parent()
+        leave_interrupts_to_parent()
+        self.node = node_id()
+        self.side = side.open() if side is not None else None
+        self.env = env_fn()
+
+    def spaces(self) -> tuple[gym.Space, gym.Space, dict[str, Any]]:
+        return self.env.observation_space, self.env.action_space, dict(self.env.metadata)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def _tag(self, info: dict[str, Any]) -> dict[str, Any]:
+        return {**info, "node": self.node}
+
+    def _receive(self, down: Any) -> None:
+        if self.side is not None and down is not None:
+            self.side.receive(down)
+
+    def _collect(self) -> Any:
+        return self.side.collect() if self.side is not None else None
+
+    def reset(self, seed: int | None, options: dict[str, Any] | None, down: Any = None):
+        self._receive(down)
+        obs, info = self.env.reset(seed=seed, options=options)
+        return obs, self._tag(info), self._collect()
+
+    def step(self, action: Any, down: Any = None):
+        """One step, and the reset in the same call when the episode ends (`final`: its last
+        observation and info)."""
+        self._receive(down)
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        final = None
+        if terminated or truncated:
+            final = (obs, self._tag(info))
+            obs, info = self.env.reset()
+        return obs, float(reward), bool(terminated), bool(truncated), self._tag(info), final, self._collect()
+
+    def close(self) -> Any:
+        self.env.close()
+        up = self._collect()
+        if self.side is not None:
+            self.side.close()
+        return up
+
+
+def node_id() -> str:
+    """The Ray node this process runs on (the hostname outside Ray)."""
+    try:
+        import ray
+
+        if ray.is_initialized():
+            return ray.get_runtime_context().get_node_id()
+    except ImportError:
+        pass
+    import socket
+
+    return socket.gethostname()
+
+
+class RayVectorEnv(gym.vector.VectorEnv):
+    """`len(env_fns)` game instances, one Ray actor each, stepped together (see the module doc).
+    Ray must be initialised already (`playtester.cluster.ray_session`)."""
+
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], link: Any = None, num_cpus: float = 1) -> None:
+        ray = import_ray()
+        if not ray.is_initialized():
+            raise RuntimeError("RayVectorEnv: start Ray first (ray.init, or playtester.cluster.ray_session)")
+        self._ray = ray
+        self.env_fns = list(env_fns)
+        self.link = link
+        self.num_envs = len(self.env_fns)
+        self._worker = ray.remote(num_cpus=num_cpus, max_restarts=0)(GameWorker)
+        self.actors = [self._start(i) for i in range(self.num_envs)]
+        obs_space, act_space, metadata = self._get(self.actors[0].spaces.remote())
+        self.single_observation_space, self.single_action_space = obs_space, act_space
+        self.observation_space = gym.vector.utils.batch_space(obs_space, self.num_envs)
+        self.action_space = gym.vector.utils.batch_space(act_space, self.num_envs)
+        self.metadata = {**metadata, "autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
+        self.autoreset_mode = gym.vector.AutoresetMode.SAME_STEP
+        self.render_mode = None
+        self.closed = False
+        self._obs: list[Any] = [None] * self.num_envs
+        self.losses = [0] * self.num_envs
+        """Workers lost in a row, by instance (0 after a step that came back)."""
+        self.lost = 0
+        """Workers lost in the whole run."""
+
+    # -- actors -----------------------------------------------------------------------------
+    def _start(self, i: int):
+        side = self.link.setup(i) if self.link is not None else None
+        return self._worker.remote(self.env_fns[i], side)
+
+    def _down(self, i: int) -> Any:
+        return self.link.send(i) if self.link is not None else None
+
+    def _up(self, i: int, up: Any) -> None:
+        if self.link is not None and up is not None:
+            self.link.receive(i, up)
+
+    def _get(self, refs):
+        """`ray.get`, with a game's own one-line error (a `UserError` raised in an actor) kept as it is."""
+        try:
+            return self._ray.get(refs)
+        except self._ray.exceptions.RayTaskError as e:
+            if isinstance(e.cause, UserError):
+                raise e.cause from None
+            raise
+
+    def _gather(self, refs: list) -> list:
+        """Every result of a batch of calls, one per actor; a lost worker's is its `RayActorError`."""
+        try:
+            return self._get(refs)
+        except self._ray.exceptions.RayActorError:
+            out = []
+            for ref in refs:
+                try:
+                    out.append(self._get(ref))
+                except self._ray.exceptions.RayActorError as e:
+                    out.append(e)
+            return out
+
+    def _replace(self, i: int, error: BaseException) -> tuple[Any, dict[str, Any]]:
+        """Instance `i`'s worker is gone: a new actor, its game reset; its first observation and info."""
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        while True:
+            self.losses[i] += 1
+            self.lost += 1
+            if self.losses[i] > MAX_LOSSES:
+                raise UserError(f"game instance {i}: its Ray worker was lost {MAX_LOSSES} times in a row (last: {reason}); "
+                                "check the cluster's nodes (ray status), or run without --cluster")
+            try:
+                self._ray.kill(self.actors[i], no_restart=True)
+            except Exception:  # gone already
+                pass
+            self.actors[i] = self._start(i)
+            try:
+                obs, info, up = self._get(self.actors[i].reset.remote(None, None, self._down(i)))
+            except self._ray.exceptions.RayActorError as e:
+                reason = str(e).strip().splitlines()[0]
+                continue
+            self._up(i, up)
+            print(f"game instance {i}: its Ray worker was lost ({reason}); the episode ends there and the game goes on in a new worker")
+            return obs, {**info, "worker_lost": reason}
+
+    # -- the VectorEnv API ------------------------------------------------------------------
+    def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None):
+        seeds = [None] * self.num_envs if seed is None else [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed)
+        refs = [a.reset.remote(seeds[i], options, self._down(i)) for i, a in enumerate(self.actors)]
+        infos: dict[str, Any] = {}
+        for i, result in enumerate(self._gather(refs)):
+            if isinstance(result, BaseException):
+                obs, info = self._replace(i, result)
+            else:
+                obs, info, up = result
+                self._up(i, up)
+            self._obs[i] = obs
+            infos = self._add_info(infos, info, i)
+        return np.stack(self._obs), infos
+
+    def step(self, actions):
+        actions = np.asarray(actions)
+        refs = [a.step.remote(actions[i].item() if actions[i].ndim == 0 else actions[i], self._down(i))
+                for i, a in enumerate(self.actors)]
+        rewards = np.zeros(self.num_envs)
+        terminated = np.zeros(self.num_envs, dtype=np.bool_)
+        truncated = np.zeros(self.num_envs, dtype=np.bool_)
+        infos: dict[str, Any] = {}
+        for i, result in enumerate(self._gather(refs)):
+            if isinstance(result, BaseException):
+                last = self._obs[i]
+                obs, info = self._replace(i, result)
+                truncated[i] = True
+                infos = self._add_info(infos, {"final_obs": last, "final_info": {"worker_lost": info["worker_lost"]}}, i)
+            else:
+                obs, rewards[i], terminated[i], truncated[i], info, final, up = result
+                self.losses[i] = 0
+                self._up(i, up)
+                if final is not None:
+                    infos = self._add_info(infos, {"final_obs": final[0], "final_info": final[1]}, i)
+            self._obs[i] = obs
+            infos = self._add_info(infos, info, i)
+        return np.stack(self._obs), rewards, terminated, truncated, infos
+
+    def worker_pids(self) -> list[int]:
+        """The process id of each instance's actor (for tests that kill one)."""
+        return self._get([a.pid.remote() for a in self.actors])
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Close every game (what they wrote last comes back first), then end the actors."""
+        refs = [a.close.remote() for a in self.actors]
+        for i, result in enumerate(self._gather(refs)):
+            if not isinstance(result, BaseException):
+                self._up(i, result)
+        for a in self.actors:
+            try:
+                self._ray.kill(a, no_restart=True)
+            except Exception:
+                pass
+        self.actors = []

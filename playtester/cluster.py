@@ -1,0 +1,319 @@
+"""`--cluster`: a run's game instances as Ray actors, on this machine or on a Ray cluster (issue 22).
+
+    --cluster ray             a local Ray, started for the command and shut down after it
+    --cluster auto            the Ray cluster this machine belongs to (`ray start --head` / `--address`)
+    --cluster ray://HOST:PORT a Ray cluster's client port
+
+The games run in actors (`exploration/ray_env.py`); the explorer (PPO's inference and learning)
+stays in this process, the driver. Nothing assumes a shared filesystem: each actor's tester loop
+(`TesterEnv`) writes into a scratch folder of its own (`RunMirror`), and after every call what it
+wrote (whole JSON lines, finished finding folders, `stopped.json`) comes back with the frames;
+the driver alone writes the run folder (`RunLink`), in the same format as a local run. What the
+instances share goes the other way: each actor gets the OOI claims and crashes the others
+appended since its last call. A new actor (at the start, or replacing a lost one) starts from
+the run folder as it is: its last episode, the findings it numbered, every claim and crash. The
+files a run reads (test policy, detector, OOI list, assertion files, texture reference) are
+sent to the actors through Ray's object store. Trajectory lines with a frame time carry
+`node`, the Ray node that measured it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import json
+import logging
+import os
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from playtester.capture.atomic import write_bytes_atomic
+from playtester.capture.errors import UserError
+from playtester.exploration.ray_env import RayInstances, import_ray
+
+CLUSTER_HELP = ("ray (a local Ray started for this command), auto (the Ray cluster this machine is part of) or "
+                "ray://HOST:PORT (a cluster's client address)")
+SHARED_LOGS = ("claims.jsonl", "crashes.jsonl")
+"""Logs every instance reads as well as appends: what one appends goes to the others."""
+STOPPED = "stopped.json"
+
+
+def check_cluster(value: str | None) -> str | None:
+    """`--cluster` as given, or the one-line error for a value that names no cluster or for Ray
+    not installed."""
+    if value is None:
+        return None
+    if not (value in ("ray", "auto") or (value.startswith("ray://") and len(value) > len("ray://"))):
+        raise UserError(f"--cluster {value}: use {CLUSTER_HELP}")
+    import_ray(f"--cluster {value}")
+    return value
+
+
+@contextlib.contextmanager
+def ray_session(value: str, num_cpus: int) -> Iterator[Any]:
+    """Ray for one command: started here (`ray`, at least `num_cpus` CPUs) or connected to, and
+    shut down at the end either way (a cluster's own processes stay; this driver's actors go)."""
+    check_cluster(value)
+    ray = import_ray(f"--cluster {value}")
+    quiet = {"log_to_driver": False, "logging_level": logging.ERROR}
+    if ray.is_initialized():  # a caller (a test, a notebook) started it: use it, leave it running
+        yield ray
+        return
+    try:
+        with warnings.catch_warnings():  # the client's timeout warning: the error below says it in one line
+            warnings.simplefilter("ignore")
+            if value == "ray":
+                ray.init(num_cpus=max(num_cpus, os.cpu_count() or 1), include_dashboard=False, **quiet)
+            else:
+                ray.init(address=value, **quiet)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UserError(f"--cluster {value}: cannot connect to a Ray cluster ({first}); start one with `ray start --head`, "
+                        "or use --cluster ray") from None
+    try:
+        cpus = int(ray.cluster_resources().get("CPU", 0))
+        if cpus < num_cpus:
+            raise UserError(f"--cluster {value}: the cluster has {cpus} CPUs and the run's {num_cpus} game instances need one "
+                            "each; give fewer --envs or add nodes")
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+# -- the run folder, written by the driver alone -------------------------------------------------
+_here: "RunMirror | None" = None
+"""The run mirror of this actor process (one game instance a process)."""
+
+
+class RunMirror:
+    """An actor's side of the run folder: a scratch folder its tester loop writes into, what it
+    wrote sent back after each call, what the other instances claimed appended to it."""
+
+    def __init__(self, spec: Any, index: int, seed: dict[str, bytes], findings: list[str],
+                 inputs: dict[str, Any]) -> None:
+        self.spec, self.index, self.seed, self.findings, self.inputs = spec, index, seed, findings, inputs
+
+    def open(self) -> "RunMirror":
+        global _here
+        from playtester.exploration.ray_env import node_id
+
+        self.node = node_id()
+        self.dir = Path(tempfile.mkdtemp(prefix=f"playtester-run-e{self.index}-"))
+        (self.dir / "findings").mkdir()
+        for name, data in self.seed.items():
+            (self.dir / name).write_bytes(data)
+        for name in self.findings:  # numbered already: the next finding takes the next number
+            (self.dir / "findings" / name).mkdir()
+        self.offsets = {name: len(data) for name, data in self.seed.items()}
+        self.shipped = set(self.findings)
+        self.stopped: bytes | None = None
+        self.spec = dataclasses.replace(self.spec, run_dir=str(self.dir), **unpack_inputs(self.inputs, self.dir / ".inputs"))
+        self.seed = {}
+        _here = self
+        return self
+
+    def receive(self, lines: dict[str, bytes]) -> None:
+        for name, data in lines.items():
+            with open(self.dir / name, "ab") as f:
+                f.write(data)
+            self.offsets[name] = self.offsets.get(name, 0) + len(data)
+
+    def collect(self) -> dict[str, Any] | None:
+        up: dict[str, Any] = {}
+        for path in self.dir.glob("*.jsonl"):
+            start = self.offsets.get(path.name, 0)
+            if path.name not in self.offsets:  # a log the driver has not heard of: made there too, empty or not
+                self.offsets[path.name] = 0
+                up.setdefault("lines", {})[path.name] = b""
+            if path.stat().st_size <= start:
+                continue
+            with open(path, "rb") as f:
+                f.seek(start)
+                chunk = f.read()
+            chunk = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits for the next call
+            if chunk:
+                self.offsets[path.name] = start + len(chunk)
+                up.setdefault("lines", {})[path.name] = self._tag(chunk) if path.name == "trajectory.jsonl" else chunk
+        for folder in (self.dir / "findings").iterdir():
+            if folder.is_dir() and folder.name not in self.shipped and not folder.name.endswith(".partial"):
+                up.setdefault("findings", {})[folder.name] = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+                self.shipped.add(folder.name)
+                shutil.rmtree(folder)
+                folder.mkdir()  # the name stays taken
+        stopped = self.dir / STOPPED
+        if stopped.exists() and stopped.read_bytes() != self.stopped:
+            self.stopped = up[STOPPED] = stopped.read_bytes()
+        return up or None
+
+    def _tag(self, chunk: bytes) -> bytes:
+        """Frame times are measured on a node: say which."""
+        if b"frame_time_ms" not in chunk:
+            return chunk
+        rows = [json.loads(line) for line in chunk.splitlines() if line.strip()]
+        return b"".join((json.dumps({**r, "node": self.node} if "frame_time_ms" in r else r) + "\n").encode() for r in rows)
+
+    def close(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class RunLink:
+    """The driver's side: it alone writes the run folder, from what the actors send back."""
+
+    def __init__(self, spec: Any) -> None:
+        self.spec = spec
+        self.run_dir = Path(spec.run_dir)
+        self.inputs = stage_inputs(spec)
+        self.appended: dict[str, list[tuple[int, bytes]]] = {name: [] for name in SHARED_LOGS}
+        self.cursors: dict[int, dict[str, int]] = {}
+        (self.run_dir / "findings").mkdir(parents=True, exist_ok=True)
+
+    def setup(self, i: int) -> RunMirror:
+        """What a new actor for instance `i` starts from: the run folder as it is now."""
+        from playtester.runlog import read_jsonl
+
+        seed = {name: (self.run_dir / name).read_bytes() for name in SHARED_LOGS if (self.run_dir / name).exists()}
+        mine = [r for r in read_jsonl(self.run_dir / "trajectory.jsonl") if r.get("env", 0) == i]
+        if mine:  # where this instance's episodes got to (`TesterEnv.continue_run`)
+            seed["trajectory.jsonl"] = (json.dumps(max(mine, key=lambda r: r["episode"])) + "\n").encode()
+        prefix = f"e{i}-" if i else ""
+        findings = [p.name for p in (self.run_dir / "findings").glob(f"{prefix}*") if not p.name.endswith(".partial")
+                    and (i or not p.name.startswith("e"))] if (self.run_dir / "findings").is_dir() else []
+        self.cursors[i] = {name: len(chunks) for name, chunks in self.appended.items()}
+        return RunMirror(self.spec, i, seed, findings, self.inputs)
+
+    def send(self, i: int) -> dict[str, bytes] | None:
+        """What the other instances appended to the shared logs since instance `i`'s last call."""
+        out = {}
+        for name, chunks in self.appended.items():
+            new = b"".join(data for origin, data in chunks[self.cursors[i][name]:] if origin != i)
+            self.cursors[i][name] = len(chunks)
+            if new:
+                out[name] = new
+        return out or None
+
+    def receive(self, i: int, up: dict[str, Any]) -> None:
+        for name, data in up.get("lines", {}).items():
+            with open(self.run_dir / name, "ab") as f:
+                f.write(data)
+            if name in self.appended:
+                self.appended[name].append((i, data))
+        for name, files in up.get("findings", {}).items():
+            partial = self.run_dir / "findings" / f"{name}.partial"
+            shutil.rmtree(partial, ignore_errors=True)
+            partial.mkdir(parents=True)
+            for file, data in files.items():
+                (partial / file).write_bytes(data)
+            partial.rename(self.run_dir / "findings" / name)
+        if STOPPED in up and not (self.run_dir / STOPPED).exists():  # the first instance to stop says why
+            write_bytes_atomic(self.run_dir / STOPPED, up[STOPPED])
+
+
+INPUT_FILES = ("tester", "detector", "oois")
+"""The `RunSpec` fields naming one file an actor's tester loop reads."""
+
+
+def stage_inputs(spec: Any) -> dict[str, Any]:
+    """The files the actors' tester loops read, put in Ray's object store once for all of them
+    (no shared filesystem assumed): field → (name, ref), or for assertions a list."""
+    ray = import_ray()
+    staged: dict[str, Any] = {}
+    for field in INPUT_FILES:
+        path = getattr(spec, field)
+        if path and Path(path).is_file():
+            staged[field] = {Path(path).name: ray.put(Path(path).read_bytes())}
+    if spec.texture_reference:  # labels.json and the images it names
+        labels = Path(spec.texture_reference)
+        doc = json.loads(labels.read_text())
+        files = {labels.name: labels.read_bytes()}
+        for img in doc.get("images", []):
+            if (labels.parent / img["file_name"]).is_file():
+                files[img["file_name"]] = (labels.parent / img["file_name"]).read_bytes()
+        staged["texture_reference"] = {name: ray.put(data) for name, data in files.items()}
+    assertions = []
+    for a in spec.assertions:
+        where, _, function = a.rpartition(":")
+        if where.endswith(".py") and Path(where).is_file():
+            assertions.append((function, {Path(where).name: ray.put(Path(where).read_bytes())}))
+        else:
+            assertions.append((a, None))
+    staged["assertions"] = assertions
+    return staged
+
+
+def unpack_inputs(staged: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """Write the staged files under `folder` on this node; the `RunSpec` fields naming them there."""
+    import ray
+
+    def write(files: dict[str, Any], into: Path) -> Path:
+        first = None
+        for name, ref in files.items():
+            path = into / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(ray.get(ref))
+            first = first or path
+        return first
+
+    fields: dict[str, Any] = {}
+    for field, files in staged.items():
+        if field != "assertions":
+            fields[field] = str(write(files, folder / field))
+    fields["assertions"] = [a if files is None else f"{write(files, folder / f'assert{j}')}:{a}"
+                            for j, (a, files) in enumerate(staged.get("assertions", []))]
+    return fields
+
+
+def tester_on_worker(env: Any, index: int) -> Any:
+    """The `wrap` of a run's game instance in an actor: its tester loop, on the scratch run folder."""
+    from playtester.runner import tester_env
+
+    if _here is None:
+        raise RuntimeError("tester_on_worker: no run mirror opened in this process (RayVectorEnv opens it)")
+    return tester_env(_here.spec, env, index)
+
+
+def ray_instances(spec: Any, env_fns: list[Callable[[], Any]]) -> RayInstances:
+    """A run's game factories as Ray actors writing through the driver."""
+    return RayInstances(env_fns, RunLink(spec))
+
+
+# -- the random explorer ---------------------------------------------------------------------------
+def random_instance(spec: Any) -> Any:
+    """The random explorer's one game instance, in an actor (small frames: nothing looks at them)."""
+    from playtester.capture.games import make_game
+    from playtester.capture.wrappers import ResizeFrame
+
+    return ResizeFrame(tester_on_worker(make_game(spec.game, **spec.game_options()), 0), (32, 32))
+
+
+def explore_at_random_on_cluster(spec: Any, progress: Callable[[int], None] = lambda n: None,
+                                 say: Callable[[str], None] = print) -> None:
+    """`runner.explore_at_random` with its game in a Ray actor: uniform random actions until the
+    episode budget is played or the game stops the run."""
+    from playtester.crashes import clear_stop
+    from playtester.exploration.ray_env import RayVectorEnv
+    from playtester.runner import all_idle, run_stopped
+
+    clear_stop(Path(spec.run_dir))
+    envs = RayVectorEnv([functools.partial(random_instance, spec)], link=RunLink(spec))
+    rng = np.random.default_rng(spec.seed + 1)
+    ended = 0
+    try:
+        _, infos = envs.reset()
+        while not (all_idle(infos) or run_stopped(infos)):
+            _, _, _, _, infos = envs.step(rng.integers(envs.single_action_space.n, size=1))
+            if "_final_info" in infos and infos["_final_info"][0]:
+                final = infos["final_info"]
+                if final.get("crashed") is not None and final["crashed"][0]:
+                    say(f"the game crashed: {final.get('crash_reason', ['the game is gone'])[0] or 'the game is gone'}")
+                ended += 1
+                progress(ended)
+        if run_stopped(infos):
+            say(f"the run stops: {infos['run_stopped'][0]}")
+    finally:
+        envs.close()
