@@ -38,8 +38,12 @@ class CocoWriter:
         self.annotations: list[dict[str, Any]] = []
         self.counts = {c["name"]: 0 for c in self.categories}
 
-    def add(self, frame: np.ndarray, objects: Iterable[dict[str, Any]] = (), **extra: Any) -> int:
-        """Save one RGB frame with its objects (`class`, `box` [x0,y0,x1,y1], optional `bug`)."""
+    def add(self, frame: np.ndarray, objects: Iterable[dict[str, Any]] = (), *, min_box: float = 0, **extra: Any) -> int:
+        """Save one RGB frame with its objects (`class`, `box` [x0,y0,x1,y1], optional `bug`).
+
+        A box whose size, sqrt(width·height), is under `min_box` pixels is written as a crowd box
+        (`iscrowd: 1`): too small to ask a detector for, so neither trained on nor scored
+        (a detection on it counts neither way), and left out of `counts`."""
         image_id = len(self.images) + 1
         name = f"{image_id - 1:06d}.png"
         ok, buf = cv2.imencode(".png", cv2.cvtColor(np.ascontiguousarray(frame), cv2.COLOR_RGB2BGR))
@@ -56,13 +60,14 @@ class CocoWriter:
             x0, y0, x1, y1 = max(0.0, x0), max(0.0, y0), min(float(w), x1), min(float(h), y1)
             if x1 <= x0 or y1 <= y0:
                 continue
+            small = ((x1 - x0) * (y1 - y0)) ** 0.5 < min_box
             ann = {
                 "id": len(self.annotations) + 1, "image_id": image_id, "category_id": cat,
-                "bbox": [x0, y0, x1 - x0, y1 - y0], "area": (x1 - x0) * (y1 - y0), "iscrowd": 0,
+                "bbox": [x0, y0, x1 - x0, y1 - y0], "area": (x1 - x0) * (y1 - y0), "iscrowd": int(small),
                 "attributes": {"bug": obj.get("bug") or "none"},
             }
             self.annotations.append(ann)
-            self.counts[obj["class"]] += 1
+            self.counts[obj["class"]] += not small
         return image_id
 
     def close(self, **info: Any) -> Path:

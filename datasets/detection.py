@@ -42,6 +42,10 @@ class CocoImage:
     bugged: np.ndarray = field(default_factory=lambda: np.zeros((0,), bool))
     """n bools: the annotation's `attributes.bug` names a bug (`playtester shots` writes
     `stretched`, `lowres` or `none`); False where the file says nothing."""
+    crowd_boxes: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), np.float32))
+    """m×4 boxes marked `iscrowd` (`shots` marks objects too small to ask for): not trained on;
+    in scoring a detection on one counts neither way."""
+    crowd_labels: np.ndarray = field(default_factory=lambda: np.zeros((0,), np.int64))
 
 
 @dataclass
@@ -157,14 +161,13 @@ def load_coco(
     boxes: dict[int, list[list[float]]] = {iid: [] for iid in images}
     box_labels: dict[int, list[int]] = {iid: [] for iid in images}
     box_bugged: dict[int, list[bool]] = {iid: [] for iid in images}
+    crowd: dict[int, list[tuple[list[float], int]]] = {iid: [] for iid in images}
     n_used = 0
     for i, ann in enumerate(doc["annotations"]):
         aid = ann.get("id", f"#{i}") if isinstance(ann, dict) else f"#{i}"
         awhere = f"{where}: annotation {aid}"
         if not isinstance(ann, dict) or "image_id" not in ann or "category_id" not in ann or "bbox" not in ann:
             raise UserError(f"{awhere}: needs 'image_id', 'category_id' and 'bbox'")
-        if ann.get("iscrowd", 0):
-            continue
         try:
             iid, cid = int(ann["image_id"]), int(ann["category_id"])
         except (TypeError, ValueError):
@@ -190,6 +193,9 @@ def load_coco(
             raise UserError(f"{awhere}: bbox {bbox!r} lies outside its {im.width}×{im.height} image")
         x0, y0 = max(0.0, x), max(0.0, y)
         x1, y1 = min(float(im.width), x + w), min(float(im.height), y + h)
+        if ann.get("iscrowd", 0):
+            crowd[iid].append(([x0, y0, x1, y1], label_of_name[name]))
+            continue
         boxes[iid].append([x0, y0, x1, y1])
         box_labels[iid].append(label_of_name[name])
         attributes = ann.get("attributes")
@@ -203,6 +209,9 @@ def load_coco(
             im.boxes = np.array(boxes[iid], np.float32)
             im.labels = np.array(box_labels[iid], np.int64)
             im.bugged = np.array(box_bugged[iid], bool)
+        if crowd[iid]:
+            im.crowd_boxes = np.array([b for b, _ in crowd[iid]], np.float32)
+            im.crowd_labels = np.array([c for _, c in crowd[iid]], np.int64)
     return CocoSet(labels, classes, list(images.values()))
 
 

@@ -102,7 +102,7 @@ def ap_table(preds: list[dict[str, torch.Tensor]], coco: CocoSet, variant: str =
 
     `min_side` > 0 scores only boxes whose sqrt(width·height) is at least that many pixels once
     the image is scaled to fit `image_size` (as the detector sees it); smaller ones are ignored
-    like the other variant's (COCO's area ranges do the same)."""
+    like the other variant's (COCO's area ranges do the same), and so are the file's crowd boxes."""
     from torchmetrics.detection import MeanAveragePrecision
 
     if variant not in VARIANTS:
@@ -118,8 +118,10 @@ def ap_table(preds: list[dict[str, torch.Tensor]], coco: CocoSet, variant: str =
             sides = np.sqrt(np.clip(im.boxes[:, 2] - im.boxes[:, 0], 0, None) * np.clip(im.boxes[:, 3] - im.boxes[:, 1], 0, None))
             scored &= sides * scale >= min_side
         counted += np.bincount(im.labels[scored], minlength=k + 1)
-        gt = {"boxes": torch.from_numpy(im.boxes).float().reshape(-1, 4), "labels": torch.from_numpy(im.labels),
-              "iscrowd": torch.from_numpy(~scored).long()}
+        ignored = np.concatenate([~scored, np.ones(len(im.crowd_labels), bool)])
+        gt = {"boxes": torch.from_numpy(np.concatenate([im.boxes, im.crowd_boxes])).float().reshape(-1, 4),
+              "labels": torch.from_numpy(np.concatenate([im.labels, im.crowd_labels])),
+              "iscrowd": torch.from_numpy(ignored).long()}
         metric.update([pred], [gt])
         metric50.update([pred], [gt])
     res, res50 = metric.compute(), metric50.compute()

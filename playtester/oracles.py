@@ -216,7 +216,7 @@ class TextureOracle:
         names = {c["id"]: c["name"] for c in doc.get("categories", [])}
         by_image: dict[int, list[dict]] = {}
         for a in doc.get("annotations", []):
-            if (a.get("attributes") or {}).get("bug", "none") in (None, "none"):
+            if not a.get("iscrowd") and (a.get("attributes") or {}).get("bug", "none") in (None, "none"):
                 by_image.setdefault(a["image_id"], []).append(a)
         measures: dict[str, list[dict[str, float]]] = {}
         for img in doc.get("images", []):

@@ -40,10 +40,13 @@ def test_loads_real_shots_with_boxes_in_pixels(shots):
     doc = json.loads((shots / "labels.json").read_text())
     assert coco.classes == ["pillar", "barrel", "tire", "chair"]
     assert len(coco.images) == 40
-    assert sum(coco.counts().values()) == len(doc["annotations"])
-    ann = doc["annotations"][0]
+    crowd = [a for a in doc["annotations"] if a["iscrowd"]]  # the objects under --min-box
+    assert sum(coco.counts().values()) == len(doc["annotations"]) - len(crowd)
+    assert sum(len(im.crowd_boxes) for im in coco.images) == len(crowd)
+    ann = next(a for a in doc["annotations"] if not a["iscrowd"])
     im = next(i for i in coco.images if i.id == ann["image_id"])
     x, y, w, h = ann["bbox"]
+    assert (w * h) ** 0.5 >= 15
     row = [list(b) for b in im.boxes].index([x, y, x + w, y + h])  # xywh → xyxy
     names = {c["id"]: c["name"] for c in doc["categories"]}
     assert coco.classes[im.labels[row] - 1] == names[ann["category_id"]]
@@ -150,7 +153,7 @@ def test_train_detector_refuses_unusable_shots_in_one_line(shots, tmp_path, caps
 
 def test_box_overhanging_by_rounding_is_clipped(shots, tmp_path):
     folder, doc = _copy(shots, tmp_path)
-    ann = doc["annotations"][0]
+    ann = next(a for a in doc["annotations"] if not a["iscrowd"])
     ann["bbox"] = [150.5, 100.0, 10.2, 20.6]  # 0.7 px past the right, 0.6 px past the bottom
     coco = load_coco(_write(folder, doc))
     im = next(i for i in coco.images if i.id == ann["image_id"])

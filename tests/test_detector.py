@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import asdict
 from pathlib import Path
@@ -299,3 +300,58 @@ def test_ap_table_scores_variants_and_sizes_apart(tmp_path):
     large = ap_table(preds, coco, min_side=6, image_size=128)
     assert large.boxes == [1, 1] and large.ap50 == [pytest.approx(1.0), 0.0]
     assert ap_table(preds, coco, min_side=3, image_size=128).boxes == [2, 1]
+
+
+def test_a_detection_on_a_crowd_box_counts_neither_way(tmp_path):
+    """Hand-made: one 40×40 pillar and one pillar marked crowd (too small to ask for). Two
+    detections: the higher-scored one on the crowd box, the other on the pillar. Were the crowd
+    detection a false positive, the pillar would come at rank 2 with precision 1/2 (AP50 1/2);
+    ignored, AP50 is 1. The crowd box is not a training box either."""
+    from playtester.perception.detector_eval import ap_table
+
+    labels = _hand_made_coco(tmp_path, {(320, 240): [(1, [10, 10, 40, 40], "none"), (1, [200, 100, 8, 8], "none")]})
+    doc = json.loads(labels.read_text())
+    doc["annotations"][1]["iscrowd"] = 1
+    labels.write_text(json.dumps(doc))
+    coco = load_coco(labels)
+    [im] = coco.images
+    assert im.boxes.tolist() == [[10, 10, 50, 50]] and im.crowd_boxes.tolist() == [[200, 100, 208, 108]]
+    assert coco.counts() == {"pillar": 1, "barrel": 0}
+    preds = [{"boxes": torch.tensor([[200.0, 100.0, 208.0, 108.0], [10.0, 10.0, 50.0, 50.0]]),
+              "scores": torch.tensor([0.95, 0.9]), "labels": torch.tensor([1, 1])}]
+    table = ap_table(preds, coco)
+    assert table.boxes[0] == 1 and table.ap50[0] == pytest.approx(1.0)
+    doc["annotations"][1]["iscrowd"] = 0  # the same detections, the small box a real one: both found
+    labels.write_text(json.dumps(doc))
+    assert ap_table(preds, load_coco(labels)).boxes[0] == 2
+
+
+def test_coco_writer_marks_boxes_under_min_box_as_crowd(tmp_path):
+    """sqrt(w·h) against min_box 15: 20×20 (20) is kept, 30×5 (12.2) and 10×10 (10) are crowd,
+    and only the kept box is counted."""
+    from playtester.datasets.coco import CocoWriter
+
+    writer = CocoWriter(tmp_path / "shots")
+    objects = [{"class": "tire", "box": [0, 0, 20, 20]}, {"class": "tire", "box": [40, 40, 70, 45]},
+               {"class": "barrel", "box": [100, 100, 110, 110]}]
+    writer.add(np.zeros((120, 160, 3), np.uint8), objects, min_box=15)
+    path = writer.close()
+    assert [a["iscrowd"] for a in json.loads(path.read_text())["annotations"]] == [0, 1, 1]
+    assert writer.counts["tire"] == 1 and writer.counts["barrel"] == 0
+
+
+def test_framing_keeps_a_small_class_within_min_box():
+    """Five uncut views of 30 px at 100 units give size × distance = 3000: with min_box 15 the
+    object is 15 px at 200 units, so shots are drawn from [near 90, 200]; before five views, from
+    the whole range. A view cut by the screen's edge tells nothing."""
+    from playtester.commands.scenario import Framing
+
+    rng = np.random.default_rng(0)
+    framing = Framing(90.0, 520.0, 15)
+    framing.saw({"box": [0, 50, 30, 80]}, 100.0, 320)  # touches the left edge
+    for _ in range(4):
+        framing.saw({"box": [100, 50, 130, 80]}, 100.0, 320)
+    assert max(framing.distance(rng) for _ in range(200)) > 400
+    framing.saw({"box": [100, 50, 130, 80]}, 100.0, 320)
+    drawn = [framing.distance(rng) for _ in range(200)]
+    assert 90 <= min(drawn) and max(drawn) <= 200 and max(drawn) > 180
