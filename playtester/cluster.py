@@ -91,6 +91,23 @@ _here: "RunMirror | None" = None
 """The run mirror of this actor process (one game instance a process)."""
 
 
+SCRATCH_PREFIX = "playtester-run-"
+"""An actor's scratch run folder in the node's temp folder: `playtester-run-PID-eI-XXXX`."""
+
+
+def remove_orphaned_scratch() -> None:
+    """Scratch folders of actors that were killed (nothing of theirs ran to remove them)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"):
+        try:
+            os.kill(int(folder.name[len(SCRATCH_PREFIX):].split("-")[0]), 0)
+        except ValueError:
+            continue
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except PermissionError:  # another user's process: alive
+            continue
+
+
 class RunMirror:
     """An actor's side of the run folder: a scratch folder its tester loop writes into, what it
     wrote sent back after each call, what the other instances claimed appended to it."""
@@ -104,7 +121,8 @@ class RunMirror:
         from playtester.exploration.ray_env import node_id
 
         self.node = node_id()
-        self.dir = Path(tempfile.mkdtemp(prefix=f"playtester-run-e{self.index}-"))
+        remove_orphaned_scratch()
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-e{self.index}-"))
         (self.dir / "findings").mkdir()
         for name, data in self.seed.items():
             (self.dir / name).write_bytes(data)

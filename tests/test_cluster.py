@@ -1,0 +1,169 @@
+"""`--cluster ray`: the game instances as Ray actors on a local Ray (`num_cpus=2`, started once for
+the module), the real ViZDoom engine on the small park. A run there ends with the same kinds of
+files and records as a local one; an actor killed mid-run loses no written record, its game goes
+on in a new actor and the run ends with its report; bad `--cluster` values are one line (issue 22)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_crash_restart import engines_under, process_tree
+
+from playtester.capture.engine_guard import engine_alive
+from playtester.cli import main
+from playtester.runlog import read_jsonl
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def ray_processes() -> list[int]:
+    """Processes of a Ray started by this one: its workers and actors (`ray::…`), raylet, GCS."""
+    found = []
+    for pid in process_tree(os.getpid())[1:]:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if argv.startswith(b"ray::") or b"raylet" in argv or b"gcs_server" in argv:
+            found.append(pid)
+    return found
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """One local Ray for the module (the run command finds it started and leaves it running)."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+    assert not [p for p in ray_processes() if os.path.exists(f"/proc/{p}")], "Ray processes left after ray.shutdown()"
+
+
+def files_of(run: Path) -> set[str]:
+    """A run folder's files, by path inside it (the explorer's TensorBoard events by kind)."""
+    return {("explorer/tensorboard/events" if "tfevents" in p.name else str(p.relative_to(run)))
+            for p in run.rglob("*") if p.is_file()}
+
+
+def keys_of(path: Path) -> set[str]:
+    return set().union(*(set(r) for r in read_jsonl(path)))
+
+
+def sorted_steps(run: Path) -> list[str]:
+    """A run's trajectory records without what varies from one run to the next (frame times, node)."""
+    return sorted(json.dumps({k: v for k, v in r.items() if k not in ("frame_time_ms", "node")}, sort_keys=True)
+                  for r in read_jsonl(run / "trajectory.jsonl"))
+
+
+ASSERTION = """
+calls = 0
+
+def every_tenth_step_fails(frame, info):
+    global calls
+    calls += 1
+    return calls % 10 != 0
+"""
+
+
+def test_a_run_on_ray_writes_what_a_local_run_writes(local_ray, small_park, tmp_path, capsys):
+    check = tmp_path / "check.py"
+    check.write_text(ASSERTION)  # findings from each instance (the file goes to the actors through Ray)
+    args = ["run", "--game", small_park, "--explorer", "inspector", "--envs", "2", "--episodes", "3", "--steps", "24",
+            "--rollout", "8", "--assert", f"{check}:every_tenth_step_fails"]
+    assert main([*args, "--out", str(tmp_path / "local")]) == 0
+    assert main([*args, "--out", str(tmp_path / "ray"), "--cluster", "ray"]) == 0
+    assert "report" in capsys.readouterr().out
+    local, on_ray = tmp_path / "local", tmp_path / "ray"
+    assert files_of(on_ray) == files_of(local)  # findings/e1-0000/clip.mp4 and all
+    assert len(list((on_ray / "findings").iterdir())) == 6  # 48 steps of instance 0, 24 of instance 1
+    assert json.loads((on_ray / "summary.json").read_text()).keys() == json.loads((local / "summary.json").read_text()).keys()
+    rows = list(read_jsonl(on_ray / "trajectory.jsonl"))
+    assert keys_of(on_ray / "trajectory.jsonl") - {"node"} == keys_of(local / "trajectory.jsonl")
+    # the same seeds, the same games, the same explorer on the driver: the same steps, whatever ran the games
+    assert sorted_steps(on_ray) == sorted_steps(local)
+    assert all(r["node"] == local_ray.get_runtime_context().get_node_id() for r in rows if "frame_time_ms" in r)
+    assert {r["episode"] for r in rows} == {0, 1, 2} and all(r["episode"] % 2 == r["env"] for r in rows)
+    for e in range(3):
+        assert [r["t"] for r in rows if r["episode"] == e] == list(range(24)), f"episode {e} is not whole"
+    # findings (the stuck oracle's, from the actors' scratch folders) arrive whole, numbered per instance
+    for folder in (on_ray / "findings").iterdir():
+        finding = json.loads((folder / "finding.json").read_text())
+        assert folder.name.startswith("e1-") == (finding["episode"] % 2 == 1)
+        assert finding["step"] % 10 == 9 or finding["episode"] == 2  # instance 0 counts on across its episodes
+    assert main(["run", "--game", small_park, "--explorer", "random", "--episodes", "2", "--steps", "10",
+                 "--out", str(tmp_path / "random"), "--cluster", "ray"]) == 0
+    assert [r["t"] for r in read_jsonl(tmp_path / "random" / "trajectory.jsonl")] == list(range(10)) * 2
+
+
+def test_a_killed_actor_loses_no_record_and_the_run_ends_with_its_report(local_ray, small_park, tiny_inspect_policy, tmp_path,
+                                                                         monkeypatch, capsys):
+    """With the tester loop on (OOI tests, claims shared between the actors through the driver)."""
+    from playtester.exploration.ray_env import RayVectorEnv
+
+    out = tmp_path / "killed"
+    step, seen = RayVectorEnv.step, {}
+
+    def step_and_kill(self, actions):  # at the 6th step: SIGKILL instance 1's actor, as a lost node would
+        seen["steps"] = seen.get("steps", 0) + 1
+        if seen["steps"] == 6:
+            seen["written"] = (out / "trajectory.jsonl").read_bytes()
+            pid = self.worker_pids()[1]
+            seen["engines"] = engines_under(pid)
+            os.kill(pid, signal.SIGKILL)
+        result = step(self, actions)
+        if seen["steps"] == 6:
+            seen["infos"], seen["env"] = result[4], self
+        return result
+
+    monkeypatch.setattr(RayVectorEnv, "step", step_and_kill)
+    assert main(["run", "--game", small_park, "--tester", str(tiny_inspect_policy), "--oracle-labels", "--test-steps", "8",
+                 "--explorer", "inspector", "--envs", "2", "--episodes", "4", "--steps", "40", "--rollout", "8", "--out", str(out),
+                 "--cluster", "ray"]) == 0
+    assert "lost" in capsys.readouterr().out
+    infos = seen["infos"]
+    assert list(infos["_worker_lost"]) == [False, True] and infos["final_info"]["worker_lost"][1]
+    assert seen["env"].lost == 1
+    # every record written before the kill is still there, as it was; the logs were only appended to
+    assert (out / "trajectory.jsonl").read_bytes().startswith(seen["written"])
+    rows = list(read_jsonl(out / "trajectory.jsonl"))
+    cut = [r["t"] for r in rows if r["episode"] == 1]
+    assert cut == list(range(len(cut))) and 5 <= len(cut) < 40, "instance 1's episode ends at the step its worker died in"
+    assert {r["episode"] for r in rows} == {0, 1, 2, 3}  # its next episode in the new actor
+    assert [r["t"] for r in rows if r["episode"] == 3] == list(range(40))
+    tests, claims = list(read_jsonl(out / "tests.jsonl")), [c["ooi"] for c in read_jsonl(out / "claims.jsonl")]
+    assert tests and sorted(claims) == sorted(t["ooi"] for t in tests) and len(set(claims)) == len(claims)
+    assert not (out / "crashes.jsonl").exists() or not list(read_jsonl(out / "crashes.jsonl"))  # not a crash
+    assert (out / "report.html").exists() and json.loads((out / "summary.json").read_text())["episodes"] == 4
+    assert seen["engines"], "the killed actor ran no engine"
+    time.sleep(0.5)  # its watchdog noticed at once; give the kill a moment
+    assert not [pid for pid, iid in seen["engines"].items() if engine_alive(pid) and iid in cmdline(pid)], \
+        "the killed actor's engine is left running"
+
+
+@pytest.mark.parametrize("value, words", [
+    ("rai", ["--cluster rai:", "ray://HOST:PORT"]),
+    ("ray://", ["--cluster ray://:", "ray://HOST:PORT"]),
+])
+def test_bad_cluster_values_are_one_line(small_park, tmp_path, capsys, value, words):
+    out = tmp_path / "r"
+    assert main(["run", "--game", small_park, "--explorer", "random", "--out", str(out), "--cluster", value]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and all(w in err for w in words) and not out.exists()
+
+
+def test_cluster_without_ray_installed_says_how_to_install(small_park, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as if not installed
+    assert main(["run", "--game", small_park, "--explorer", "inspector", "--out", str(tmp_path / "r"), "--cluster", "ray"]) == 2
+    assert capsys.readouterr().err.strip() == 'error: --cluster ray: Ray is not installed; pip install -e ".[cluster]"'
