@@ -335,3 +335,62 @@ def explore_at_random_on_cluster(spec: Any, progress: Callable[[int], None] = la
             say(f"the run stops: {infos['run_stopped'][0]}")
     finally:
         envs.close()
+
+
+# -- demos ------------------------------------------------------------------------------------------
+DEMO_CHUNK = 4
+"""Most episodes one Ray task records (what it sends back is held in memory until written)."""
+
+
+def demo_chunk(options: dict[str, Any], seed: int, episodes: int) -> list[dict[str, Any]]:
+    """A Ray task: `playtester demos` for `episodes` episodes from `seed` (episode i uses seed+i,
+    as on one machine) into a scratch folder of this node; the episodes' files, in order."""
+    from playtester.commands.scenario import demos
+    from playtester.datasets.episodes import episode_folders
+
+    with tempfile.TemporaryDirectory(prefix="playtester-demos-") as tmp:
+        out = Path(tmp) / "demos"
+        demos(out=out, seed=seed, episodes=episodes, dagger=None, beta=0.0, from_video=None, idm=None, cluster=None, **options)
+        recorded = []
+        for folder in sorted(episode_folders(out)):
+            video = out / f"{folder.name}.mp4"
+            recorded.append({"files": {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()},
+                             "video": video.read_bytes() if video.exists() else None})
+        return recorded
+
+
+def demos_on_cluster(cluster: str, out: Path, episodes: int, seed: int, options: dict[str, Any],
+                     advance: Callable[[], None] = lambda: None) -> list[Path]:
+    """`playtester demos --cluster`: the episodes recorded by Ray tasks (a task whose worker dies
+    runs again elsewhere), written into `out` by this process alone, in seed order, each as
+    `NAME.partial` renamed when whole; the episode folders written."""
+    import math
+
+    from playtester.datasets.episodes import PARTIAL_SUFFIX, next_episode_name
+
+    with ray_session(cluster, 1) as ray:
+        cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        per = max(1, min(DEMO_CHUNK, math.ceil(episodes / cpus)))
+        task = ray.remote(num_cpus=1, max_retries=3)(demo_chunk)
+        refs = [task.remote(options, seed + start, min(per, episodes - start)) for start in range(0, episodes, per)]
+        written = []
+        out.mkdir(exist_ok=True)
+        for ref in refs:
+            try:
+                chunk = ray.get(ref)
+            except ray.exceptions.RayTaskError as e:
+                if isinstance(e.cause, UserError):
+                    raise e.cause from None
+                raise
+            for episode in chunk:
+                name = next_episode_name(out)
+                partial = out / (name + PARTIAL_SUFFIX)
+                partial.mkdir()
+                for file, data in episode["files"].items():
+                    (partial / file).write_bytes(data)
+                if episode["video"] is not None:
+                    write_bytes_atomic(out / f"{name}.mp4", episode["video"])
+                partial.rename(out / name)
+                written.append(out / name)
+                advance()
+        return written

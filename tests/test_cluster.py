@@ -1,7 +1,8 @@
 """`--cluster ray`: the game instances as Ray actors on a local Ray (`num_cpus=2`, started once for
 the module), the real ViZDoom engine on the small park. A run there ends with the same kinds of
 files and records as a local one; an actor killed mid-run loses no written record, its game goes
-on in a new actor and the run ends with its report; bad `--cluster` values are one line (issue 22)."""
+on in a new actor and the run ends with its report; `demos` by Ray tasks records the same
+episodes; bad `--cluster` values are one line (issue 22)."""
 
 from __future__ import annotations
 
@@ -80,14 +81,14 @@ def every_tenth_step_fails(frame, info):
 def test_a_run_on_ray_writes_what_a_local_run_writes(local_ray, small_park, tmp_path, capsys):
     check = tmp_path / "check.py"
     check.write_text(ASSERTION)  # findings from each instance (the file goes to the actors through Ray)
-    args = ["run", "--game", small_park, "--explorer", "inspector", "--envs", "2", "--episodes", "3", "--steps", "24",
+    args = ["run", "--game", small_park, "--explorer", "inspector", "--envs", "2", "--episodes", "3", "--steps", "20",
             "--rollout", "8", "--assert", f"{check}:every_tenth_step_fails"]
     assert main([*args, "--out", str(tmp_path / "local")]) == 0
     assert main([*args, "--out", str(tmp_path / "ray"), "--cluster", "ray"]) == 0
     assert "report" in capsys.readouterr().out
     local, on_ray = tmp_path / "local", tmp_path / "ray"
     assert files_of(on_ray) == files_of(local)  # findings/e1-0000/clip.mp4 and all
-    assert len(list((on_ray / "findings").iterdir())) == 6  # 48 steps of instance 0, 24 of instance 1
+    assert len(list((on_ray / "findings").iterdir())) == 6  # 40 steps of instance 0, 20 of instance 1
     assert json.loads((on_ray / "summary.json").read_text()).keys() == json.loads((local / "summary.json").read_text()).keys()
     rows = list(read_jsonl(on_ray / "trajectory.jsonl"))
     assert keys_of(on_ray / "trajectory.jsonl") - {"node"} == keys_of(local / "trajectory.jsonl")
@@ -96,7 +97,7 @@ def test_a_run_on_ray_writes_what_a_local_run_writes(local_ray, small_park, tmp_
     assert all(r["node"] == local_ray.get_runtime_context().get_node_id() for r in rows if "frame_time_ms" in r)
     assert {r["episode"] for r in rows} == {0, 1, 2} and all(r["episode"] % 2 == r["env"] for r in rows)
     for e in range(3):
-        assert [r["t"] for r in rows if r["episode"] == e] == list(range(24)), f"episode {e} is not whole"
+        assert [r["t"] for r in rows if r["episode"] == e] == list(range(20)), f"episode {e} is not whole"
     # findings (the stuck oracle's, from the actors' scratch folders) arrive whole, numbered per instance
     for folder in (on_ray / "findings").iterdir():
         finding = json.loads((folder / "finding.json").read_text())
@@ -150,6 +151,21 @@ def test_a_killed_actor_loses_no_record_and_the_run_ends_with_its_report(local_r
     time.sleep(0.5)  # its watchdog noticed at once; give the kill a moment
     assert not [pid for pid, iid in seen["engines"].items() if engine_alive(pid) and iid in cmdline(pid)], \
         "the killed actor's engine is left running"
+
+
+def test_demos_recorded_by_ray_tasks_are_the_local_demos(local_ray, small_park, tmp_path, capsys):
+    args = ["demos", "--game", small_park, "--behavior", "inspect", "--episodes", "3", "--steps", "20"]
+    assert main([*args, "--out", str(tmp_path / "local")]) == 0
+    assert main([*args, "--out", str(tmp_path / "ray"), "--cluster", "ray"]) == 0
+    assert "Ray tasks" in capsys.readouterr().out
+    names = sorted(p.name for p in (tmp_path / "local").iterdir())
+    assert sorted(p.name for p in (tmp_path / "ray").iterdir()) == names == ["ep0000", "ep0001", "ep0002"]
+    for name in names:
+        local, on_ray = tmp_path / "local" / name, tmp_path / "ray" / name
+        for file in ("frames.npy", "steps.jsonl"):
+            assert (on_ray / file).read_bytes() == (local / file).read_bytes(), f"{name}/{file}"
+        meta = json.loads((on_ray / "meta.json").read_text())
+        assert meta.keys() == json.loads((local / "meta.json").read_text()).keys() and meta["reset"]["seed"] == int(name[2:])
 
 
 @pytest.mark.parametrize("value, words", [

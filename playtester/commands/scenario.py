@@ -297,6 +297,7 @@ def demos(
     fps: float = typer.Option(35 / 4, "--fps", help="--from-video: the control rate to resample to (the encoder's demos': 8.75 on ViZDoom)."),
     key_map: Optional[str] = typer.Option(None, "--key-map", help="--from-video: the key map YAML of the encoder's actions (default: the default map)."),
     flag_below: float = typer.Option(0.5, "--flag-below", help="--from-video: flag steps whose label's probability is below this (low_confidence)."),
+    cluster: Optional[str] = typer.Option(None, "--cluster", help="Record the episodes in Ray tasks: ray (a local Ray), auto (this machine's Ray cluster) or ray://HOST:PORT; this process alone writes --out (needs pip install -e \".[cluster]\")."),
 ) -> None:
     """Record scripted-expert demos: ordinary demo episodes, as if a tester had played them.
 
@@ -305,6 +306,12 @@ def demos(
     With --from-video, recorded gameplay becomes demos: the encoder's inverse-dynamics model
     labels each step with the action it infers, its probability, and `label_source: idm`.
     """
+    if cluster is not None:
+        from playtester.cluster import check_cluster
+
+        check_cluster(cluster)
+        if dagger is not None or from_video is not None:
+            raise UserError(f"--cluster {cluster}: --dagger and --from-video run on this machine only; leave out --cluster")
     if from_video is not None:
         from playtester.commands.video import demos_from_video
 
@@ -325,6 +332,16 @@ def demos(
     check_out_parent(out)
     check_free_disk(out, episodes * steps * demo_step_bytes(resolution), f"--episodes {episodes} × --steps {steps} at {resolution}")
     seed = _first_new_seed(out, seed)
+    if cluster is not None:
+        from playtester.cluster import demos_on_cluster
+
+        with progress() as bar:
+            task = bar.add_task(f"{behavior} demos (Ray)", total=episodes)
+            options = {"game": game, "behavior": behavior, "steps": steps, "resolution": resolution, "video": video,
+                       "fps": fps, "key_map": key_map, "flag_below": flag_below}
+            written = demos_on_cluster(cluster, out, episodes, seed, options, advance=lambda: bar.advance(task))
+        console.print(f"wrote {len(written)} {behavior} episodes to {out} (recorded by Ray tasks, seeds {seed}..{seed + episodes - 1})")
+        return
     if dagger is not None:
         from playtester.perception.training import read_checkpoint
 
