@@ -138,7 +138,7 @@ def build_encoder(config: dict[str, Any]) -> nn.Module:
     from playtester.perception.encoder import EncoderConfig, FeatureEncoder
 
     cfg = EncoderConfig.from_dict(config)
-    return FeatureEncoder(feature_dim=cfg.feature_dim, pool=cfg.pool)
+    return FeatureEncoder(feature_dim=cfg.feature_dim, pool=cfg.pool, trunk=cfg.trunk)
 
 
 def to_input(frames: torch.Tensor, size: int) -> torch.Tensor:

@@ -53,6 +53,12 @@ class BasicBlock(nn.Module):
         return self.relu(self.gn2(self.conv2(y)) + self.shortcut(x))
 
 
+WIDTHS = (32, 48, 96, 160)
+"""Channels of the stem and the three stages (the detector's default, and the encoder's compact trunk)."""
+BLOCKS = (1, 2, 2)
+"""Basic blocks in each stage."""
+
+
 class CompactBody(nn.Module):
     """Stem (stride 2) and three stages of basic blocks (strides 4, 8, 16); returns the stem's
     map and each stage's."""
@@ -84,7 +90,7 @@ class CompactBackbone(nn.Module):
 
     The coarser stages only feed context down the FPN; the RPN and RoIAlign see two levels."""
 
-    def __init__(self, widths: Sequence[int] = (32, 48, 96, 160), blocks: Sequence[int] = (1, 2, 2), out_channels: int = 64,
+    def __init__(self, widths: Sequence[int] = WIDTHS, blocks: Sequence[int] = BLOCKS, out_channels: int = 64,
                  finest_stride: int = 4) -> None:
         super().__init__()
         from torchvision.ops import FeaturePyramidNetwork

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from playtester.capture.errors import UserError
+from playtester.perception.compact_backbone import BLOCKS, WIDTHS
 from playtester.perception.training import read_checkpoint, tag_checkpoint
 
 log = logging.getLogger(__name__)
@@ -53,9 +54,9 @@ class DetectorConfig:
     pretrained_used: str = ""
     """What the weights actually started from, in words (`--pretrained auto` decides it): report
     headers read it."""
-    compact_widths: list[int] = field(default_factory=lambda: [32, 48, 96, 160])
+    compact_widths: list[int] = field(default_factory=lambda: list(WIDTHS))
     """`compact`: channels of the stem and of its three stages (strides 2, 4, 8, 16)."""
-    compact_blocks: list[int] = field(default_factory=lambda: [1, 2, 2])
+    compact_blocks: list[int] = field(default_factory=lambda: list(BLOCKS))
     """`compact`: basic blocks in each stage."""
     fpn_channels: int = 32
     """`compact`: channels of its two FPN levels (and of the RPN head)."""
@@ -113,7 +114,7 @@ class DetectorConfig:
         if self.backbone not in BACKBONES:
             raise UserError(f"--backbone {self.backbone!r}: use {', '.join(BACKBONES)}")
         if self.pretrained == "coco" and self.backbone == "compact":
-            raise UserError("--pretrained coco: torchvision has no COCO weights for --backbone compact; use none, auto or a weights file")
+            raise UserError("--pretrained coco: torchvision has no COCO weights for --backbone compact; use none, auto, a weights file or an encoder trained with --trunk compact")
         if self.schedule not in SCHEDULES:
             raise UserError(f"schedule {self.schedule!r}: use {' or '.join(SCHEDULES)}")
         if len(self.compact_widths) != 4 or len(self.compact_blocks) != 3 or min(self.compact_widths + self.compact_blocks) < 1:
@@ -143,8 +144,8 @@ class DetectorConfig:
         if not 0 <= self.score_threshold <= 1:
             raise UserError(f"score threshold {self.score_threshold}: between 0 and 1")
         most = BACKBONE_STAGES[self.backbone]
-        if self.trainable_layers is None:
-            self.trainable_layers = 0 if self.pretrained != "none" else most
+        if self.trainable_layers is None:  # the compact body is small and its starts are not COCO's: it all trains
+            self.trainable_layers = 0 if self.pretrained != "none" and self.backbone != "compact" else most
         if not 0 <= self.trainable_layers <= most:
             raise UserError(f"--trainable-layers {self.trainable_layers}: {self.backbone} has 0 to {most}")
 
@@ -330,6 +331,8 @@ class Detector(nn.Module):
             raw = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as e:
             raise UserError(f"--pretrained {path}: cannot be read as weights ({type(e).__name__})") from None
+        if isinstance(raw, dict) and (raw.get("playtester") or {}).get("model") == "encoder":
+            return self._load_encoder_body(path)
         if isinstance(raw, dict) and "playtester" in raw:
             old_cfg, state = read_checkpoint(path, "detector")
             if DetectorConfig.from_dict(old_cfg).backbone != cfg.backbone:
@@ -343,6 +346,25 @@ class Detector(nn.Module):
             raise UserError(f"--pretrained {path}: not a state dict of a torchvision Faster R-CNN")
         self._load_coco_state(state)
         return f"weights from {path}"
+
+    def _load_encoder_body(self, path: Path) -> str:
+        """Domain pretraining: the compact body of an encoder trained by masked inverse dynamics
+        on unlabelled play (`train encoder --trunk compact`) starts this detector's body; the FPN
+        and heads start from random init, and everything trains."""
+        from playtester.perception.encoder import EncoderConfig
+
+        old_cfg, state = read_checkpoint(path, "encoder")
+        trunk = EncoderConfig.from_dict(old_cfg).trunk
+        if trunk != "compact" or self.config.backbone != "compact":
+            raise UserError(f"--pretrained {path}: an encoder with the {trunk} trunk starts only a detector with --backbone "
+                            f"compact from an encoder trained with --trunk compact")
+        body = {k.removeprefix("encoder.trunk.body."): v for k, v in state.items() if k.startswith("encoder.trunk.body.")}
+        try:
+            self.model.backbone.body.load_state_dict(body)
+        except RuntimeError:
+            raise UserError(f"--pretrained {path}: its compact body does not fit this detector's "
+                            f"(widths {self.config.compact_widths}, blocks {self.config.compact_blocks})") from None
+        return f"the compact body of the inverse-dynamics encoder {path}"
 
     def _load_coco_state(self, state: dict[str, torch.Tensor], keep_predictor: bool = False) -> None:
         """Load everything but the box predictor (whose classes differ) unless `keep_predictor`."""

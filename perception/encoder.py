@@ -26,6 +26,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from playtester.capture.errors import UserError
+from playtester.perception.compact_backbone import BLOCKS, WIDTHS, CompactBody
 from playtester.perception.od_mask import od_mask_torch
 from playtester.perception.training import read_checkpoint, tag_checkpoint
 
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+TRUNKS = ("alexnet", "compact")
 TRUNK_CHANNELS = 256
 MIN_INPUT = 64
 
@@ -52,6 +54,11 @@ class EncoderConfig:
     things are, which tells turning from strafing)."""
     hidden: int = 512
     """Width of the inverse-dynamics head."""
+    trunk: str = "alexnet"
+    """`alexnet` (the paper's), or `compact`: the detector's compact body (GroupNorm ResNet), so
+    that the encoder trained by masked inverse dynamics on unlabelled play can start a
+    detector (`train detector --backbone compact --pretrained ENCODER.ckpt`): domain
+    pretraining where no COCO weights can be had."""
     pretrained: str = "imagenet"
     """`imagenet` (torchvision's AlexNet weights; random init, said in the log, when they cannot
     be had), `none`, or the path of an encoder checkpoint to continue from."""
@@ -72,8 +79,10 @@ class EncoderConfig:
         self.action_names = [str(a) for a in self.action_names]
         if len(self.action_names) < 2:
             raise UserError(f"encoder: the key map needs at least two actions, got {self.action_names}")
+        if self.trunk not in TRUNKS:
+            raise UserError(f"--trunk {self.trunk!r}: use {' or '.join(TRUNKS)}")
         if self.image_size < MIN_INPUT:
-            raise UserError(f"--image-size {self.image_size}: the AlexNet trunk needs at least {MIN_INPUT} pixels")
+            raise UserError(f"--image-size {self.image_size}: the encoder's trunk needs at least {MIN_INPUT} pixels")
         if self.feature_dim < 1 or self.pool < 1 or self.hidden < 1:
             raise UserError("encoder: feature_dim, pool and hidden must be positive")
         if not 0 <= self.mask_prob <= 1:
@@ -97,18 +106,37 @@ class EncoderConfig:
         return cls(**{k: v for k, v in d.items() if k in known})
 
 
-class FeatureEncoder(nn.Module):
-    """AlexNet conv trunk → pool×pool average pool → linear → ReLU; [0,1] frames → features."""
+class CompactTrunk(nn.Module):
+    """The detector's compact body as an encoder trunk: its last (stride-16) map."""
 
-    def __init__(self, feature_dim: int = 512, pool: int = 3) -> None:
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = CompactBody(WIDTHS, BLOCKS)
+        self.channels = WIDTHS[-1]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x)[-1]
+
+
+class FeatureEncoder(nn.Module):
+    """Conv trunk (AlexNet's, or the detector's compact body) → pool×pool average pool →
+    linear → ReLU; [0,1] frames → features."""
+
+    def __init__(self, feature_dim: int = 512, pool: int = 3, trunk: str = "alexnet") -> None:
         super().__init__()
         from torchvision.models import alexnet
 
-        # AlexNet's conv layers without its last max-pool: at 64 px that pool would leave a 1×1
-        # map, and where things moved is what tells a turn from a strafe.
-        self.trunk = alexnet(weights=None).features[:-1]
+        if trunk == "compact":
+            self.trunk = CompactTrunk()
+            channels = self.trunk.channels
+        else:
+            # AlexNet's conv layers without its last max-pool: at 64 px that pool would leave a
+            # 1×1 map, and where things moved is what tells a turn from a strafe.
+            self.trunk = alexnet(weights=None).features[:-1]
+            channels = TRUNK_CHANNELS
+        self.trunk_name = trunk
         self.pool = nn.AdaptiveAvgPool2d(pool)
-        self.proj = nn.Linear(TRUNK_CHANNELS * pool * pool, feature_dim)
+        self.proj = nn.Linear(channels * pool * pool, feature_dim)
         self.out_dim = feature_dim
         self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), persistent=False)
         self.register_buffer("std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1), persistent=False)
@@ -127,6 +155,9 @@ class FeatureEncoder(nn.Module):
         had (not cached, no network): the trunk keeps its random init."""
         from torchvision.models import AlexNet_Weights
 
+        if self.trunk_name != "alexnet":
+            log.warning("no ImageNet weights for the %s trunk; the encoder starts from random init", self.trunk_name)
+            return False
         try:
             state = AlexNet_Weights.IMAGENET1K_V1.get_state_dict(progress=True, check_hash=True)
         except Exception as e:
@@ -149,7 +180,7 @@ class InverseDynamics(nn.Module):
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__()
         self.config = config
-        self.encoder = FeatureEncoder(config.feature_dim, config.pool)
+        self.encoder = FeatureEncoder(config.feature_dim, config.pool, config.trunk)
         d = self.encoder.out_dim
         self.head = nn.Sequential(
             nn.Linear(3 * d, config.hidden), nn.LayerNorm(config.hidden), nn.ReLU(inplace=True),
@@ -234,9 +265,9 @@ def load_pretrained(model: InverseDynamics) -> str:
         return "random init (ImageNet weights not available)"
     old_cfg, state = read_checkpoint(cfg.pretrained, "encoder")
     old = EncoderConfig.from_dict(old_cfg)
-    if (old.feature_dim, old.pool) != (cfg.feature_dim, cfg.pool):
-        raise UserError(f"--pretrained {cfg.pretrained}: its encoder has feature_dim {old.feature_dim}, pool {old.pool}; "
-                        f"this one {cfg.feature_dim}, {cfg.pool}")
+    if (old.feature_dim, old.pool, old.trunk) != (cfg.feature_dim, cfg.pool, cfg.trunk):
+        raise UserError(f"--pretrained {cfg.pretrained}: its encoder has feature_dim {old.feature_dim}, pool {old.pool}, "
+                        f"trunk {old.trunk}; this one {cfg.feature_dim}, {cfg.pool}, {cfg.trunk}")
     if old.action_names == cfg.action_names and old.hidden == cfg.hidden:
         model.load_state_dict(state)
         return f"encoder checkpoint {cfg.pretrained}"

@@ -355,3 +355,35 @@ def test_framing_keeps_a_small_class_within_min_box():
     framing.saw({"box": [100, 50, 130, 80]}, 100.0, 320)
     drawn = [framing.distance(rng) for _ in range(200)]
     assert 90 <= min(drawn) and max(drawn) <= 200 and max(drawn) > 180
+
+
+def _encoder_checkpoint(path: Path, trunk: str) -> "torch.nn.Module":
+    """An untrained encoder of `trunk` saved in the checkpoint format `train encoder` writes."""
+    from playtester.perception.encoder import InverseDynamicsModule
+    from playtester.perception.training import tag_checkpoint
+
+    module = InverseDynamicsModule(action_names=["forward", "turn_left", "turn_right"], trunk=trunk, pretrained="none",
+                                   image_size=64, feature_dim=32)
+    ckpt = {"state_dict": {f"model.{k}": v for k, v in module.model.state_dict().items()},
+            "hyper_parameters": dict(module.hparams)}
+    tag_checkpoint(ckpt, "encoder")
+    torch.save(ckpt, path)
+    return module.model
+
+
+def test_an_encoder_with_the_compact_trunk_starts_the_detectors_body(tmp_path):
+    """Domain pretraining: `--pretrained ENCODER.ckpt` copies the encoder's compact body into
+    the detector's body, tensor for tensor; the FPN keeps its own init and everything trains.
+    An AlexNet-trunk encoder cannot start it: one line that says what can."""
+    idm = _encoder_checkpoint(tmp_path / "enc.ckpt", "compact")
+    module = DetectorModule(**asdict(DetectorConfig(classes=["pillar", "barrel"], backbone="compact", pretrained=str(tmp_path / "enc.ckpt"))))
+    fresh = DetectorModule(**asdict(DetectorConfig(classes=["pillar", "barrel"], backbone="compact", pretrained="none")))
+    assert "inverse-dynamics encoder" in module.model.load_pretrained()
+    body, source = module.model.model.backbone.body.state_dict(), idm.encoder.trunk.body.state_dict()
+    assert body.keys() == source.keys() and all(torch.equal(body[k], source[k]) for k in body)
+    assert not all(torch.equal(body[k], fresh.model.model.backbone.body.state_dict()[k]) for k in body)
+    assert module.model.frozen_fraction == 0.0 and module.config.trainable_layers == 4
+    _encoder_checkpoint(tmp_path / "alex.ckpt", "alexnet")
+    alex = DetectorModule(**asdict(DetectorConfig(classes=["pillar"], backbone="compact", pretrained=str(tmp_path / "alex.ckpt"))))
+    with pytest.raises(UserError, match="--trunk compact"):
+        alex.model.load_pretrained()

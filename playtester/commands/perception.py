@@ -61,7 +61,8 @@ def train_detector(
         "resnet50", "--backbone", help="resnet50 or mobilenet (for COCO weights), or compact (GroupNorm, trains from scratch in minutes)."),
     pretrained: str = typer.Option(
         "auto", "--pretrained", help="auto (COCO weights where torchvision's cache has them, else the compact backbone from "
-        "random init), coco, none, or the path of weights to start from (a detector checkpoint or a torchvision state dict)."),
+        "random init), coco, none, or the path of weights to start from: a detector checkpoint, a torchvision state dict, "
+        "or an encoder trained with --trunk compact on unlabelled play (domain pretraining for --backbone compact)."),
     image_size: int = typer.Option(128, "--image-size", min=32, max=2048, help="Frames are scaled to fit in this many pixels a side."),
     epochs: int = typer.Option(4, "--epochs", min=1, max=MANY, help="Passes over the training split."),
     max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Stop training after this long, whatever the epoch."),
@@ -97,7 +98,7 @@ def train_detector(
     if threads < 0:
         raise UserError(f"--threads {threads}: 0 (torch's default) or more")
     backbone, pretrained, chosen = resolve_pretrained(backbone, pretrained)
-    lr = lr if lr is not None else (2e-3 if pretrained == "none" else 3e-4)
+    lr = lr if lr is not None else (2e-3 if pretrained == "none" or backbone == "compact" else 3e-4)
     options = dict(backbone=backbone, pretrained=pretrained, image_size=image_size, lr=lr, batch_size=batch_size,
                    trainable_layers=trainable_layers, schedule=schedule)
     DetectorConfig(classes=["_"], **options)
@@ -282,6 +283,9 @@ def train_encoder(
     lr: float = typer.Option(3e-4, "--lr", help="AdamW learning rate."),
     pretrained: str = typer.Option("imagenet", "--pretrained", help="imagenet, none, or an encoder checkpoint to continue from."),
     feature_dim: int = typer.Option(512, "--feature-dim", help="Length of the feature vector."),
+    trunk: str = typer.Option(
+        "alexnet", "--trunk", help="alexnet (the paper's), or compact: the detector's compact body, which the trained encoder "
+                                   "can then start (train detector --backbone compact --pretrained THIS.ckpt)."),
     mask_prob: float = typer.Option(1.0, "--mask-prob", help="Chance that one frame of a pair is OD-masked."),
     balance: bool = typer.Option(True, "--balance/--no-balance", help="Weight the loss by inverse action frequency."),
     val_fraction: float = typer.Option(0.2, "--val-fraction", help="Share of each behaviour's episodes held out."),
@@ -299,7 +303,7 @@ def train_encoder(
     from playtester.perception.encoder import EncoderConfig, InverseDynamicsModule, load_pretrained
     from playtester.perception.training import make_trainer, save_checkpoint_atomic
 
-    EncoderConfig(action_names=["a", "b"], image_size=image_size, feature_dim=feature_dim, pretrained=pretrained,
+    EncoderConfig(action_names=["a", "b"], image_size=image_size, feature_dim=feature_dim, pretrained=pretrained, trunk=trunk,
                   mask_prob=mask_prob, lr=lr, batch_size=batch_size, val_fraction=val_fraction)
     if pretrained not in ("imagenet", "none"):
         from playtester.perception.training import read_checkpoint
@@ -318,13 +322,13 @@ def train_encoder(
     log.info("demos: %d training episodes (%d pairs), %d held out (%d pairs)", len(dm.train_set.episodes), len(dm.train_set),
              len(dm.val_set.episodes), len(dm.val_set))
     cfg = EncoderConfig(
-        action_names=dm.action_names, image_size=image_size, feature_dim=feature_dim, pretrained=pretrained,
+        action_names=dm.action_names, image_size=image_size, feature_dim=feature_dim, pretrained=pretrained, trunk=trunk,
         mask_prob=mask_prob, lr=lr, batch_size=batch_size, val_fraction=val_fraction, seed=seed,
         class_weights=_class_weights(counts) if balance else None,
     )
     L.seed_everything(seed, verbose=False)
     module = InverseDynamicsModule(**asdict(cfg))
-    log.info("encoder (AlexNet trunk at %d px) starts from %s", image_size, load_pretrained(module.model))
+    log.info("encoder (%s trunk at %d px) starts from %s", trunk, image_size, load_pretrained(module.model))
     trainer = make_trainer(
         name="encoder", logdir=logdir or out.parent / "logs", epochs=epochs, max_minutes=max_minutes,
         accelerator=accelerator, val_every=1 if len(dm.val_set) else 10**6,
