@@ -11,7 +11,7 @@ and the script prints, per agent (mean over seeds): preferred-area (pathway) cov
 tested after each episode, tests and their success rate (JSD under the validation threshold), and
 saves `agents.png` (OOIs tested over episodes) and `agents.json` in `--out`.
 
-    python scripts/bench_agents.py [--models playtester-demo/models] [--seeds 1 2 3] [--full]
+    python scripts/bench_agents.py [--models playtester-demo/models] [--seeds 1 2 3] [--full] [--cluster ray]
 
 The models are the inspect (test) and path (preference) policies, e.g. those `playtester demo`
 or `scripts/bench_imitation.py` trains. The default profile fits a 2-core CPU in about ten
@@ -59,10 +59,14 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
 
     (folder / "config.yaml").write_text(yaml.safe_dump(spec.to_config(), sort_keys=False))
     started = time.time()
-    if agent == "random":
+    if agent == "random" and args.cluster:
+        from playtester.cluster import explore_at_random_on_cluster
+
+        explore_at_random_on_cluster(spec, say=lambda m: None)
+    elif agent == "random":
         explore_at_random(spec, say=lambda m: None)
     else:
-        explore_with_ppo(spec)
+        explore_with_ppo(spec, cluster=args.cluster is not None)
     seconds = time.time() - started
     build_report(folder)
     summary = json.loads((folder / "summary.json").read_text())
@@ -134,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--test-steps", type=int, default=None, help="steps of one OOI test (default: the policy's demo length)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of this process")
     parser.add_argument("--out", type=Path, default=Path("runs/bench_agents"))
+    parser.add_argument("--cluster", default=None, help="the game instances on Ray: ray, auto or ray://HOST:PORT (as `playtester run --cluster`)")
     args = parser.parse_args(argv)
     profile = PROFILES["full" if args.full else "default"]
     for key, value in profile.items():
@@ -156,20 +161,38 @@ def main(argv: list[str] | None = None) -> int:
     found_by = ORACLE_LABELS if args.oracle_labels else describe_detector(args.detector)
     print(f"{args.game}: {args.episodes} episodes × {args.steps} steps, seeds {args.seeds}, agents {', '.join(args.agents)}; "
           f"objects found by {found_by}")
-    results = []
-    for seed in args.seeds:  # agents alternate within each seed, so the machine's noise falls on all alike
-        for agent in args.agents:
-            result = run_agent(agent, seed, args, args.out)
-            results.append(result)
-            print(f"  {agent:9s} seed {seed}: pathway coverage {result['pathway_share']}, OOIs tested "
-                  f"{result['tested_per_episode']}, tests {result['tests']}, success {result['success_rate']} "
-                  f"({result['seconds'] / 60:.1f} min)", flush=True)
+    import contextlib
+
+    from playtester.capture.errors import UserError
+    from playtester.cluster import check_cluster, ray_session
+
+    with contextlib.ExitStack() as stack:
+        try:
+            if check_cluster(args.cluster):
+                stack.enter_context(ray_session(args.cluster, args.envs))
+        except UserError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        results = run_agents(args)
     print()
     print(table(results, args.episodes))
     (args.out / "agents.json").write_text(json.dumps(results, indent=1))
     plot(results, args.episodes, args.out / "agents.png")
     print(f"\nwrote {args.out / 'agents.json'} and {args.out / 'agents.png'}")
     return 0
+
+
+def run_agents(args) -> list[dict]:
+    """Every agent on every seed; agents alternate within each seed, so the machine's noise falls on all alike."""
+    results = []
+    for seed in args.seeds:
+        for agent in args.agents:
+            result = run_agent(agent, seed, args, args.out)
+            results.append(result)
+            print(f"  {agent:9s} seed {seed}: pathway coverage {result['pathway_share']}, OOIs tested "
+                  f"{result['tested_per_episode']}, tests {result['tests']}, success {result['success_rate']} "
+                  f"({result['seconds'] / 60:.1f} min)", flush=True)
+    return results
 
 
 if __name__ == "__main__":

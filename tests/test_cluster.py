@@ -130,7 +130,7 @@ def test_a_killed_actor_loses_no_record_and_the_run_ends_with_its_report(local_r
 
     monkeypatch.setattr(RayVectorEnv, "step", step_and_kill)
     assert main(["run", "--game", small_park, "--tester", str(tiny_inspect_policy), "--oracle-labels", "--test-steps", "8",
-                 "--explorer", "inspector", "--envs", "2", "--episodes", "4", "--steps", "40", "--rollout", "8", "--out", str(out),
+                 "--explorer", "inspector", "--envs", "2", "--episodes", "4", "--steps", "30", "--rollout", "8", "--out", str(out),
                  "--cluster", "ray"]) == 0
     assert "lost" in capsys.readouterr().out
     infos = seen["infos"]
@@ -140,9 +140,9 @@ def test_a_killed_actor_loses_no_record_and_the_run_ends_with_its_report(local_r
     assert (out / "trajectory.jsonl").read_bytes().startswith(seen["written"])
     rows = list(read_jsonl(out / "trajectory.jsonl"))
     cut = [r["t"] for r in rows if r["episode"] == 1]
-    assert cut == list(range(len(cut))) and 5 <= len(cut) < 40, "instance 1's episode ends at the step its worker died in"
+    assert cut == list(range(len(cut))) and 5 <= len(cut) < 30, "instance 1's episode ends at the step its worker died in"
     assert {r["episode"] for r in rows} == {0, 1, 2, 3}  # its next episode in the new actor
-    assert [r["t"] for r in rows if r["episode"] == 3] == list(range(40))
+    assert [r["t"] for r in rows if r["episode"] == 3] == list(range(30))
     tests, claims = list(read_jsonl(out / "tests.jsonl")), [c["ooi"] for c in read_jsonl(out / "claims.jsonl")]
     assert tests and sorted(claims) == sorted(t["ooi"] for t in tests) and len(set(claims)) == len(claims)
     assert not (out / "crashes.jsonl").exists() or not list(read_jsonl(out / "crashes.jsonl"))  # not a crash

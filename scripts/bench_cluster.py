@@ -1,0 +1,157 @@
+"""Steps per second of game instances as Ray actors (`--cluster ray`) against local subprocesses
+(`AsyncVectorEnv`), at equal instance count, side by side (issue 22).
+
+Both vector envs hold the same instances, built by the same factory, reset in the same step
+they end, and are stepped with the same random actions. Two kinds of instance:
+
+    idle  an env whose step does nothing but hand back a blank 64×64 frame: what carrying a
+          step costs each of them, with no game to hide it
+    game  the game as the explorer's vector env builds it without a run (`make_env`: the game
+          resized to 64×64): the raw env loop
+    run   a run's game instance (`explorer_env`: the tester loop writing the run's logs, the
+          OD mask, 64×64); on Ray its records come back to this process, which writes them
+    ppo   a whole run's playing and learning: `explore_with_ppo` with the inspector explorer
+          (no test policy), one episode of `--ppo-steps` steps per instance, set-up included
+          (games, workers or actors, the network); steps/s = trajectory lines / wall time
+
+Rounds alternate between the two so that the machine's noise falls on both alike; the median
+of the rounds is reported, with the ratio Ray / local (1.0: no overhead).
+
+    python scripts/bench_cluster.py [--game doom:park] [--envs 2] [--steps 500] [--rounds 5] [--kinds idle game run ppo]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+
+
+class Idle(gym.Env):
+    """Nothing to play: a blank frame a step, episodes of 100 steps."""
+
+    observation_space = gym.spaces.Box(0, 255, (64, 64, 3), np.uint8)
+    action_space = gym.spaces.Discrete(9)
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return np.zeros((64, 64, 3), np.uint8), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.zeros((64, 64, 3), np.uint8), 0.0, False, self.t >= 100, {}
+
+
+def factories(kind: str, game: str, envs: int, run_dir: Path, on_ray: bool):
+    """The instances' factories (and for Ray, the run's link)."""
+    from playtester.exploration.explorer import explorer_env
+    from playtester.exploration.vector_env import make_env
+
+    if kind == "idle":
+        return [Idle] * envs, None
+    if kind == "game":
+        return [functools.partial(make_env, game, 64)] * envs, None
+    from playtester.cluster import RunLink, tester_on_worker
+    from playtester.runner import RunSpec, _wrap
+
+    run_dir.mkdir(parents=True)
+    spec = RunSpec(game=game, tester=None, run_dir=str(run_dir), explorer="inspector", episodes=10**6, steps=10**6,
+                   num_envs=envs)
+    wrap = tester_on_worker if on_ray else functools.partial(_wrap, spec)
+    return [functools.partial(explorer_env, game, 64, spec.game_options(), wrap, i) for i in range(envs)], \
+        RunLink(spec) if on_ray else None
+
+
+def make(contender: str, kind: str, game: str, envs: int, run_dir: Path) -> gym.vector.VectorEnv:
+    from playtester.exploration.ray_env import RayVectorEnv
+    from playtester.exploration.vector_env import in_worker
+
+    fns, link = factories(kind, game, envs, run_dir, contender == "ray")
+    if contender == "ray":
+        return RayVectorEnv(fns, link=link)
+    return gym.vector.AsyncVectorEnv([functools.partial(in_worker, fn) for fn in fns],
+                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+
+
+def ppo_rate(contender: str, game: str, envs: int, steps: int, run_dir: Path) -> float:
+    """Game steps per second of a whole PPO run (see the module doc)."""
+    from playtester.runner import RunSpec, explore_with_ppo
+
+    run_dir.mkdir(parents=True)
+    spec = RunSpec(game=game, tester=None, run_dir=str(run_dir), explorer="inspector", episodes=envs, steps=steps,
+                   num_envs=envs, rollout=64, seed=0)
+    t0 = time.perf_counter()
+    explore_with_ppo(spec, cluster=contender == "ray")
+    return sum(1 for _ in open(run_dir / "trajectory.jsonl")) / (time.perf_counter() - t0)
+
+
+def steps_per_second(envs: gym.vector.VectorEnv, steps: int, rng: np.random.Generator) -> float:
+    """Game steps per second (all instances together) over `steps` vector steps."""
+    n = envs.single_action_space.n
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        envs.step(rng.integers(n, size=envs.num_envs))
+    return steps * envs.num_envs / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--game", default="doom:park")
+    parser.add_argument("--envs", type=int, default=2, help="game instances of each vector env")
+    parser.add_argument("--steps", type=int, default=500, help="vector steps of one timed round")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds of each contender")
+    parser.add_argument("--kinds", nargs="+", default=["idle", "game", "run", "ppo"], choices=["idle", "game", "run", "ppo"])
+    parser.add_argument("--ppo-steps", type=int, default=1000, help="ppo: steps of each instance's one episode")
+    parser.add_argument("--ppo-rounds", type=int, default=3, help="ppo: runs of each contender")
+    args = parser.parse_args()
+
+    import ray
+
+    from playtester.capture.games import make_game
+
+    make_game(args.game).close()  # the park is generated once, before anything is timed
+    ray.init(num_cpus=args.envs, include_dashboard=False, log_to_driver=False, logging_level="error")
+    before = os.getloadavg()
+    rows = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for kind in args.kinds:
+                if kind == "ppo":
+                    rates = {name: [ppo_rate(name, args.game, args.envs, args.ppo_steps, Path(tmp) / f"ppo-{name}-{r}")
+                                    for r in range(args.ppo_rounds)] for name in ("local", "ray")}
+                    rows.append((kind, statistics.median(rates["local"]), statistics.median(rates["ray"])))
+                    print(f"{kind}: local {[round(x) for x in rates['local']]}, ray {[round(x) for x in rates['ray']]}", flush=True)
+                    continue
+                contenders = {}
+                for name in ("local", "ray"):
+                    contenders[name] = make(name, kind, args.game, args.envs, Path(tmp) / f"{kind}-{name}")
+                    contenders[name].reset(seed=0)
+                    steps_per_second(contenders[name], 50, np.random.default_rng(0))  # warm-up
+                rates: dict[str, list[float]] = {name: [] for name in contenders}
+                for r in range(args.rounds):
+                    for name, envs in contenders.items():
+                        rates[name].append(steps_per_second(envs, args.steps, np.random.default_rng(r)))
+                for envs in contenders.values():
+                    envs.close()
+                local, on_ray = statistics.median(rates["local"]), statistics.median(rates["ray"])
+                rows.append((kind, local, on_ray))
+                print(f"{kind}: local {[round(x) for x in rates['local']]}, ray {[round(x) for x in rates['ray']]}", flush=True)
+    finally:
+        ray.shutdown()
+    after = os.getloadavg()
+    print(f"\n{args.game}, {args.envs} instances, {args.rounds} rounds × {args.steps} vector steps, median steps/s "
+          f"(all instances); load average {before[0]:.2f} before, {after[0]:.2f} after ({os.cpu_count()} CPUs)")
+    print(f"{'instance':<10}{'local (AsyncVectorEnv)':>24}{'Ray actors':>12}{'ray / local':>13}")
+    for kind, local, on_ray in rows:
+        print(f"{kind:<10}{local:>24.0f}{on_ray:>12.0f}{on_ray / local:>13.2f}")
+
+
+if __name__ == "__main__":
+    main()
