@@ -19,7 +19,7 @@ from playtester.capture.park.wad import park_wad
 from playtester.cli import main
 from playtester.plans.record import plan_from_episode
 from playtester.plans.report import write_plan_report
-from playtester.plans.runner import PlanRunner
+from playtester.plans.runner import PlanRunner, RunnerConfig
 from playtester.plans.schema import load_plan, parse_plan
 from playtester.plans.validation import ValidationRegistry
 from playtester.runlog import read_jsonl
@@ -93,8 +93,11 @@ rules:
 
 
 def test_a_hand_written_plan_passes_on_the_park(park_env, tmp_path):
+    """Walking to the barrel's place from the park's ground truth: the ablation flag, which the
+    report names (by default objects are found by sight: see the tests below)."""
     out = tmp_path / "out"
-    result = run_plan(park_env, parse_plan(yaml.safe_load(HAND_WRITTEN)), out, jump_checks())
+    result = run_plan(park_env, parse_plan(yaml.safe_load(HAND_WRITTEN)), out, jump_checks(),
+                      config=RunnerConfig(ground_truth_positions=True))
     assert result.passed, [r.reasons for r in result.nodes]
     assert [n.reached for n in result.nodes] == [True, True]
     for node in result.nodes:
@@ -109,6 +112,7 @@ def test_a_hand_written_plan_passes_on_the_park(park_env, tmp_path):
     assert jump_at["owner"] == "the barrel" and math.dist(jump_at["position"][:2], (barrel.x, barrel.y)) <= 128 + 30
     report = json.loads((out / "plan_report.json").read_text())
     assert report["passed"] and not list((out / "findings").iterdir())
+    assert "--ground-truth-positions, an ablation" in report["objects_found_by"]
     assert "PASSED" in (out / "plan_report.html").read_text()
 
 
@@ -128,7 +132,8 @@ def test_the_same_plan_fails_with_a_clear_report_when_its_object_is_removed(smal
     try:
         _, info = env.reset(seed=0, options={"start": (1363.0, 1244.0, 90.0)})
         assert not any(o["ooi"] == 6 for o in info["objects"]), "the barrel is gone from the map"
-        result = run_plan(env, parse_plan(yaml.safe_load(HAND_WRITTEN)), out, jump_checks())
+        result = run_plan(env, parse_plan(yaml.safe_load(HAND_WRITTEN)), out, jump_checks(),
+                          config=RunnerConfig(ground_truth_positions=True))
     finally:
         env.close()
     barrel, tire = result.nodes

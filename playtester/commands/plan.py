@@ -78,6 +78,9 @@ def run_plan(
     behavior: List[str] = typer.Option([], "--behavior", help="A named behaviour NAME=CHECKPOINT (repeatable), e.g. inspect=models/inspect.ckpt."),
     path_policy: Optional[Path] = typer.Option(None, "--path-policy", help="Path policy checkpoint to wander with while searching by sight."),
     max_steps: int = typer.Option(3000, "--max-steps", min=1, max=MANY, help="Steps for the whole plan."),
+    ground_truth_positions: bool = typer.Option(
+        False, "--ground-truth-positions", help="Walk to a target object's position from the engine's ground truth (the built-in "
+        "park's layout) before looking for it: an ablation, and the report says so. Without it objects are found by sight."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output folder."),
 ) -> None:
     """Play a plan: reach each node's target, act, let rules interrupt, validate every action.
@@ -111,7 +114,7 @@ def run_plan(
         detect, classes = _plan_detector(env, game, detector, oracle_labels)
         result = PlanRunner(env, the_plan, detector=detect, out=out, game=game, game_options={"max_steps": max_steps + 1},
                             classes=classes, registry=registry, behaviors=behaviors, search=search,
-                            config=RunnerConfig(max_steps=max_steps)).run()
+                            config=RunnerConfig(max_steps=max_steps, ground_truth_positions=ground_truth_positions)).run()
     finally:
         env.close()
     report = write_plan_report(out, result)
