@@ -189,7 +189,7 @@ def train(
         trained = sum(p.numel() for p in agent.parameters() if p.requires_grad)
         total = sum(p.numel() for p in agent.parameters())
         trunk = "frozen encoder trunk, features stored in the rollout buffer" if getattr(module, "frozen_trunk", False) else "whole network trained"
-        fabric.print(f"PPO on {cfg.env_id}: {num_envs_text(cfg)}, {num_values} value head(s), "
+        fabric.print(f"PPO on {cfg.env_id}: {num_envs_text(cfg, envs)}, {num_values} value head(s), "
                      f"{trained} of {total} parameters trained ({trunk}), iterations {start_iteration}..{cfg.num_iterations}")
         if ckpt is not None:
             fabric.print(f"resumed from {checkpoint_path} at step {global_step}")
@@ -411,8 +411,9 @@ def defer_interrupt():
         raise KeyboardInterrupt
 
 
-def num_envs_text(cfg: PPOConfig) -> str:
-    return f"{cfg.num_envs} envs ({cfg.vector_env}) × {cfg.num_steps} steps"
+def num_envs_text(cfg: PPOConfig, envs: gym.vector.VectorEnv | None = None) -> str:
+    kind = "Ray actors" if type(envs).__name__ == "RayVectorEnv" else cfg.vector_env
+    return f"{cfg.num_envs} envs ({kind}) × {cfg.num_steps} steps"
 
 
 def check_agent(agent: nn.Module, num_actions: int, num_values: int, env_id: str) -> None:
