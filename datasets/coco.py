@@ -22,6 +22,12 @@ PARK_CATEGORIES = [{"id": i + 1, "name": kind, "supercategory": "ooi"} for i, ki
 """The park's four OOI kinds; id 0 stays free for the detector's background class."""
 
 
+def box_size(box: Iterable[float]) -> float:
+    """sqrt(width·height) of an `[x0, y0, x1, y1]` box: the size COCO's area ranges and `--min-box` use."""
+    x0, y0, x1, y1 = box
+    return float(max(0.0, x1 - x0) * max(0.0, y1 - y0)) ** 0.5
+
+
 class CocoWriter:
     """Collects images and boxes, writes `images/NNNNNN.png` as it goes and `labels.json` at the end."""
 
@@ -60,7 +66,7 @@ class CocoWriter:
             x0, y0, x1, y1 = max(0.0, x0), max(0.0, y0), min(float(w), x1), min(float(h), y1)
             if x1 <= x0 or y1 <= y0:
                 continue
-            small = ((x1 - x0) * (y1 - y0)) ** 0.5 < min_box
+            small = box_size((x0, y0, x1, y1)) < min_box
             ann = {
                 "id": len(self.annotations) + 1, "image_id": image_id, "category_id": cat,
                 "bbox": [x0, y0, x1 - x0, y1 - y0], "area": (x1 - x0) * (y1 - y0), "iscrowd": int(small),

@@ -106,11 +106,6 @@ def _on_screen(objects: list[dict[str, Any]], target: ShotTarget) -> dict[str, A
     return None
 
 
-def box_size(box: list[float]) -> float:
-    """sqrt(width·height) of an `[x0, y0, x1, y1]` box: the size COCO's and the min-box limits use."""
-    return math.sqrt(max(0.0, box[2] - box[0]) * max(0.0, box[3] - box[1]))
-
-
 class Framing:
     """How far from an object of one class to stand for a shot. An object's size on screen falls
     as 1/distance, so the product size × distance of the shots seen so far says how far away the
@@ -123,7 +118,9 @@ class Framing:
         self.products: list[float] = []
 
     def saw(self, obj: dict[str, Any], distance: float, width: int) -> None:
-        x0, y0, x1, y1 = obj["box"]
+        from playtester.datasets.coco import box_size
+
+        x0, _, x1, _ = obj["box"]
         if x0 > 0 and x1 < width:  # cut by the screen's edge, it would understate the size
             self.products.append(box_size(obj["box"]) * distance)
 
@@ -180,7 +177,7 @@ def _shots_from_game(spec: str, out: Path, n: int, min_box: int, seed: int, reso
     import numpy as np
 
     from playtester.capture.games import make_game
-    from playtester.datasets.coco import CocoWriter
+    from playtester.datasets.coco import CocoWriter, box_size
 
     if not spec.startswith("doom:"):
         raise UserError(f"shots --game {spec}: only Doom games label their own objects; use --demos and label the frames")
