@@ -135,7 +135,12 @@ class RayVectorEnv(gym.vector.VectorEnv):
         self.num_envs = len(self.env_fns)
         self._worker = ray.remote(num_cpus=num_cpus, max_restarts=0)(GameWorker)
         self.actors = [self._start(i) for i in range(self.num_envs)]
-        obs_space, act_space, metadata = self._get(self.actors[0].spaces.remote())
+        try:
+            obs_space, act_space, metadata = self._get(self.actors[0].spaces.remote())
+        except ray.exceptions.RayActorError as e:  # its game would not start there (a game file missing on that node, …)
+            lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+            self.close()
+            raise UserError(f"game instance 0: its Ray worker could not start the game ({lines[-1] if lines else e})") from None
         self.single_observation_space, self.single_action_space = obs_space, act_space
         self.observation_space = gym.vector.utils.batch_space(obs_space, self.num_envs)
         self.action_space = gym.vector.utils.batch_space(act_space, self.num_envs)
