@@ -36,7 +36,7 @@ def ray_processes() -> list[int]:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if argv.startswith(b"ray::") or b"raylet" in argv or b"gcs_server" in argv:
+        if (argv.startswith(b"ray::") or b"raylet" in argv or b"gcs_server" in argv) and engine_alive(pid):
             found.append(pid)
     return found
 
@@ -49,7 +49,10 @@ def local_ray():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
-    assert not [p for p in ray_processes() if os.path.exists(f"/proc/{p}")], "Ray processes left after ray.shutdown()"
+    deadline = time.time() + 10
+    while ray_processes() and time.time() < deadline:  # what shutdown ended may take a moment to be reaped
+        time.sleep(0.2)
+    assert not ray_processes(), "Ray processes left after ray.shutdown()"
 
 
 def files_of(run: Path) -> set[str]:
