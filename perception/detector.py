@@ -392,7 +392,9 @@ class Detector(nn.Module):
         was_training = self.training
         self.eval()
         device = next(self.parameters()).device
-        images = [torch.from_numpy(np.ascontiguousarray(f)).to(device).permute(2, 0, 1).float().div_(255.0) for f in frames]
+        # read-only frames (a memory-mapped episode, a replay) are copied: torch warns on them
+        images = [torch.from_numpy(np.require(f, requirements=["C", "W"])).to(device).permute(2, 0, 1).float().div_(255.0)
+                  for f in frames]
         out = self.model(images) if images else []
         self.train(was_training)
         results = []
