@@ -87,9 +87,9 @@ def predict_set(detector, coco: CocoSet, *, batch_size: int = 8, progress: bool 
     device = next(detector.parameters()).device
     loader = DataLoader(DetectionDataset(coco, augment=False), batch_size=batch_size, collate_fn=collate_detection)
     if progress:
-        from tqdm import tqdm
+        from rich.progress import track
 
-        loader = tqdm(loader, desc="evaluating", unit="batch")
+        loader = track(loader, description="evaluating", total=len(loader))
     preds: list[dict[str, torch.Tensor]] = []
     for images, _ in loader:
         preds += [{k: v.cpu() for k, v in p.items()} for p in detector([im.to(device) for im in images])]
@@ -107,8 +107,9 @@ def ap_table(preds: list[dict[str, torch.Tensor]], coco: CocoSet, variant: str =
 
     if variant not in VARIANTS:
         raise ValueError(f"variant {variant!r}: one of {VARIANTS}")
-    metric = MeanAveragePrecision(iou_type="bbox", class_metrics=True)
-    metric50 = MeanAveragePrecision(iou_type="bbox", iou_thresholds=[0.5], class_metrics=True)
+    # pycocotools (COCO's own evaluation code) computes the AP behind torchmetrics
+    metric = MeanAveragePrecision(iou_type="bbox", class_metrics=True, backend="pycocotools")
+    metric50 = MeanAveragePrecision(iou_type="bbox", iou_thresholds=[0.5], class_metrics=True, backend="pycocotools")
     k = len(coco.classes)
     counted = np.zeros(k + 1, np.int64)
     for pred, im in zip(preds, coco.images):

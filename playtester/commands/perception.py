@@ -246,7 +246,7 @@ def _check_eval_classes(coco: Path, ckpt: Path, classes: list[str]) -> None:
 def _detector_box_fn(ckpt: Path, device: str):
     """A function giving, for an episode, the most confident detection's box in each frame."""
     import numpy as np
-    from tqdm import tqdm
+    from rich.progress import track
 
     from playtester.perception.detector import load_detector
     from playtester.perception.training import resolve_device
@@ -255,7 +255,7 @@ def _detector_box_fn(ckpt: Path, device: str):
 
     def boxes(ep) -> "np.ndarray":
         out = np.full((len(ep), 4), np.nan, np.float32)
-        for start in tqdm(range(0, len(ep), 16), desc=f"detecting OOIs in {ep.name}", unit="batch", leave=False):
+        for start in track(range(0, len(ep), 16), description=f"detecting OOIs in {ep.name}", transient=True):
             frames = np.asarray(ep.frames[start:start + 16])
             for i, (b, _, _) in enumerate(detector.predict(frames)):
                 if len(b):
