@@ -301,6 +301,11 @@ def iter_steps(episodes: list[Episode]) -> Iterator[tuple[Episode, int]]:
             yield ep, t
 
 
+def open_episode(root: str | Path, **meta: Any) -> EpisodeWriter:
+    """A writer for the next free episode name under `root` (`meta`: `EpisodeWriter`'s keywords)."""
+    return EpisodeWriter(root, next_episode_name(root), **meta)
+
+
 def next_episode_name(root: str | Path, prefix: str = "ep") -> str:
     """`ep0000`, `ep0001`, …: the first name not taken under `root` (complete or partial)."""
     root = Path(root)

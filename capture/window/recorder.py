@@ -27,7 +27,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 
 from playtester.capture.errors import UserError
@@ -142,8 +142,11 @@ class StatusLine:
 class Recorder:
     """Runs the capture loop until the quit hotkey (or Ctrl-C); returns the episodes kept."""
 
-    def __init__(self, cfg: RecorderConfig, *, status: StatusLine | None = None) -> None:
+    def __init__(self, cfg: RecorderConfig, open_episode: Callable[..., Any], *, status: StatusLine | None = None) -> None:
+        """`open_episode(out, game=, behavior=, keymap=, fps=, extra=)` starts an episode's writer
+        in `out` (the episode format lives above capture: `datasets.episodes.open_episode`)."""
         self.cfg = cfg
+        self.open_episode = open_episode
         self.status = status or StatusLine()
         self.commands: "queue.Queue[str]" = queue.Queue()
         self.kept: list[Path] = []
@@ -213,10 +216,7 @@ class Recorder:
             self.status.show(self._status_text(source))
 
     def _start(self, source) -> None:
-        from playtester.datasets.episodes import EpisodeWriter, next_episode_name
-
         self.cfg.out.mkdir(exist_ok=True)
-        name = next_episode_name(self.cfg.out)
         seed = self._seed
         self._seed += 1
         source.start_episode(seed)
@@ -225,9 +225,8 @@ class Recorder:
         # with the game's own logs.
         started_at, self._t0 = time.time(), time.perf_counter()
         extra = {**source.episode_meta(seed), "label_rule": LABEL_RULE, "started_at": started_at}
-        self.writer = EpisodeWriter(
-            self.cfg.out, name, game=source.game, behavior=self.cfg.behavior, keymap=self.cfg.keymap,
-            fps=source.fps, extra=extra,
+        self.writer = self.open_episode(
+            self.cfg.out, game=source.game, behavior=self.cfg.behavior, keymap=self.cfg.keymap, fps=source.fps, extra=extra,
         )
         self._ticks = 0
         self._idle = 0

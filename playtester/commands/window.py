@@ -54,6 +54,7 @@ def record(
     from playtester.capture.keymap import load_keymap
     from playtester.capture.window.platform import parse_region
     from playtester.capture.window.recorder import Hotkeys, Recorder, RecorderConfig
+    from playtester.datasets.episodes import open_episode
 
     with about("--keymap"):
         km = load_keymap(keymap)
@@ -63,7 +64,7 @@ def record(
         resolution=resolution, hotkeys=Hotkeys.parse(start_key, discard_key, quit_key, km), seed=seed,
         max_steps=max_steps, telemetry_port=telemetry_port, spectator=spectator,
     )
-    kept = Recorder(cfg).run()
+    kept = Recorder(cfg, open_episode).run()
     console.print(f"{len(kept)} episode(s) kept in {out}")
 
 
