@@ -121,6 +121,23 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_close_inherited_watchdog)
 
 
+def process_tree(root: int) -> list[int]:
+    """`root` and every process under it (Linux: read from /proc), `root` first."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo += children.get(pid, [])
+    return tree
+
+
 def engine_pids() -> dict[int, str]:
     """This process's running ViZDoom engines (children of any of its threads): pid → instance id."""
     children: set[int] = set()

@@ -31,22 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-
-def process_tree(root: int) -> list[int]:
-    """`root` and every process under it."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(stat.parent.name))
-    tree, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        tree.append(pid)
-        todo += children.get(pid, [])
-    return tree
+from playtester.capture.engine_guard import process_tree
 
 
 def kind_of(pid: int, root: int, argv: list[bytes]) -> str:

@@ -14,24 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from playtester.capture.engine_guard import process_tree
 from playtester.runlog import read_jsonl
-
-
-def process_tree(root: int) -> list[int]:
-    """`root` and every process under it."""
-    parents: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    tree, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        tree.append(pid)
-        todo += parents.get(pid, [])
-    return tree
 
 
 def engines_under(root: int) -> dict[int, str]:
