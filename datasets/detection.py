@@ -99,15 +99,42 @@ def load_coco(
     """Read and check a COCO detection file; raise a `UserError` naming the first bad record.
 
     `images_dir` defaults to the file's folder. `classes` fixes the class order (a trained
-    detector's); by default it is the file's categories in id order. Crowd annotations are
-    skipped. An image whose file is missing or unreadable, or whose real size differs from its
-    record, is an error: boxes would land in the wrong place.
+    detector's); by default it is the file's categories in id order. Crowd annotations are kept
+    apart (`crowd_boxes`): not trained on, ignored in scoring. An image whose file is missing or
+    unreadable, or whose real size differs from its record, is an error: boxes would land in the
+    wrong place.
     """
     labels = Path(labels)
     where = f"COCO file {labels}"
+    images_dir = Path(images_dir) if images_dir is not None else labels.parent
+    doc = _read_coco_doc(labels, images_dir, where)
+    cat_names = _read_categories(doc["categories"], where)
+    if classes is None:
+        classes = list(dict.fromkeys(cat_names[c] for c in sorted(cat_names)))
+    classes = list(classes)
+    images = _read_images(doc["images"], images_dir, where, check_images)
+    boxes: dict[int, list[_Box]] = {iid: [] for iid in images}
+    for i, ann in enumerate(doc["annotations"]):
+        box = _read_box(ann, i, where, images, cat_names, classes)
+        boxes[box.image_id].append(box)
+    if not any(not b.crowd for found in boxes.values() for b in found):
+        raise UserError(f"{where}: it has no annotations at all; label some boxes first")
+    for iid, im in images.items():
+        kept = [b for b in boxes[iid] if not b.crowd]
+        crowd = [b for b in boxes[iid] if b.crowd]
+        if kept:
+            im.boxes = np.array([b.xyxy for b in kept], np.float32)
+            im.labels = np.array([b.label for b in kept], np.int64)
+            im.bugged = np.array([b.bugged for b in kept], bool)
+        if crowd:
+            im.crowd_boxes = np.array([b.xyxy for b in crowd], np.float32)
+            im.crowd_labels = np.array([b.label for b in crowd], np.int64)
+    return CocoSet(labels, classes, list(images.values()))
+
+
+def _read_coco_doc(labels: Path, images_dir: Path, where: str) -> dict[str, Any]:
     if not labels.is_file():
         raise UserError(f"{where}: not found")
-    images_dir = Path(images_dir) if images_dir is not None else labels.parent
     if not images_dir.is_dir():
         raise UserError(f"image folder {images_dir}: not found (give --images)")
     try:
@@ -118,9 +145,12 @@ def load_coco(
         raise UserError(f"{where}: not a text file") from None
     if not isinstance(doc, dict) or not all(isinstance(doc.get(k), list) for k in ("images", "annotations", "categories")):
         raise UserError(f"{where}: a COCO detection file needs the lists 'images', 'annotations' and 'categories'")
+    return doc
 
+
+def _read_categories(records: list[Any], where: str) -> dict[int, str]:
     cat_names: dict[int, str] = {}
-    for i, cat in enumerate(doc["categories"]):
+    for i, cat in enumerate(records):
         try:
             cid, name = int(cat["id"]), str(cat["name"])
         except (KeyError, TypeError, ValueError):
@@ -130,14 +160,12 @@ def load_coco(
         cat_names[cid] = name
     if not cat_names:
         raise UserError(f"{where}: it defines no categories")
-    if classes is None:
-        classes = list(dict.fromkeys(cat_names[c] for c in sorted(cat_names)))
-    classes = list(classes)
-    label_of_name = {name: i + 1 for i, name in enumerate(classes)}
-    defined = ", ".join(f"{c} {n}" for c, n in sorted(cat_names.items()))
+    return cat_names
 
+
+def _read_images(records: list[Any], images_dir: Path, where: str, check_images: bool) -> dict[int, CocoImage]:
     images: dict[int, CocoImage] = {}
-    for i, rec in enumerate(doc["images"]):
+    for i, rec in enumerate(records):
         try:
             iid, file_name = int(rec["id"]), str(rec["file_name"])
         except (KeyError, TypeError, ValueError):
@@ -157,62 +185,54 @@ def load_coco(
                 raise UserError(f"{rwhere}: the record says {width}×{height} but the image is {size[0]}×{size[1]}")
             width, height = size
         images[iid] = CocoImage(iid, path, file_name, int(width), int(height))
+    return images
 
-    boxes: dict[int, list[list[float]]] = {iid: [] for iid in images}
-    box_labels: dict[int, list[int]] = {iid: [] for iid in images}
-    box_bugged: dict[int, list[bool]] = {iid: [] for iid in images}
-    crowd: dict[int, list[tuple[list[float], int]]] = {iid: [] for iid in images}
-    n_used = 0
-    for i, ann in enumerate(doc["annotations"]):
-        aid = ann.get("id", f"#{i}") if isinstance(ann, dict) else f"#{i}"
-        awhere = f"{where}: annotation {aid}"
-        if not isinstance(ann, dict) or "image_id" not in ann or "category_id" not in ann or "bbox" not in ann:
-            raise UserError(f"{awhere}: needs 'image_id', 'category_id' and 'bbox'")
-        try:
-            iid, cid = int(ann["image_id"]), int(ann["category_id"])
-        except (TypeError, ValueError):
-            raise UserError(f"{awhere}: 'image_id' and 'category_id' must be integers") from None
-        im = images.get(iid)
-        if im is None:
-            raise UserError(f"{awhere}: refers to image id {iid}, which has no image record")
-        awhere += f" (image {iid} {im.file_name!r})"
-        if cid not in cat_names:
-            raise UserError(f"{awhere}: unknown category id {cid}; the file defines {defined}")
-        name = cat_names[cid]
-        if name not in label_of_name:
-            raise UserError(f"{awhere}: category {name!r} is not one of the detector's classes ({', '.join(classes)})")
-        bbox = ann["bbox"]
-        try:
-            x, y, w, h = (float(v) for v in bbox)
-        except (TypeError, ValueError):
-            raise UserError(f"{awhere}: bbox {bbox!r} should be [x, y, width, height]") from None
-        if not all(math.isfinite(v) for v in (x, y, w, h)) or w <= 0 or h <= 0:
-            raise UserError(f"{awhere}: bbox {bbox!r} has no area")
-        t = BOX_TOLERANCE
-        if x < -t or y < -t or x + w > im.width + t or y + h > im.height + t:
-            raise UserError(f"{awhere}: bbox {bbox!r} lies outside its {im.width}×{im.height} image")
-        x0, y0 = max(0.0, x), max(0.0, y)
-        x1, y1 = min(float(im.width), x + w), min(float(im.height), y + h)
-        if ann.get("iscrowd", 0):
-            crowd[iid].append(([x0, y0, x1, y1], label_of_name[name]))
-            continue
-        boxes[iid].append([x0, y0, x1, y1])
-        box_labels[iid].append(label_of_name[name])
-        attributes = ann.get("attributes")
-        bug = attributes.get("bug") if isinstance(attributes, dict) else None
-        box_bugged[iid].append(bool(bug) and str(bug).lower() not in ("none", "false", "0"))
-        n_used += 1
-    if n_used == 0:
-        raise UserError(f"{where}: it has no annotations at all; label some boxes first")
-    for iid, im in images.items():
-        if boxes[iid]:
-            im.boxes = np.array(boxes[iid], np.float32)
-            im.labels = np.array(box_labels[iid], np.int64)
-            im.bugged = np.array(box_bugged[iid], bool)
-        if crowd[iid]:
-            im.crowd_boxes = np.array([b for b, _ in crowd[iid]], np.float32)
-            im.crowd_labels = np.array([c for _, c in crowd[iid]], np.int64)
-    return CocoSet(labels, classes, list(images.values()))
+
+@dataclass
+class _Box:
+    image_id: int
+    xyxy: list[float]
+    label: int
+    bugged: bool
+    crowd: bool
+
+
+def _read_box(ann: Any, i: int, where: str, images: dict[int, CocoImage], cat_names: dict[int, str],
+              classes: list[str]) -> _Box:
+    """One annotation, checked against its image and the classes; its box clipped to the image."""
+    aid = ann.get("id", f"#{i}") if isinstance(ann, dict) else f"#{i}"
+    awhere = f"{where}: annotation {aid}"
+    if not isinstance(ann, dict) or "image_id" not in ann or "category_id" not in ann or "bbox" not in ann:
+        raise UserError(f"{awhere}: needs 'image_id', 'category_id' and 'bbox'")
+    try:
+        iid, cid = int(ann["image_id"]), int(ann["category_id"])
+    except (TypeError, ValueError):
+        raise UserError(f"{awhere}: 'image_id' and 'category_id' must be integers") from None
+    im = images.get(iid)
+    if im is None:
+        raise UserError(f"{awhere}: refers to image id {iid}, which has no image record")
+    awhere += f" (image {iid} {im.file_name!r})"
+    if cid not in cat_names:
+        defined = ", ".join(f"{c} {n}" for c, n in sorted(cat_names.items()))
+        raise UserError(f"{awhere}: unknown category id {cid}; the file defines {defined}")
+    name = cat_names[cid]
+    if name not in classes:
+        raise UserError(f"{awhere}: category {name!r} is not one of the detector's classes ({', '.join(classes)})")
+    bbox = ann["bbox"]
+    try:
+        x, y, w, h = (float(v) for v in bbox)
+    except (TypeError, ValueError):
+        raise UserError(f"{awhere}: bbox {bbox!r} should be [x, y, width, height]") from None
+    if not all(math.isfinite(v) for v in (x, y, w, h)) or w <= 0 or h <= 0:
+        raise UserError(f"{awhere}: bbox {bbox!r} has no area")
+    t = BOX_TOLERANCE
+    if x < -t or y < -t or x + w > im.width + t or y + h > im.height + t:
+        raise UserError(f"{awhere}: bbox {bbox!r} lies outside its {im.width}×{im.height} image")
+    xyxy = [max(0.0, x), max(0.0, y), min(float(im.width), x + w), min(float(im.height), y + h)]
+    attributes = ann.get("attributes")
+    bug = attributes.get("bug") if isinstance(attributes, dict) else None
+    return _Box(iid, xyxy, classes.index(name) + 1, bool(bug) and str(bug).lower() not in ("none", "false", "0"),
+                bool(ann.get("iscrowd", 0)))
 
 
 def split_images(coco: CocoSet, fractions: tuple[float, float, float] = (0.7, 0.1, 0.2), seed: int = 0) -> dict[str, list[int]]:
