@@ -322,50 +322,20 @@ def demos(
     from playtester.capture.games import make_game
     from playtester.datasets.episodes import EpisodeWriter, next_episode_name
 
-    if behavior not in ("path", "inspect"):
-        raise UserError(f"--behavior {behavior!r}: use path or inspect")
-    if beta and dagger is None:
-        raise UserError(f"--beta {beta}: it is the expert's share of the driving in DAgger episodes; pass --dagger POLICY.ckpt too")
-    check_out_parent(out)
-    check_free_disk(out, episodes * steps * demo_step_bytes(resolution), f"--episodes {episodes} × --steps {steps} at {resolution}")
+    _check_demo_options(out, behavior, episodes, steps, resolution, dagger, beta)
     seed = _first_new_seed(out, seed)
     if cluster is not None:
-        from playtester.cluster import demos_on_cluster
-
-        with progress() as bar:
-            task = bar.add_task(f"{behavior} demos (Ray)", total=episodes)
-            options = {"game": game, "behavior": behavior, "steps": steps, "resolution": resolution, "video": video,
-                       "fps": fps, "key_map": key_map, "flag_below": flag_below}
-            written = demos_on_cluster(cluster, out, episodes, seed, options, advance=lambda: bar.advance(task))
-        console.print(f"wrote {len(written)} {behavior} episodes to {out} (recorded by Ray tasks, seeds {seed}..{seed + episodes - 1})")
-        return
-    if dagger is not None:
-        from playtester.perception.training import read_checkpoint
-
-        with about("--dagger"):  # a bad checkpoint is refused before the game starts
-            read_checkpoint(dagger, "policy")
+        options = {"game": game, "behavior": behavior, "steps": steps, "resolution": resolution, "video": video,
+                   "fps": fps, "key_map": key_map, "flag_below": flag_below}
+        return _demos_on_cluster(cluster, out, episodes, seed, options)
     env = make_game(game, resolution=resolution)
     try:
         layout = getattr(env.unwrapped, "scenario", None) and env.unwrapped.scenario.layout
         if layout is None:
             raise UserError(f"demos --game {game}: the scripted experts need a game with ground truth (doom:park)")
         keymap = env.unwrapped.keymap
-        path_starts = [i for i, s in enumerate(layout.starts) if s.on_path] or list(range(len(layout.starts)))
-        reachable = [o for o in layout.oois if o.reachable]
-        driver, extra = None, {}
-        if dagger is not None:
-            from playtester.imitation.dagger import load_driver, training_starts, training_targets
-
-            with about("--dagger"):
-                driver, scoring = load_driver(dagger, behavior, keymap, beta, seed)
-            if behavior == "path":
-                path_starts = [i for i in training_starts(scoring, dagger, game) if i < len(layout.starts)]
-            else:
-                known = set(training_targets(scoring, dagger, game))
-                reachable = [o for o in reachable if o.id in known]
-            if not path_starts or not reachable:
-                raise UserError(f"--dagger {dagger}: its training starts or targets are not in {game}; use the game it was trained on")
-            extra = {"dagger": {"policy": str(dagger), "beta": beta}}
+        driver, path_starts, reachable = _starts_and_driver(layout, keymap, game, behavior, dagger, beta, seed)
+        extra = {"dagger": {"policy": str(dagger), "beta": beta}} if driver is not None else {}
         stats = []
         with progress() as bar:
             task = bar.add_task(f"{behavior} {'DAgger episodes' if driver else 'demos'}", total=episodes)
@@ -376,43 +346,16 @@ def demos(
                     expert = PathFollower(layout, keymap, rng)
                     start: object = path_starts[int(rng.integers(len(path_starts)))]
                 else:
-                    ooi = reachable[(seed + i) % len(reachable)]
-                    expert = Inspector(layout, keymap, rng, ooi)
-                    start = [round(v, 3) for v in inspect_start(layout, ooi, rng)]
+                    expert = Inspector(layout, keymap, rng, reachable[(seed + i) % len(reachable)])
+                    start = [round(v, 3) for v in inspect_start(layout, expert.ooi, rng)]
                 options = {"start": start}
-                frame, info = env.reset(seed=ep_seed, options=options)
-                expert.reset(info)
-                if driver is not None:
-                    driver.reset()
-                name = next_episode_name(out)
                 writer = EpisodeWriter(
-                    out, name, game=game, behavior=behavior, keymap=keymap,
+                    out, next_episode_name(out), game=game, behavior=behavior, keymap=keymap,
                     fps=env.unwrapped.metadata["render_fps"],
                     extra={"reset": {"seed": ep_seed, "options": options}, "expert": type(expert).__name__, **extra},
                 )
-                with writer:
-                    on_path, cells = 0, set()
-                    for _ in range(steps):
-                        taken = expert.act(info)  # jitter included
-                        label = expert.intended  # what the expert meant: what a policy should learn
-                        notes = expert.annotations(info)
-                        action = taken if driver is None else driver.choose(frame, notes.get("test_box"), taken)
-                        writer.add(
-                            frame, action, keymap.keys_for(action), position=info["position"], angle=info["angle"],
-                            pitch=info["pitch"], objects=info.get("objects", []), **notes,
-                            **({"label": label} if label != action else {}),
-                        )
-                        on_path += layout.on_pathway(*info["position"][:2])
-                        cells.add(layout.cell_of(*info["position"][:2]))
-                        frame, _, terminated, truncated, info = env.step(action)
-                        if terminated or truncated or expert.done:
-                            break
-                    n = writer.n
-                    if behavior == "path":
-                        stats.append({"steps": n, "on_path": on_path / n, "cells": len(cells)})
-                    else:
-                        p = expert.progress
-                        stats.append({"steps": n, "degrees": p.degrees, "on_screen": p.steps_on_screen / max(1, p.steps)})
+                reset = {"seed": ep_seed, "options": options}
+                stats.append(_record_expert_episode(env, writer, expert, driver, reset, steps, layout, behavior))
                 if video:
                     from playtester.datasets.video import episode_video
 
@@ -420,13 +363,95 @@ def demos(
                 bar.advance(task)
     finally:
         env.close()
+    _say_demo_stats(behavior, episodes, out, stats, dagger=driver is not None)
+
+
+def _check_demo_options(out: Path, behavior: str, episodes: int, steps: int, resolution: str, dagger: Path | None,
+                        beta: float) -> None:
+    if behavior not in ("path", "inspect"):
+        raise UserError(f"--behavior {behavior!r}: use path or inspect")
+    if beta and dagger is None:
+        raise UserError(f"--beta {beta}: it is the expert's share of the driving in DAgger episodes; pass --dagger POLICY.ckpt too")
+    check_out_parent(out)
+    check_free_disk(out, episodes * steps * demo_step_bytes(resolution), f"--episodes {episodes} × --steps {steps} at {resolution}")
+    if dagger is not None:
+        from playtester.perception.training import read_checkpoint
+
+        with about("--dagger"):  # a bad checkpoint is refused before the game starts
+            read_checkpoint(dagger, "policy")
+
+
+def _demos_on_cluster(cluster: str, out: Path, episodes: int, seed: int, options: dict[str, Any]) -> None:
+    from playtester.cluster import demos_on_cluster
+
+    with progress() as bar:
+        task = bar.add_task(f"{options['behavior']} demos (Ray)", total=episodes)
+        written = demos_on_cluster(cluster, out, episodes, seed, options, advance=lambda: bar.advance(task))
+    console.print(f"wrote {len(written)} {options['behavior']} episodes to {out} (recorded by Ray tasks, "
+                  f"seeds {seed}..{seed + episodes - 1})")
+
+
+def _starts_and_driver(layout, keymap, game: str, behavior: str, dagger: Path | None, beta: float, seed: int):
+    """`(driver, path starts, reachable OOIs)`: the park's, or with --dagger the policy that drives
+    and the starts and targets it was trained from."""
+    path_starts = [i for i, s in enumerate(layout.starts) if s.on_path] or list(range(len(layout.starts)))
+    reachable = [o for o in layout.oois if o.reachable]
+    if dagger is None:
+        return None, path_starts, reachable
+    from playtester.imitation.dagger import load_driver, training_starts, training_targets
+
+    with about("--dagger"):
+        driver, scoring = load_driver(dagger, behavior, keymap, beta, seed)
+    if behavior == "path":
+        path_starts = [i for i in training_starts(scoring, dagger, game) if i < len(layout.starts)]
+    else:
+        known = set(training_targets(scoring, dagger, game))
+        reachable = [o for o in reachable if o.id in known]
+    if not path_starts or not reachable:
+        raise UserError(f"--dagger {dagger}: its training starts or targets are not in {game}; use the game it was trained on")
+    return driver, path_starts, reachable
+
+
+def _record_expert_episode(env, writer, expert, driver, reset: dict[str, Any], steps: int, layout,
+                           behavior: str) -> dict[str, float]:
+    """Play one scripted episode (the expert acts, or with DAgger labels while the policy drives)
+    into `writer`; the episode's figures for the summary line."""
+    frame, info = env.reset(**reset)
+    expert.reset(info)
+    if driver is not None:
+        driver.reset()
+    keymap = env.unwrapped.keymap
+    with writer:
+        on_path, cells = 0, set()
+        for _ in range(steps):
+            taken = expert.act(info)  # jitter included
+            label = expert.intended  # what the expert meant: what a policy should learn
+            notes = expert.annotations(info)
+            action = taken if driver is None else driver.choose(frame, notes.get("test_box"), taken)
+            writer.add(
+                frame, action, keymap.keys_for(action), position=info["position"], angle=info["angle"],
+                pitch=info["pitch"], objects=info.get("objects", []), **notes,
+                **({"label": label} if label != action else {}),
+            )
+            on_path += layout.on_pathway(*info["position"][:2])
+            cells.add(layout.cell_of(*info["position"][:2]))
+            frame, _, terminated, truncated, info = env.step(action)
+            if terminated or truncated or expert.done:
+                break
+        n = writer.n
+    if behavior == "path":
+        return {"steps": n, "on_path": on_path / n, "cells": len(cells)}
+    p = expert.progress
+    return {"steps": n, "degrees": p.degrees, "on_screen": p.steps_on_screen / max(1, p.steps)}
+
+
+def _say_demo_stats(behavior: str, episodes: int, out: Path, stats: list[dict[str, float]], *, dagger: bool) -> None:
+    kind = f"{behavior} {'DAgger ' if dagger else ''}episodes"
     if behavior == "path":
         share = sum(s["on_path"] for s in stats) / len(stats)
         walked = sum(s["cells"] for s in stats) / len(stats)
-        console.print(f"wrote {episodes} path {'DAgger ' if driver else ''}episodes to {out}; {share:.0%} of steps on pathways, "
-                      f"{walked:.0f} cells walked on average")
+        console.print(f"wrote {episodes} {kind} to {out}; {share:.0%} of steps on pathways, {walked:.0f} cells walked on average")
     else:
         deg = sum(s["degrees"] for s in stats) / len(stats)
         seen = sum(s["on_screen"] for s in stats) / len(stats)
-        console.print(f"wrote {episodes} inspect {'DAgger ' if driver else ''}episodes to {out}; circled {deg:.0f}° on average, "
-                      f"OOI on screen {seen:.0%} of circling steps")
+        console.print(f"wrote {episodes} {kind} to {out}; circled {deg:.0f}° on average, OOI on screen {seen:.0%} of circling steps")
