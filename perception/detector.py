@@ -356,8 +356,8 @@ class Detector(nn.Module):
         old_cfg, state = read_checkpoint(path, "encoder")
         trunk = EncoderConfig.from_dict(old_cfg).trunk
         if trunk != "compact" or self.config.backbone != "compact":
-            raise UserError(f"--pretrained {path}: an encoder with the {trunk} trunk starts only a detector with --backbone "
-                            f"compact from an encoder trained with --trunk compact")
+            raise UserError(f"--pretrained {path}: an encoder starts a detector only when trained with --trunk compact and "
+                            f"the detector is --backbone compact (here: trunk {trunk}, backbone {self.config.backbone})")
         body = {k.removeprefix("encoder.trunk.body."): v for k, v in state.items() if k.startswith("encoder.trunk.body.")}
         try:
             self.model.backbone.body.load_state_dict(body)
