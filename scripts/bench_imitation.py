@@ -95,7 +95,7 @@ def latency(steps: int) -> None:
     print(f"channels-last / NCHW, median step: {ratio:.2f}; same features: {same}")
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--latency", action="store_true", help="time the live step instead (no training)")
     p.add_argument("--steps", type=int, default=300, help="--latency: steps to time")
@@ -124,6 +124,11 @@ def main() -> None:
     p.add_argument("--other-park-episodes", type=int, default=20, help="tests on each --eval-games park after the first")
     p.add_argument("--demo-games", nargs="+", default=[], help="more parks to make demos on, besides --game")
     p.add_argument("--other-park-demos", type=int, default=20, help="demos of each behaviour on each --demo-games park")
+    return p
+
+
+def main() -> None:
+    p = parser()
     args = p.parse_args()
     if args.latency:
         latency(args.steps)
@@ -191,10 +196,14 @@ def main() -> None:
                         "--encoder", encoder, "--out", ckpt, "--init", last, "--epochs", args.policy_epochs,
                         "--max-minutes", args.dagger_minutes, "--global-hidden", args.global_hidden, *no_teacher)
                 evaluate(ckpt, f"{name}-dagger{r}", behavior, teacher, r)
+    print_table(args, rows, time.time() - t0)
+
+
+def print_table(args: argparse.Namespace, rows: list, seconds: float) -> None:
     more = f" (and {args.other_park_demos} of each on {', '.join(args.demo_games)})" if args.demo_games else ""
     print(f"\n{args.game}: {args.inspect_episodes} inspect and {args.path_episodes} path demos{more}; "
           f"{args.eval_episodes} held-out tests each; DAgger {args.dagger_episodes} episodes a round on {', '.join(args.dagger_games or [args.game])} (beta {' '.join(map(str, args.beta))}); "
-          f"{time.time() - t0:.0f} s in all")
+          f"{seconds:.0f} s in all")
     print(f"{'behaviour':<9} {'teacher':<8} {'DAgger':>6} {'acting':<8} {'park':<12} {'success':>8} {'mean JSD':>9}  measure")
     for behavior, teacher, round_, greedy, game, s in rows:
         measure = (f"circled ≥270° in {s['circled_270']:.0%}, median {s['median_degrees']:.0f}°" if behavior == "inspect"
