@@ -14,6 +14,9 @@ Rewards come in two streams, each with its own value head and GAE (as in CleanRL
   return runs on across episode ends, as RND's intrinsic return should.
 
 The advantages of the two streams are added with weights `ext_coef` and `int_coef`.
+
+`train` is the loop; its phases are `collect_rollout`, `compute_advantages`, `update` and
+`metrics`, and `RunControl` does what happens around it (checkpoints, Ctrl-C, early stop).
 """
 
 from __future__ import annotations
@@ -146,252 +149,400 @@ def train(
     from lightning.fabric import Fabric
     from lightning.fabric.loggers import TensorBoardLogger
 
-    run_dir = Path(cfg.run_dir)
-    checkpoint_path = run_dir / "checkpoints" / CHECKPOINT_NAME
-    ckpt = None
-    if not cfg.resume and checkpoint_path.exists():
-        raise UserError(f"{checkpoint_path} exists: pass --resume to continue that run, or choose another run directory")
-    if cfg.resume:
-        ckpt = load_checkpoint(checkpoint_path)
-        check_resumable(PPOConfig(**ckpt["config"]), cfg)
-
-    random.seed(cfg.seed)
-    np.random.seed(cfg.seed)
-    torch.manual_seed(cfg.seed)
-    torch.backends.cudnn.deterministic = cfg.torch_deterministic
-    logger = TensorBoardLogger(root_dir=str(run_dir), name="tensorboard", version="", default_hp_metric=False)
+    checkpoint_path, ckpt = open_run(cfg)
+    seed_everything(cfg)
+    logger = TensorBoardLogger(root_dir=str(Path(cfg.run_dir)), name="tensorboard", version="", default_hp_metric=False)
     fabric = Fabric(accelerator=cfg.accelerator, devices=1, loggers=logger)
-    device = fabric.device
 
     envs = make_vector_env(cfg, env_fn)
     try:
-        num_actions = int(envs.single_action_space.n)
         num_values = 2 if reward_hook is not None and reward_hook.non_episodic else 1
-        if agent is None:
-            agent_cfg = GRUActorCriticConfig(
-                obs_shape=envs.single_observation_space.shape, num_actions=num_actions, encoder=cfg.encoder,
-                hidden_dim=cfg.hidden_dim, rnn_dim=cfg.rnn_dim, num_values=num_values,
-            )
-            agent = GRUActorCritic(agent_cfg)
-        check_agent(agent, num_actions, num_values, cfg.env_id)
+        agent = make_agent(cfg, envs, agent, num_values)
         optimizer = torch.optim.Adam(agent.parameters(), lr=cfg.learning_rate, eps=1e-5)
-        start_iteration, global_step = 1, 0
-        if ckpt is not None:
-            agent.load_state_dict(ckpt["agent"])
-            optimizer.load_state_dict(ckpt["optimizer"])
-            if reward_hook is not None:
-                reward_hook.load_state_dict(ckpt["reward_hook"])
-            start_iteration, global_step = ckpt["iteration"] + 1, ckpt["global_step"]
-            set_rng_state(ckpt["rng"])
+        start_iteration, global_step = restore(ckpt, agent, optimizer, reward_hook)
         agent_spec = agent.checkpoint_spec()
         agent, optimizer = fabric.setup(agent, optimizer)
         module = agent.module if hasattr(agent, "module") else agent
-        trained = sum(p.numel() for p in agent.parameters() if p.requires_grad)
-        total = sum(p.numel() for p in agent.parameters())
-        trunk = "frozen encoder trunk, features stored in the rollout buffer" if getattr(module, "frozen_trunk", False) else "whole network trained"
-        fabric.print(f"PPO on {cfg.env_id}: {num_envs_text(cfg, envs)}, {num_values} value head(s), "
-                     f"{trained} of {total} parameters trained ({trunk}), iterations {start_iteration}..{cfg.num_iterations}")
+        print_start(fabric, cfg, envs, agent, module, num_values, start_iteration)
         if ckpt is not None:
             fabric.print(f"resumed from {checkpoint_path} at step {global_step}")
 
-        def save(iteration: int, step: int, rng: dict[str, Any] | None = None) -> Path:
-            return save_checkpoint(checkpoint_path, {
-                "config": asdict(cfg), "agent_spec": agent_spec, "agent": module.state_dict(),
-                "optimizer": optimizer.state_dict(), "iteration": iteration, "global_step": step,
-                "reward_hook": reward_hook.state_dict() if reward_hook is not None else None,
-                "rng": rng if rng is not None else rng_state(),
-            })
-
-        # Storage for one rollout, time first.
-        T, N = cfg.num_steps, cfg.num_envs
-        actions = torch.zeros((T, N), dtype=torch.long, device=device)
-        logprobs = torch.zeros((T, N), device=device)
-        rewards = torch.zeros((T, N, num_values), device=device)
-        game_rewards = torch.zeros((T, N), device=device)
-        dones = torch.zeros((T, N), device=device)
-        values = torch.zeros((T, N, num_values), device=device)
-        gammas = [cfg.gamma, cfg.int_gamma][:num_values]
-        adv_coefs = [cfg.ext_coef, cfg.int_coef][:num_values]
-
-        # The environments' state is not in the checkpoint (games cannot be snapshotted in
-        # general): a resumed run starts fresh episodes, seeded from the iteration it resumes at.
-        next_obs_np, _ = envs.reset(seed=cfg.seed + 1000 * (start_iteration - 1))
-        next_done = torch.ones(N, device=device)  # the first observations start episodes
-        next_state = module.initial_state(N)
-        episode_return = np.zeros(N)
-        episode_length = np.zeros(N, dtype=np.int64)
-        finished_returns: list[float] = []
-        start_time, start_step = time.time(), global_step
-        obs = None
-        best_return, stale, stopped_early = -np.inf, 0, False
-        # What Ctrl-C saves: the last completed update, with the random state it ended with.
-        completed, completed_step, completed_rng = start_iteration - 1, global_step, rng_state()
-        saved_through = start_iteration - 1
-        stopped = False  # by `stop`
-
-        try:
+        rollout = Rollout(cfg, num_values, fabric.device)
+        games = Games(cfg, envs, module, start_iteration, global_step, fabric.device)
+        run = RunControl(cfg, fabric, checkpoint_path, agent_spec, module, optimizer, reward_hook, start_iteration, global_step)
+        with run.saving_on_interrupt():
             for iteration in range(start_iteration, cfg.num_iterations + 1):
-                initial_state = next_state.clone()
                 if cfg.anneal_lr:
                     frac = 1.0 - (iteration - 1.0) / cfg.num_iterations
                     optimizer.param_groups[0]["lr"] = frac * cfg.learning_rate
-                iteration_returns, iteration_lengths = [], []
 
-                # 1. Rollout.
-                for step in range(T):
-                    global_step += N
-                    with torch.no_grad():
-                        next_input = module.prepare(torch.as_tensor(next_obs_np, device=device))
-                        if obs is None:
-                            obs = torch.zeros((T, N, *next_input.shape[1:]), dtype=next_input.dtype, device=device)
-                        obs[step] = next_input
-                        dones[step] = next_done
-                        out = agent(next_input.unsqueeze(0), next_state, next_done.unsqueeze(0))
-                        logits, next_state = out.logits[0], out.state
-                        dist = Categorical(logits=logits, validate_args=False)
-                        action = dist.sample()
-                        logprobs[step] = dist.log_prob(action)
-                        values[step] = out.values[0]
-                    actions[step] = action
-
-                    obs_before = next_obs_np
-                    next_obs_np, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
-                    if stop is not None and stop(infos):
-                        stopped = True
-                        break
-                    done = np.logical_or(terminations, truncations)
-                    reward_t = torch.as_tensor(reward, dtype=torch.float32, device=device)
-                    game_rewards[step] = reward_t
-                    rewards[step, :, 0] = cfg.env_reward_coef * reward_t
-                    reached_obs = next_obs_np
-                    if done.any():
-                        reached_obs = next_obs_np.copy()
-                        for i in np.flatnonzero(done):
-                            reached_obs[i] = infos["final_obs"][i]
-                        # Time-limit truncation: the episode did not really end, so bootstrap its value.
-                        for i in np.flatnonzero(truncations & ~terminations):
-                            with torch.no_grad():
-                                final_input = module.prepare(torch.as_tensor(reached_obs[i : i + 1], device=device))
-                                final_value = agent(final_input.unsqueeze(0), next_state[i : i + 1], torch.zeros(1, 1, device=device)).values[0, 0, 0]
-                            rewards[step, i, 0] += cfg.gamma * final_value
-                    if reward_hook is not None:
-                        reward_hook.step(StepView(obs_before, logits, dones[step].bool().cpu(), reached_obs, infos, done))
-
-                    episode_return += reward
-                    episode_length += 1
-                    for i in np.flatnonzero(done):
-                        iteration_returns.append(float(episode_return[i]))
-                        iteration_lengths.append(int(episode_length[i]))
-                    episode_return[done] = 0.0
-                    episode_length[done] = 0
-                    next_done = torch.as_tensor(done, dtype=torch.float32, device=device)
-
-                if stopped:
+                # 1. Rollout, then the hook's rewards for the whole of it.
+                episodes = collect_rollout(cfg, envs, agent, module, rollout, games, reward_hook, stop)
+                if episodes.stopped:  # by `stop`: the rollout in progress is dropped
+                    run.stopped = True
                     break
-                hook_logs: dict[str, float] = {}
-                if reward_hook is not None:
-                    shaped = reward_hook.end_rollout()
-                    rewards[:, :, 0] += shaped.episodic.to(device)
-                    if num_values == 2:
-                        rewards[:, :, 1] = shaped.non_episodic.to(device)
-                    hook_logs = shaped.logs
+                hook_logs = add_hook_rewards(rollout, reward_hook)
 
                 # 2. Advantages: GAE per stream; the non-episodic stream ignores episode ends.
-                with torch.no_grad():
-                    next_input = module.prepare(torch.as_tensor(next_obs_np, device=device))
-                    next_value = agent(next_input.unsqueeze(0), next_state, next_done.unsqueeze(0)).values[0]
-                    advantages = torch.zeros((T, N), device=device)
-                    returns = torch.zeros_like(values)
-                    for v in range(num_values):
-                        episodic = v == 0
-                        adv_v, returns[:, :, v] = compute_gae(
-                            rewards[:, :, v], values[:, :, v],
-                            dones if episodic else torch.zeros_like(dones),
-                            next_value[:, v], next_done if episodic else torch.zeros_like(next_done),
-                            gammas[v], cfg.gae_lambda,
-                        )
-                        advantages += adv_coefs[v] * adv_v
-                batch = RolloutBatch(obs, actions, logprobs, dones, values, advantages, returns, initial_state)
+                batch = compute_advantages(cfg, agent, module, rollout, games)
 
                 # 3. Minibatch epochs over whole environment sequences. Ctrl-C waits for the
                 # update to end, so that what is saved is always a whole update.
                 with defer_interrupt():
-                    envs_per_batch = N // cfg.num_minibatches
-                    clipfracs, approx_kls = [], []
-                    for epoch in range(cfg.update_epochs):
-                        env_order = torch.randperm(N, device=device)
-                        for start in range(0, N, envs_per_batch):
-                            mb = batch.environments(env_order[start : start + envs_per_batch])
-                            out = agent(mb.obs, mb.initial_state, mb.dones)
-                            dist = Categorical(logits=out.logits, validate_args=False)
-                            newlogprob = dist.log_prob(mb.actions)
-                            pg_loss, approx_kl, clipfrac = policy_loss(
-                                newlogprob.flatten(), mb.logprobs.flatten(), mb.advantages.flatten(), cfg.clip_coef, normalize=cfg.norm_adv
-                            )
-                            v_loss = sum(
-                                value_loss(out.values[..., v].flatten(), mb.values[..., v].flatten(), mb.returns[..., v].flatten(),
-                                           cfg.clip_coef if cfg.clip_vloss else None)
-                                for v in range(num_values)
-                            )
-                            entropy_loss = entropy_bonus(out.logits)
-                            loss = pg_loss - cfg.ent_coef * entropy_loss + cfg.vf_coef * v_loss
+                    stats = update(cfg, fabric, agent, optimizer, batch)
 
-                            optimizer.zero_grad()
-                            fabric.backward(loss)
-                            fabric.clip_gradients(agent, optimizer, max_norm=cfg.max_grad_norm)
-                            optimizer.step()
-                            clipfracs.append(float(clipfrac))
-                            approx_kls.append(float(approx_kl))
-                        if cfg.target_kl is not None and approx_kls[-1] > cfg.target_kl:
-                            break
-
-                    finished_returns.extend(iteration_returns)
-                    sps = (global_step - start_step) / max(time.time() - start_time, 1e-9)
+                    # 4. Log; the update is complete.
                     if cfg.log_every and iteration % cfg.log_every == 0:
-                        metrics = {
-                            "charts/learning_rate": optimizer.param_groups[0]["lr"],
-                            "charts/SPS": sps,
-                            "losses/value_loss": float(v_loss.detach()),
-                            "losses/policy_loss": float(pg_loss.detach()),
-                            "losses/entropy": float(entropy_loss.detach()),
-                            "losses/approx_kl": float(np.mean(approx_kls)),
-                            "losses/clipfrac": float(np.mean(clipfracs)),
-                            "losses/explained_variance": explained_variance(batch.values[..., 0].flatten(), batch.returns[..., 0].flatten()),
-                            "rewards/env": float(game_rewards.mean()),
-                            **hook_logs,
-                        }
-                        if iteration_returns:
-                            metrics["charts/episodic_return"] = float(np.mean(iteration_returns))
-                            metrics["charts/episodic_length"] = float(np.mean(iteration_lengths))
-                        fabric.log_dict(metrics, step=global_step)
-                    completed, completed_step, completed_rng = iteration, global_step, rng_state()
-                if cfg.checkpoint_every and iteration % cfg.checkpoint_every == 0:
-                    save(iteration, global_step, completed_rng)
-                    saved_through = iteration
-                if iteration_returns:
-                    mean_return = float(np.mean(iteration_returns))
-                    best_return, stale = (mean_return, 0) if mean_return > best_return else (best_return, stale + 1)
-                if (cfg.early_stop_patience and stale >= cfg.early_stop_patience) or (
-                        cfg.max_train_seconds and time.time() - start_time >= cfg.max_train_seconds):
-                    stopped_early = iteration < cfg.num_iterations
+                        sps = run.sps(games.global_step)
+                        fabric.log_dict(metrics(optimizer, sps, stats, batch, rollout, hook_logs, episodes), step=games.global_step)
+                    run.update_done(iteration, games.global_step, episodes.returns)
+                run.checkpoint(iteration)
+                if run.should_stop(iteration, episodes.returns):
                     break
-        except KeyboardInterrupt:
-            if completed > saved_through:
-                save(completed, completed_step, completed_rng)
-            if checkpoint_path.exists():
-                fabric.print(f"interrupted: {checkpoint_path} holds the update of step {load_checkpoint(checkpoint_path)['global_step']}; "
-                             "resume continues from it")
-            raise
-
-        path = save(completed, completed_step, completed_rng)
-        for lg in fabric.loggers:
-            lg.finalize("success")
-        sps = (global_step - start_step) / max(time.time() - start_time, 1e-9)
-        if stopped:
-            fabric.print(f"stopped at step {global_step}: the run's budget is spent; the update of step {completed_step} is saved")
-        return TrainResult(completed_step, completed, finished_returns, sps, path, module, stopped_early or stopped)
+        return run.finish(games.global_step)
     finally:
         close_envs(envs)
+
+
+class Rollout:
+    """Storage for one rollout, time first (CleanRL's `obs`, `actions`, `logprobs`, … buffers)."""
+
+    def __init__(self, cfg: PPOConfig, num_values: int, device: torch.device):
+        T, N = cfg.num_steps, cfg.num_envs
+        self.device, self.num_values = device, num_values
+        self.obs: Tensor | None = None
+        """Prepared observations; allocated at the first step, when their shape is known."""
+        self.actions = torch.zeros((T, N), dtype=torch.long, device=device)
+        self.logprobs = torch.zeros((T, N), device=device)
+        self.rewards = torch.zeros((T, N, num_values), device=device)
+        self.game_rewards = torch.zeros((T, N), device=device)
+        self.dones = torch.zeros((T, N), device=device)
+        self.values = torch.zeros((T, N, num_values), device=device)
+        self.initial_state: Tensor | None = None
+        """`N×…` recurrent state at the start of the rollout."""
+
+
+class Games:
+    """Where the games stand between steps (CleanRL's `next_obs`, `next_done`, `next_lstm_state`),
+    with the steps taken so far and the running episodes' returns and lengths."""
+
+    def __init__(self, cfg: PPOConfig, envs: gym.vector.VectorEnv, module: nn.Module, start_iteration: int, global_step: int, device: torch.device):
+        N = cfg.num_envs
+        # The environments' state is not in the checkpoint (games cannot be snapshotted in
+        # general): a resumed run starts fresh episodes, seeded from the iteration it resumes at.
+        self.next_obs, _ = envs.reset(seed=cfg.seed + 1000 * (start_iteration - 1))
+        self.next_done = torch.ones(N, device=device)  # the first observations start episodes
+        self.next_state = module.initial_state(N)
+        self.global_step = global_step
+        self.episode_return = np.zeros(N)
+        self.episode_length = np.zeros(N, dtype=np.int64)
+
+
+class Episodes(NamedTuple):
+    """The episodes that ended during one rollout."""
+
+    returns: list[float]
+    lengths: list[int]
+    stopped: bool = False
+    """`stop` ended the rollout before its last step."""
+
+
+class UpdateStats(NamedTuple):
+    """What one update logs: the last minibatch's losses and every minibatch's KL and clip fraction."""
+
+    pg_loss: Tensor
+    v_loss: Tensor
+    entropy_loss: Tensor
+    approx_kls: list[float]
+    clipfracs: list[float]
+
+
+def collect_rollout(
+    cfg: PPOConfig, envs: gym.vector.VectorEnv, agent: nn.Module, module: nn.Module, rollout: Rollout, games: Games,
+    reward_hook: RewardHook | None, stop: Callable[[dict[str, Any]], bool] | None,
+) -> Episodes:
+    """Play `num_steps` steps of every game into `rollout`, showing each step to the hook."""
+    device, N = rollout.device, cfg.num_envs
+    rollout.initial_state = games.next_state.clone()
+    returns: list[float] = []
+    lengths: list[int] = []
+    for step in range(cfg.num_steps):
+        games.global_step += N
+        with torch.no_grad():
+            next_input = module.prepare(torch.as_tensor(games.next_obs, device=device))
+            if rollout.obs is None:
+                rollout.obs = torch.zeros((cfg.num_steps, N, *next_input.shape[1:]), dtype=next_input.dtype, device=device)
+            rollout.obs[step] = next_input
+            rollout.dones[step] = games.next_done
+            out = agent(next_input.unsqueeze(0), games.next_state, games.next_done.unsqueeze(0))
+            logits, games.next_state = out.logits[0], out.state
+            dist = Categorical(logits=logits, validate_args=False)
+            action = dist.sample()
+            rollout.logprobs[step] = dist.log_prob(action)
+            rollout.values[step] = out.values[0]
+        rollout.actions[step] = action
+
+        obs_before = games.next_obs
+        games.next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+        if stop is not None and stop(infos):
+            return Episodes(returns, lengths, stopped=True)
+        done = np.logical_or(terminations, truncations)
+        reward_t = torch.as_tensor(reward, dtype=torch.float32, device=device)
+        rollout.game_rewards[step] = reward_t
+        rollout.rewards[step, :, 0] = cfg.env_reward_coef * reward_t
+        reached_obs = games.next_obs
+        if done.any():
+            reached_obs = games.next_obs.copy()
+            for i in np.flatnonzero(done):
+                reached_obs[i] = infos["final_obs"][i]
+            # Time-limit truncation: the episode did not really end, so bootstrap its value.
+            for i in np.flatnonzero(truncations & ~terminations):
+                with torch.no_grad():
+                    final_input = module.prepare(torch.as_tensor(reached_obs[i : i + 1], device=device))
+                    final_value = agent(final_input.unsqueeze(0), games.next_state[i : i + 1], torch.zeros(1, 1, device=device)).values[0, 0, 0]
+                rollout.rewards[step, i, 0] += cfg.gamma * final_value
+        if reward_hook is not None:
+            reward_hook.step(StepView(obs_before, logits, rollout.dones[step].bool().cpu(), reached_obs, infos, done))
+
+        games.episode_return += reward
+        games.episode_length += 1
+        for i in np.flatnonzero(done):
+            returns.append(float(games.episode_return[i]))
+            lengths.append(int(games.episode_length[i]))
+        games.episode_return[done] = 0.0
+        games.episode_length[done] = 0
+        games.next_done = torch.as_tensor(done, dtype=torch.float32, device=device)
+    return Episodes(returns, lengths)
+
+
+def add_hook_rewards(rollout: Rollout, reward_hook: RewardHook | None) -> dict[str, float]:
+    """Add the hook's rewards for the rollout to its streams (the hook trains its own models
+    then); the hook's scalars to log."""
+    if reward_hook is None:
+        return {}
+    shaped = reward_hook.end_rollout()
+    rollout.rewards[:, :, 0] += shaped.episodic.to(rollout.device)
+    if rollout.num_values == 2:
+        rollout.rewards[:, :, 1] = shaped.non_episodic.to(rollout.device)
+    return shaped.logs
+
+
+def compute_advantages(cfg: PPOConfig, agent: nn.Module, module: nn.Module, rollout: Rollout, games: Games) -> RolloutBatch:
+    """GAE per stream, bootstrapped from the games' next values; the streams' advantages are
+    added with weights `ext_coef` and `int_coef`."""
+    num_values = rollout.num_values
+    gammas = [cfg.gamma, cfg.int_gamma][:num_values]
+    adv_coefs = [cfg.ext_coef, cfg.int_coef][:num_values]
+    dones, next_done = rollout.dones, games.next_done
+    with torch.no_grad():
+        next_input = module.prepare(torch.as_tensor(games.next_obs, device=rollout.device))
+        next_value = agent(next_input.unsqueeze(0), games.next_state, next_done.unsqueeze(0)).values[0]
+        advantages = torch.zeros((cfg.num_steps, cfg.num_envs), device=rollout.device)
+        returns = torch.zeros_like(rollout.values)
+        for v in range(num_values):
+            episodic = v == 0
+            adv_v, returns[:, :, v] = compute_gae(
+                rollout.rewards[:, :, v], rollout.values[:, :, v],
+                dones if episodic else torch.zeros_like(dones),
+                next_value[:, v], next_done if episodic else torch.zeros_like(next_done),
+                gammas[v], cfg.gae_lambda,
+            )
+            advantages += adv_coefs[v] * adv_v
+    return RolloutBatch(rollout.obs, rollout.actions, rollout.logprobs, dones, rollout.values, advantages, returns, rollout.initial_state)
+
+
+def update(cfg: PPOConfig, fabric: Any, agent: nn.Module, optimizer: torch.optim.Optimizer, batch: RolloutBatch) -> UpdateStats:
+    """PPO's epochs over minibatches of whole environment sequences (stopped early past `target_kl`)."""
+    N = cfg.num_envs
+    num_values = batch.values.shape[-1]
+    envs_per_batch = N // cfg.num_minibatches
+    clipfracs, approx_kls = [], []
+    for epoch in range(cfg.update_epochs):
+        env_order = torch.randperm(N, device=batch.actions.device)
+        for start in range(0, N, envs_per_batch):
+            mb = batch.environments(env_order[start : start + envs_per_batch])
+            out = agent(mb.obs, mb.initial_state, mb.dones)
+            dist = Categorical(logits=out.logits, validate_args=False)
+            newlogprob = dist.log_prob(mb.actions)
+            pg_loss, approx_kl, clipfrac = policy_loss(
+                newlogprob.flatten(), mb.logprobs.flatten(), mb.advantages.flatten(), cfg.clip_coef, normalize=cfg.norm_adv
+            )
+            v_loss = sum(
+                value_loss(out.values[..., v].flatten(), mb.values[..., v].flatten(), mb.returns[..., v].flatten(),
+                           cfg.clip_coef if cfg.clip_vloss else None)
+                for v in range(num_values)
+            )
+            entropy_loss = entropy_bonus(out.logits)
+            loss = pg_loss - cfg.ent_coef * entropy_loss + cfg.vf_coef * v_loss
+
+            optimizer.zero_grad()
+            fabric.backward(loss)
+            fabric.clip_gradients(agent, optimizer, max_norm=cfg.max_grad_norm)
+            optimizer.step()
+            clipfracs.append(float(clipfrac))
+            approx_kls.append(float(approx_kl))
+        if cfg.target_kl is not None and approx_kls[-1] > cfg.target_kl:
+            break
+    return UpdateStats(pg_loss, v_loss, entropy_loss, approx_kls, clipfracs)
+
+
+def metrics(
+    optimizer: torch.optim.Optimizer, sps: float, stats: UpdateStats, batch: RolloutBatch, rollout: Rollout,
+    hook_logs: dict[str, float], episodes: Episodes,
+) -> dict[str, float]:
+    """The scalars logged after an update, under CleanRL's names."""
+    logged = {
+        "charts/learning_rate": optimizer.param_groups[0]["lr"],
+        "charts/SPS": sps,
+        "losses/value_loss": float(stats.v_loss.detach()),
+        "losses/policy_loss": float(stats.pg_loss.detach()),
+        "losses/entropy": float(stats.entropy_loss.detach()),
+        "losses/approx_kl": float(np.mean(stats.approx_kls)),
+        "losses/clipfrac": float(np.mean(stats.clipfracs)),
+        "losses/explained_variance": explained_variance(batch.values[..., 0].flatten(), batch.returns[..., 0].flatten()),
+        "rewards/env": float(rollout.game_rewards.mean()),
+        **hook_logs,
+    }
+    if episodes.returns:
+        logged["charts/episodic_return"] = float(np.mean(episodes.returns))
+        logged["charts/episodic_length"] = float(np.mean(episodes.lengths))
+    return logged
+
+
+# -- run control: resume, checkpoints, Ctrl-C, early stop --------------------------------------
+def open_run(cfg: PPOConfig) -> tuple[Path, dict[str, Any] | None]:
+    """The run's checkpoint path, and with `resume` its checkpoint (checked against `cfg`);
+    a fresh run never overwrites one."""
+    checkpoint_path = Path(cfg.run_dir) / "checkpoints" / CHECKPOINT_NAME
+    if not cfg.resume and checkpoint_path.exists():
+        raise UserError(f"{checkpoint_path} exists: pass --resume to continue that run, or choose another run directory")
+    if not cfg.resume:
+        return checkpoint_path, None
+    ckpt = load_checkpoint(checkpoint_path)
+    check_resumable(PPOConfig(**ckpt["config"]), cfg)
+    return checkpoint_path, ckpt
+
+
+def seed_everything(cfg: PPOConfig) -> None:
+    random.seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    torch.backends.cudnn.deterministic = cfg.torch_deterministic
+
+
+def make_agent(cfg: PPOConfig, envs: gym.vector.VectorEnv, agent: nn.Module | None, num_values: int) -> nn.Module:
+    """`agent`, or a `GRUActorCritic` shaped by `cfg` and the games; checked against both."""
+    num_actions = int(envs.single_action_space.n)
+    if agent is None:
+        agent_cfg = GRUActorCriticConfig(
+            obs_shape=envs.single_observation_space.shape, num_actions=num_actions, encoder=cfg.encoder,
+            hidden_dim=cfg.hidden_dim, rnn_dim=cfg.rnn_dim, num_values=num_values,
+        )
+        agent = GRUActorCritic(agent_cfg)
+    check_agent(agent, num_actions, num_values, cfg.env_id)
+    return agent
+
+
+def restore(ckpt: dict[str, Any] | None, agent: nn.Module, optimizer: torch.optim.Optimizer, reward_hook: RewardHook | None) -> tuple[int, int]:
+    """Load a resumed run's weights, optimiser, hook state and random state; the first
+    iteration to run and the step count so far."""
+    if ckpt is None:
+        return 1, 0
+    agent.load_state_dict(ckpt["agent"])
+    optimizer.load_state_dict(ckpt["optimizer"])
+    if reward_hook is not None:
+        reward_hook.load_state_dict(ckpt["reward_hook"])
+    set_rng_state(ckpt["rng"])
+    return ckpt["iteration"] + 1, ckpt["global_step"]
+
+
+def print_start(fabric: Any, cfg: PPOConfig, envs: gym.vector.VectorEnv, agent: nn.Module, module: nn.Module, num_values: int, start_iteration: int) -> None:
+    trained = sum(p.numel() for p in agent.parameters() if p.requires_grad)
+    total = sum(p.numel() for p in agent.parameters())
+    trunk = "frozen encoder trunk, features stored in the rollout buffer" if getattr(module, "frozen_trunk", False) else "whole network trained"
+    fabric.print(f"PPO on {cfg.env_id}: {num_envs_text(cfg, envs)}, {num_values} value head(s), "
+                 f"{trained} of {total} parameters trained ({trunk}), iterations {start_iteration}..{cfg.num_iterations}")
+
+
+class RunControl:
+    """What happens around the PPO loop: the last completed update (saved every
+    `checkpoint_every` updates, at the end and on Ctrl-C), early stop and the time limit, the
+    returns of the episodes trained on and the speed."""
+
+    def __init__(
+        self, cfg: PPOConfig, fabric: Any, checkpoint_path: Path, agent_spec: dict[str, Any], module: nn.Module,
+        optimizer: torch.optim.Optimizer, reward_hook: RewardHook | None, start_iteration: int, global_step: int,
+    ):
+        self.cfg, self.fabric, self.checkpoint_path = cfg, fabric, checkpoint_path
+        self.agent_spec, self.module, self.optimizer, self.reward_hook = agent_spec, module, optimizer, reward_hook
+        self.start_time, self.start_step = time.time(), global_step
+        # What is saved: the last completed update, with the random state it ended with.
+        self.completed, self.completed_step, self.completed_rng = start_iteration - 1, global_step, rng_state()
+        self.saved_through = start_iteration - 1
+        self.finished_returns: list[float] = []
+        self.best_return, self.stale = -np.inf, 0
+        self.stopped_early = False
+        """By early stop or the time limit."""
+        self.stopped = False
+        """By the caller's `stop`."""
+
+    def save(self) -> Path:
+        """Save the last completed update."""
+        return save_checkpoint(self.checkpoint_path, {
+            "config": asdict(self.cfg), "agent_spec": self.agent_spec, "agent": self.module.state_dict(),
+            "optimizer": self.optimizer.state_dict(), "iteration": self.completed, "global_step": self.completed_step,
+            "reward_hook": self.reward_hook.state_dict() if self.reward_hook is not None else None,
+            "rng": self.completed_rng,
+        })
+
+    def sps(self, global_step: int) -> float:
+        return (global_step - self.start_step) / max(time.time() - self.start_time, 1e-9)
+
+    def update_done(self, iteration: int, global_step: int, returns: list[float]) -> None:
+        """Update `iteration` is complete: it is what a save holds from now on."""
+        self.finished_returns.extend(returns)
+        self.completed, self.completed_step, self.completed_rng = iteration, global_step, rng_state()
+
+    def checkpoint(self, iteration: int) -> None:
+        """Save every `checkpoint_every` updates."""
+        if self.cfg.checkpoint_every and iteration % self.cfg.checkpoint_every == 0:
+            self.save()
+            self.saved_through = iteration
+
+    def should_stop(self, iteration: int, returns: list[float]) -> bool:
+        """Early stop (`early_stop_patience` updates without a better mean return) or the time limit."""
+        cfg = self.cfg
+        if returns:
+            mean_return = float(np.mean(returns))
+            self.best_return, self.stale = (mean_return, 0) if mean_return > self.best_return else (self.best_return, self.stale + 1)
+        if (cfg.early_stop_patience and self.stale >= cfg.early_stop_patience) or (
+                cfg.max_train_seconds and time.time() - self.start_time >= cfg.max_train_seconds):
+            self.stopped_early = iteration < cfg.num_iterations
+            return True
+        return False
+
+    @contextlib.contextmanager
+    def saving_on_interrupt(self):
+        """On Ctrl-C, save the last completed update (unless saved already) and say so."""
+        try:
+            yield
+        except KeyboardInterrupt:
+            if self.completed > self.saved_through:
+                self.save()
+            if self.checkpoint_path.exists():
+                self.fabric.print(f"interrupted: {self.checkpoint_path} holds the update of step "
+                                  f"{load_checkpoint(self.checkpoint_path)['global_step']}; resume continues from it")
+            raise
+
+    def finish(self, global_step: int) -> TrainResult:
+        """Save the last completed update, close the logs and report."""
+        path = self.save()
+        for lg in self.fabric.loggers:
+            lg.finalize("success")
+        sps = self.sps(global_step)
+        if self.stopped:
+            self.fabric.print(f"stopped at step {global_step}: the run's budget is spent; the update of step {self.completed_step} is saved")
+        return TrainResult(self.completed_step, self.completed, self.finished_returns, sps, path, self.module, self.stopped_early or self.stopped)
 
 
 @contextlib.contextmanager
