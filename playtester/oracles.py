@@ -145,6 +145,8 @@ def crop_measures(frame: np.ndarray, box: Sequence[float], *, min_height: int = 
     Small crops are skipped: far away, texels shrink below a pixel and say nothing. A box within
     `edge` of the frame's side of an edge counts as cut: a detector's box of an object the edge
     cuts often stops a few pixels short of it (measured: 1–9 px at 240 px), and its shape is wrong.
+    Where the sprite's own silhouette (`silhouette`) runs past the box, its shape is the aspect;
+    where it runs into the frame's edge, the crop is cut.
     """
     h_img, w_img = frame.shape[:2]
     x0, y0, x1, y1 = (int(round(v)) for v in box)
@@ -155,7 +157,54 @@ def crop_measures(frame: np.ndarray, box: Sequence[float], *, min_height: int = 
     if h < min_height or w < min_width:
         return None
     inner = frame[y0 + h // 5 : y1 - h // 5, x0 + w // 5 : x1 - w // 5]
-    return {"aspect": h / w, "texel": _run_length(inner) / w}
+    aspect = h / w
+    shape = silhouette(frame, (x0, y0, x1, y1))
+    if shape == "cut":
+        return None
+    if shape is not None:
+        sx0, sy0, sx1, sy1 = shape
+        if sx1 - sx0 > 1.1 * w or sy1 - sy0 > 1.1 * h:  # the sprite runs past its box: its own shape counts
+            aspect = (sy1 - sy0) / (sx1 - sx0)
+    return {"aspect": aspect, "texel": _run_length(inner) / w}
+
+
+def silhouette(frame: np.ndarray, box: tuple[int, int, int, int], *, widen: float = 0.3, margin: int = 3,
+               threshold: int = 40) -> tuple[int, int, int, int] | str | None:
+    """The sprite's own extent around a box, or "cut" when it runs into the frame's edge, or None
+    when it cannot be told from the background.
+
+    A detector's box of a stretched sprite comes out nearer its class's usual shape (the box
+    regressor learned from healthy ones), and a box a few pixels short of the frame's edge hides
+    that the frame cuts the object. So the box is widened by `widen` on every side, each row's
+    background is the median colour of that row's outer `margin` columns, and a pixel differing
+    from it by more than `threshold` in some channel is the sprite's. Its extent: the columns
+    where the sprite takes at least a quarter of the rows it appears in, the rows where it takes
+    a tenth of the columns. An extent that reaches the widened crop's side (merged with the
+    background, or the crop too tight) says nothing."""
+    h_img, w_img = frame.shape[:2]
+    x0, y0, x1, y1 = box
+    w, h = x1 - x0, y1 - y0
+    cx0, cx1 = max(0, round(x0 - widen * w)), min(w_img, round(x1 + widen * w))
+    cy0, cy1 = max(0, round(y0 - widen * h)), min(h_img, round(y1 + widen * h))
+    crop = frame[cy0:cy1, cx0:cx1].astype(np.int16)
+    if crop.shape[1] < 2 * margin + 4 or crop.shape[0] < 8:
+        return None
+    background = np.median(np.concatenate([crop[:, :margin], crop[:, -margin:]], axis=1), axis=1)
+    sprite = np.abs(crop - background[:, None, :]).max(axis=2) > threshold
+    if not sprite.any():
+        return None
+    cols = np.flatnonzero(sprite.mean(axis=0) >= 0.25 * sprite.any(axis=1).mean())
+    rows = np.flatnonzero(sprite.mean(axis=1) >= 0.1)
+    if not len(cols) or not len(rows):
+        return None
+    sx0, sx1, sy0, sy1 = int(cols[0]), int(cols[-1]) + 1, int(rows[0]), int(rows[-1]) + 1
+    width, height = crop.shape[1], crop.shape[0]
+    into_left, into_right = sx0 < margin, sx1 > width - margin  # the sprite reaches the background columns
+    if (sy0 == 0 and cy0 == 0) or (sy1 == height and cy1 == h_img) or (into_left and cx0 == 0) or (into_right and cx1 == w_img):
+        return "cut"
+    if into_left or into_right or sy0 == 0 or sy1 == height:
+        return None
+    return cx0 + sx0, cy0 + sy0, cx0 + sx1, cy0 + sy1
 
 
 @dataclass

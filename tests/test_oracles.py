@@ -103,3 +103,29 @@ def test_texture_oracle_precision_and_recall_on_the_park(tmp_path, park_env):
         precision = tp / max(1, tp + fp)
         recall = tp / (tp + fn)
         assert precision >= 0.8 and recall >= 0.8, f"{bug}: precision {precision:.2f} recall {recall:.2f} ({pairs})"
+
+
+def _sky_grass_sprite(sprite: tuple[int, int, int, int]) -> np.ndarray:
+    """160×120: a sky (rows 0–59) over grass, and a light grey sprite at `sprite` (x0, y0, x1, y1)."""
+    frame = np.zeros((120, 160, 3), np.uint8)
+    frame[:60] = (20, 40, 60)
+    frame[60:] = (40, 90, 40)
+    x0, y0, x1, y1 = sprite
+    frame[y0:y1, x0:x1] = 200
+    return frame
+
+
+def test_the_sprites_own_shape_counts_where_it_runs_past_its_box():
+    """A 20×60 sprite (aspect 3). Its exact box measures 3. A detector's box regressed to 16×40
+    (aspect 2.5) is widened by 30 % to x 67–93, y 28–92, where the sprite stands clear of the
+    background columns: its silhouette is 20×60, more than 1.1 times the box, so the aspect is 3
+    again. The same sprite reaching the top of the frame, under a box 5 px short of it, is cut."""
+    from playtester.oracles import silhouette
+
+    frame = _sky_grass_sprite((70, 30, 90, 90))
+    assert crop_measures(frame, (70, 30, 90, 90))["aspect"] == pytest.approx(3.0)
+    assert silhouette(frame, (72, 40, 88, 80)) == (70, 30, 90, 90)
+    assert crop_measures(frame, (72, 40, 88, 80))["aspect"] == pytest.approx(3.0)
+    cut = _sky_grass_sprite((70, 0, 90, 60))
+    assert silhouette(cut, (70, 5, 90, 60)) == "cut" and crop_measures(cut, (70, 5, 90, 60)) is None
+    assert silhouette(np.full((120, 160, 3), 90, np.uint8), (70, 30, 90, 90)) is None  # nothing to tell apart
