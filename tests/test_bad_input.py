@@ -269,7 +269,9 @@ def test_texture_reference_of_objects_the_run_cannot_find_is_refused(tmp_path, c
     import cv2
     import numpy as np
 
-    cv2.imwrite(str(tmp_path / "dragon.png"), np.random.default_rng(0).integers(0, 255, (120, 160, 3), dtype=np.uint8))
+    shot = np.full((120, 160, 3), (60, 40, 20), np.uint8)  # a plain background, and the dragon: a grey square
+    shot[10:90, 10:90] = 200
+    cv2.imwrite(str(tmp_path / "dragon.png"), shot)
     labels = tmp_path / "labels.json"
     labels.write_text(json.dumps({
         "images": [{"id": 1, "file_name": "dragon.png", "width": 160, "height": 120}],
