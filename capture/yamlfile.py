@@ -11,17 +11,24 @@ import yaml
 from playtester.capture.errors import UserError
 
 
-def read_yaml(path: str | Path, what: str) -> Any:
-    """The parsed contents of `path`; a missing file or invalid YAML is one `UserError` line
-    beginning with `what` (e.g. "key map keys.yaml")."""
+def _read_text(path: str | Path, what: str, kind: str) -> str:
+    """The UTF-8 text of a `kind` file; missing, a folder or not text is one `UserError` line."""
     try:
-        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UserError(f"{what}: file not found") from None
     except IsADirectoryError:
-        raise UserError(f"{what}: is a folder; give the YAML file") from None
+        raise UserError(f"{what}: is a folder; give the {kind} file") from None
     except UnicodeDecodeError:
-        raise UserError(f"{what}: not a text file (not UTF-8); give a YAML file") from None
+        raise UserError(f"{what}: not a text file (not UTF-8); give a {kind} file") from None
+
+
+def read_yaml(path: str | Path, what: str) -> Any:
+    """The parsed contents of `path`; a missing file or invalid YAML is one `UserError` line
+    beginning with `what` (e.g. "key map keys.yaml")."""
+    text = _read_text(path, what, "YAML")
+    try:
+        return yaml.safe_load(text)
     except yaml.YAMLError as e:
         first = (str(e).splitlines() or ["no detail"])[0]
         raise UserError(f"{what}: not valid YAML ({first})") from None
@@ -31,14 +38,10 @@ def read_json(path: str | Path, what: str) -> Any:
     """The parsed contents of the JSON file `path`; a missing file, a folder, bytes that are not
     text or invalid JSON is one `UserError` line beginning with `what` (e.g. "--oois o.json")."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{what}: file not found") from None
-    except IsADirectoryError:
-        raise UserError(f"{what}: is a folder; give the JSON file") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{what}: not a text file (not UTF-8); give a JSON file") from None
+        text = _read_text(path, what, "JSON")
     except OSError as e:
         raise UserError(f"{what}: cannot read it ({e.strerror or e})") from None
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise UserError(f"{what}: not valid JSON ({e})") from None
