@@ -247,11 +247,7 @@ def open_in_chromium(page, tmp_path):
 @pytest.mark.parametrize("explorer, game", [("inspector", E1M1), ("ppgta", MAP01)])
 def test_ppo_explorers_run_on_stock_levels(explorer, game, tiny_parts, tmp_path):
     out = tmp_path / explorer
-    args = ["run", "--game", game, "--explorer", explorer, "--episodes", "2", "--steps", "24", "--envs", "1",
-            "--rollout", "16", "--out", str(out)]
-    if explorer == "ppgta":
-        args += ["--preference", str(tiny_parts("path")[2])]
-    assert main(args) == 0
+    assert main(_stock_run_args(explorer, game, tiny_parts, out)) == 0
     summary = _check_run(out, game)
     assert summary["episodes"] == 2 and "no test policy" in summary["objects_note"]
 
@@ -260,12 +256,15 @@ def test_ppo_explorers_run_on_stock_levels(explorer, game, tiny_parts, tmp_path)
 @pytest.mark.parametrize("explorer, game", [("random", E1M1), ("inspector", MAP01), ("ppgta", E1M1)])
 def test_every_explorer_on_the_other_stock_level(explorer, game, tiny_parts, tmp_path):
     out = tmp_path / explorer
+    assert main(_stock_run_args(explorer, game, tiny_parts, out)) == 0
+    _check_run(out, game)
+
+
+def _stock_run_args(explorer: str, game: str, tiny_parts, out) -> list[str]:
+    """A short run of `explorer` on a stock level (ppgta with the tiny path policy as its preference)."""
     args = ["run", "--game", game, "--explorer", explorer, "--episodes", "2", "--steps", "24", "--envs", "1",
             "--rollout", "16", "--out", str(out)]
-    if explorer == "ppgta":
-        args += ["--preference", str(tiny_parts("path")[2])]
-    assert main(args) == 0
-    _check_run(out, game)
+    return args + (["--preference", str(tiny_parts("path")[2])] if explorer == "ppgta" else [])
 
 
 def test_a_level_whose_map_cannot_be_read_still_gets_its_report(tmp_path, monkeypatch):
