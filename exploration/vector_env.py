@@ -51,11 +51,18 @@ def in_worker(env_fn: Callable[[], gym.Env]) -> gym.Env:
     return env_fn()
 
 
-def close_envs(envs: gym.vector.VectorEnv) -> None:
+def close_envs(envs: gym.vector.VectorEnv, pending_timeout: float = 10.0) -> None:
     """Close a vector env whose workers may be gone already (Ctrl-C reaches the whole process
-    group, workers included): their broken pipes are not an error, the processes are ended."""
+    group, workers included): their broken pipes are not an error, the processes are ended.
+
+    A step still pending waits at most `pending_timeout` seconds, then the workers are ended:
+    a Ctrl-C that lands while the run collects the workers' answers leaves some answers read
+    and the rest not, and waiting for all of them again would wait for ever."""
     try:
-        envs.close()
+        if isinstance(envs, gym.vector.AsyncVectorEnv):
+            envs.close(timeout=pending_timeout)
+        else:
+            envs.close()
     except (BrokenPipeError, ConnectionError, EOFError):
         for process in getattr(envs, "processes", []):
             if process.is_alive():

@@ -309,3 +309,21 @@ def test_ctrl_c_waits_for_the_update_in_progress_to_end():
     with defer_interrupt():  # no Ctrl-C: nothing raised
         finished.append(True)
     assert finished == [True, True]
+
+
+def test_closing_after_a_ctrl_c_that_cut_the_collection_of_answers_does_not_wait_for_ever():
+    """Ctrl-C can land while the run reads its workers' step answers: one read, one not. Gymnasium
+    then waits on every pipe again when closing, and the answer already read never comes (CI hung
+    120 s on it). `close_envs` waits a bounded time, then ends the workers."""
+    import time
+
+    from playtester.exploration.vector_env import close_envs, in_worker, make_env
+
+    envs = gym.vector.AsyncVectorEnv([lambda: in_worker(lambda: make_env("state:CartPole-v1", 0))] * 2)
+    envs.reset(seed=0)
+    envs.step_async(np.zeros(2, dtype=np.int64))
+    envs.parent_pipes[0].recv()  # the first answer read, then the interrupt
+    t0 = time.monotonic()
+    close_envs(envs, pending_timeout=1.0)
+    assert time.monotonic() - t0 < 15
+    assert envs.closed and not any(p.is_alive() for p in envs.processes)
