@@ -19,7 +19,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from playtester.capture.wrappers import resize_frame
+from playtester.capture.frames import FrameSpec
 from playtester.exploration.state_coverage import StateCoverageConfig, state_key
 
 
@@ -92,7 +92,7 @@ def evaluate(
     agents: Sequence[nn.Module],
     jobs: Sequence[EvalJob],
     envs: gym.vector.VectorEnv,
-    frame_size: int,
+    spec: FrameSpec,
     coverage: StateCoverageConfig,
     watch: WatcherFactory | None = None,
     on_steps: Callable[[int], None] | None = None,
@@ -132,7 +132,7 @@ def evaluate(
         with torch.no_grad():
             for policy, members in by_policy.items():
                 agent = agents[policy]
-                raw = np.stack([resize_frame(frames[i], (frame_size, frame_size)) for i in members])
+                raw = np.stack([spec.resize(frames[i]) for i in members])
                 inputs = agent.prepare(torch.as_tensor(raw)).unsqueeze(0)
                 state = torch.cat([slots[i].state for i in members])
                 done = torch.tensor([[float(slots[i].first) for i in members]])

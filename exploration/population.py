@@ -32,6 +32,7 @@ import torch
 import torch.nn as nn
 
 from playtester.capture.errors import UserError
+from playtester.capture.frames import FrameSpec
 from playtester.exploration import evolution as ea
 from playtester.exploration.actor_critic import GRUActorCritic, GRUActorCriticConfig, RandomAgent, RandomAgentConfig, build_actor_critic
 from playtester.exploration.checkpoints import load_checkpoint, save_checkpoint
@@ -217,7 +218,7 @@ class Evolution:
                 self.episodes += 1
         envs = make_eval_envs(functools.partial(game_env, cfg.game, cfg.reward, self._game_options), cfg.num_envs, cfg.vector_env)
         try:
-            results = evaluate([m.agent for m in members], jobs, envs, cfg.frame_size, self.coverage_cfg,
+            results = evaluate([m.agent for m in members], jobs, envs, FrameSpec.square(cfg.frame_size), self.coverage_cfg,
                                self.watch, self._count_steps)
         finally:
             envs.close()

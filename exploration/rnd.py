@@ -23,13 +23,14 @@ expects frames in [0, 1]).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Any, Callable, Literal
 
-import cv2
 import numpy as np
 import torch
 import torch.nn as nn
 from torch import Tensor
+
+from playtester.capture.frames import FrameSpec
 
 
 @dataclass
@@ -46,7 +47,8 @@ class RNDConfig:
     in_channels: int = 3
     """Channels of the input frames (3 for OD-masked RGB)."""
     frame_size: int = 64
-    """Input frames are `frame_size × frame_size`; larger frames are resized with INTER_AREA."""
+    """Input frames are `frame_size × frame_size` (RND's own networks, not the encoder's: other
+    frames are resized by `capture/frames.py`'s one resize)."""
     hidden_dim: int = 512
     """Width of the MLP after the trunk (target and predictors)."""
     out_dim: int = 256
@@ -154,15 +156,12 @@ def _freeze(module: nn.Module) -> nn.Module:
 
 
 def frames_to_rnd_input(frames: np.ndarray | Tensor, frame_size: int = 64) -> Tensor:
-    """Env frames (`B×H×W×C` uint8) → RND input (`B×C×S×S` uint8), resized with INTER_AREA."""
+    """Env frames (`B×H×W×C` uint8) → RND input (`B×C×S×S` uint8), by the one resize (`capture/frames.py`)."""
     if isinstance(frames, Tensor):
         frames = frames.detach().cpu().numpy()
     if frames.ndim != 4:
         raise ValueError(f"RND frames should be B×H×W×C images, got shape {frames.shape}")
-    if frames.shape[1:3] != (frame_size, frame_size):
-        frames = np.stack([cv2.resize(f, (frame_size, frame_size), interpolation=cv2.INTER_AREA) for f in frames])
-        if frames.ndim == 3:
-            frames = frames[..., None]
+    frames = FrameSpec.square(frame_size).resize_batch(frames)
     return torch.from_numpy(np.ascontiguousarray(frames.transpose(0, 3, 1, 2)))
 
 
@@ -171,7 +170,9 @@ class EnsembleRND(nn.Module):
 
     Use, once per rollout: `observe(frames)` for every new frame batch (statistics and replay),
     `reward(frames)` for the raw novelty of each frame, `normalize_rewards(raw)` on the rollout's
-    `T×N` raw rewards, then `train_predictors()`. Frames are `B×C×S×S`, uint8 or float in [0, 1].
+    `T×N` raw rewards, then `train_predictors(rnd, optimizer, fabric)` with the module and its
+    `configure_optimizer()` as `fabric.setup` returned them. Frames are `B×C×S×S`, uint8 or float
+    in [0, 1]. `forward(x)` is what is trained: the predictors' loss on prepared inputs.
     """
 
     def __init__(self, config: RNDConfig | None = None, trunk_factory: Callable[[], nn.Module] | None = None):
@@ -204,7 +205,10 @@ class EnsembleRND(nn.Module):
         self.register_buffer("replay_pos", torch.tensor(0))
         self.register_buffer("frames_seen", torch.tensor(0))
         self.register_buffer("reward_filter", torch.zeros(0, dtype=torch.float64))
-        self.optimizer = torch.optim.Adam([p for p in self.predictors.parameters() if p.requires_grad], lr=cfg.learning_rate)
+
+    def configure_optimizer(self) -> torch.optim.Optimizer:
+        """Adam over the predictors' trained weights (the target and a shared trunk stay frozen)."""
+        return torch.optim.Adam([p for p in self.predictors.parameters() if p.requires_grad], lr=self.config.learning_rate)
 
     # -- inputs ----------------------------------------------------------------------------------
     def _check(self, frames: Tensor) -> None:
@@ -318,32 +322,36 @@ class EnsembleRND(nn.Module):
             losses.append(((pred - target[idx]) ** 2).mean())
         return torch.stack(losses).mean()
 
-    def train_predictors(self, steps: int | None = None) -> float:
-        """Train the predictors on the replay buffer; returns the mean loss (nan before warm-up)."""
-        steps = self.config.train_steps if steps is None else steps
+    def forward(self, x: Tensor) -> Tensor:
+        """The training loss on prepared inputs (see `predictor_loss`)."""
+        return self.predictor_loss(x)
+
+    def replay_sample(self) -> Tensor:
+        """Prepared inputs of a random draw from the replay buffer (twice a predictor's batch)."""
         size = int(self.replay_size)
-        if not self.warmed_up or size == 0 or steps == 0:
-            return float("nan")
-        total = 0.0
-        for _ in range(steps):
-            idx = torch.randint(0, size, (min(size, self.config.batch_size * 2),), device=self.replay.device)
-            loss = self.predictor_loss(self.prepare(self.replay[idx]))
-            self.optimizer.zero_grad()
-            loss.backward()
-            self.optimizer.step()
-            total += float(loss.detach())
-        return total / steps
+        idx = torch.randint(0, size, (min(size, self.config.batch_size * 2),), device=self.replay.device)
+        return self.prepare(self.replay[idx])
 
     # -- checkpoints -----------------------------------------------------------------------------
-    def get_extra_state(self) -> dict:
-        return {"optimizer": self.optimizer.state_dict()}
-
-    def set_extra_state(self, state: dict) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
-
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # The discounted-sum filter is sized by the number of environments, known only at run time.
         key = prefix + "reward_filter"
         if key in state_dict:
             self.reward_filter = torch.zeros_like(state_dict[key])
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+
+def train_predictors(rnd: nn.Module, optimizer: torch.optim.Optimizer, fabric: Any, steps: int | None = None) -> float:
+    """Train the predictors on the replay buffer under `fabric` (`rnd` and `optimizer` as
+    `fabric.setup` returned them); the mean loss, nan before the warm-up."""
+    steps = rnd.config.train_steps if steps is None else steps
+    if not rnd.warmed_up or int(rnd.replay_size) == 0 or steps == 0:
+        return float("nan")
+    total = 0.0
+    for _ in range(steps):
+        loss = rnd(rnd.replay_sample())
+        optimizer.zero_grad()
+        fabric.backward(loss)
+        optimizer.step()
+        total += float(loss.detach())
+    return total / steps

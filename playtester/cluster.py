@@ -303,10 +303,11 @@ def ray_instances(spec: Any, env_fns: list[Callable[[], Any]]) -> RayInstances:
 # -- the random explorer ---------------------------------------------------------------------------
 def random_instance(spec: Any) -> Any:
     """The random explorer's one game instance, in an actor (small frames: nothing looks at them)."""
+    from playtester.capture.frames import FrameSpec
     from playtester.capture.games import make_game
     from playtester.capture.wrappers import ResizeFrame
 
-    return ResizeFrame(tester_on_worker(make_game(spec.game, **spec.game_options()), 0), (32, 32))
+    return ResizeFrame(tester_on_worker(make_game(spec.game, **spec.game_options()), 0), FrameSpec.square(32))
 
 
 def explore_at_random_on_cluster(spec: Any, progress: Callable[[int], None] = lambda n: None,

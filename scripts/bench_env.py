@@ -16,6 +16,7 @@ import time
 import numpy as np
 import vizdoom as vzd
 
+from playtester.capture.frames import FrameSpec
 from playtester.capture.games import make_game
 from playtester.capture.wrappers import ResizeFrame
 
@@ -68,7 +69,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5)
     args = p.parse_args()
 
-    env = ResizeFrame(make_game(args.game, random_start=False), (128, 128))
+    env = ResizeFrame(make_game(args.game, random_start=False), FrameSpec.square(128))
     game = raw_engine(env)
     vectors = env.unwrapped._vectors
     actions = np.random.default_rng(0).integers(0, env.action_space.n, size=args.steps)

@@ -102,7 +102,7 @@ def decision_latency(steps: int = 300) -> dict[str, float]:
     """
     from dataclasses import asdict
 
-    from playtester.capture.wrappers import resize_frame
+    from playtester.capture.frames import FrameSpec
     from playtester.exploration.explorer import mask_known_objects
     from playtester.exploration.imitation_ac import ImitationActorCritic
     from playtester.exploration.preference import preference_reward
@@ -129,7 +129,7 @@ def decision_latency(steps: int = 300) -> dict[str, float]:
         frame = rng.integers(0, 256, (240, 320, 3), dtype=np.uint8)
         t0 = time.perf_counter()
         with torch.no_grad():
-            masked = resize_frame(mask_known_objects(frame, box), (128, 128))  # what the env wrapper gives
+            masked = FrameSpec.square(128).resize(mask_known_objects(frame, box))  # what the env wrapper gives
             x = explorer.prepare(torch.from_numpy(masked[None]))
             out = explorer(x.unsqueeze(0), e_state, done)
             e_state = out.state

@@ -10,6 +10,7 @@ from playtester.capture.doom import DoomGame
 from playtester.capture.errors import UserError
 from playtester.capture.games import doom_scenario, make_game
 from playtester.capture.keymap import KeyMap
+from playtester.capture.frames import FrameSpec
 from playtester.capture.wrappers import ResizeFrame
 
 
@@ -94,7 +95,7 @@ def test_truncation_at_max_steps(small_park):
 
 
 def test_resize_wrapper():
-    env = ResizeFrame(make_game("doom:park:5:24x24"), (128, 128))
+    env = ResizeFrame(make_game("doom:park:5:24x24"), FrameSpec.square(128))
     try:
         frame, _ = env.reset(seed=0)
         assert frame.shape == (128, 128, 3) and env.observation_space.shape == (128, 128, 3)

@@ -165,10 +165,10 @@ def test_replay_of_a_missing_episode_is_one_line(tmp_path):
 
 
 # -- the capture path's resize -----------------------------------------------------------------------
-def test_mipmap_resize_averages_and_stays_close_to_inter_area():
+def test_the_one_resize_averages_and_stays_close_to_inter_area():
     import cv2
 
-    from playtester.capture.window.grab import mipmap_resize
+    from playtester.capture.frames import resize as mipmap_resize
 
     # Halving is an exact 2x2 mean: a checkerboard of 0 and 200 becomes flat 100.
     board = (np.indices((480, 640)).sum(axis=0) % 2 * 200).astype(np.uint8)

@@ -2,7 +2,7 @@
 
 The capture path: grab the region (clipped to the screen: a window partly off screen gives a
 frame with black where the screen ends), resize to a fixed size when asked (a resized window
-keeps the observation's shape; see `mipmap_resize`), convert BGRA to RGB.
+keeps the observation's shape; `capture/frames.py resize`, the one resize), convert BGRA to RGB.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import cv2
 import numpy as np
 
 from playtester.capture.errors import UserError
+from playtester.capture.frames import resize
 
 
 def open_mss():
@@ -65,7 +66,7 @@ class FrameGrabber:
                 visible = np.frombuffer(shot.raw, dtype=np.uint8).reshape(shot.height, shot.width, 4)
                 bgra[y0 - y : y1 - y, x0 - x : x1 - x] = visible
         if self.size is not None and (w, h) != tuple(self.size):
-            bgra = mipmap_resize(bgra, self.size, scratch=self._scratch_buffer)  # 4 channels, then convert
+            bgra = resize(bgra, self.size, scratch=self._scratch_buffer)  # 4 channels, then convert
         return cv2.cvtColor(bgra, cv2.COLOR_BGRA2RGB)
 
     def _scratch_buffer(self, shape: tuple[int, ...]) -> np.ndarray:
@@ -79,32 +80,3 @@ class FrameGrabber:
         if self._mss is not None:
             self._mss.close()
             self._mss = None
-
-
-def mipmap_resize(frame: np.ndarray, size: tuple[int, int], scratch=None) -> np.ndarray:
-    """`frame` resized to `size` = (width, height), area-averaged when it shrinks.
-
-    A shrink halves the frame with exact 2-pixel averages (a bilinear resize at exactly half size
-    averages each pair: a box filter) while a side is at least twice its target, then takes one
-    bilinear step for the factor left, below 2: mip-mapping. On a 640×480 game frame to 128×128
-    it is within about 1.5 grey levels on average of `cv2.INTER_AREA`, at a third of its cost
-    (`scripts/bench_capture.py`). Growing, or a mixed change, uses `INTER_AREA` itself.
-    `scratch(shape)`, when given, supplies the output buffers (reused from frame to frame).
-    """
-
-    def resize(src: np.ndarray, w: int, h: int, interpolation: int) -> np.ndarray:
-        if scratch is None:
-            return cv2.resize(src, (w, h), interpolation=interpolation)
-        return cv2.resize(src, (w, h), dst=scratch((h, w, *src.shape[2:])), interpolation=interpolation)
-
-    w, h = int(size[0]), int(size[1])
-    if frame.shape[1] < w or frame.shape[0] < h:
-        return resize(frame, w, h, cv2.INTER_AREA)
-    while frame.shape[1] >= 2 * w or frame.shape[0] >= 2 * h:
-        half_w = frame.shape[1] // 2 if frame.shape[1] >= 2 * w else frame.shape[1]
-        half_h = frame.shape[0] // 2 if frame.shape[0] >= 2 * h else frame.shape[0]
-        even = frame[: half_h * (frame.shape[0] // half_h), : half_w * (frame.shape[1] // half_w)]
-        frame = resize(even, half_w, half_h, cv2.INTER_LINEAR)
-    if (frame.shape[1], frame.shape[0]) != (w, h):
-        frame = resize(frame, w, h, cv2.INTER_LINEAR)
-    return frame

@@ -1,0 +1,65 @@
+"""The frame pipeline's one owner (`capture/frames.py`): the one resize and the frame spec."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from playtester.capture.frames import FrameSpec, resize
+
+
+def picture(w: int, h: int) -> np.ndarray:
+    """A deterministic RGB frame with gradients and sharp edges."""
+    y, x = np.mgrid[0:h, 0:w]
+    return np.stack([(x * 7 + y * 3) % 256, (x * x // 5 + y) % 256, ((x ^ y) * 5) % 256], -1).astype(np.uint8)
+
+
+@pytest.mark.parametrize("source, target", [((256, 256), (128, 128)), ((320, 240), (160, 120)), ((128, 128), (64, 64))])
+def test_a_halving_gives_the_pixels_inter_area_gave(source, target):
+    # What the encoder's and IDM's training pairs and RND's input were resized with before
+    # (INTER_AREA); 128 → 64 is RND's input from the policy's frames.
+    frame = picture(*source)
+    before = cv2.resize(frame, target, interpolation=cv2.INTER_AREA)
+    assert np.array_equal(resize(frame, target), before)
+    assert np.array_equal(FrameSpec(*target).resize(frame), before)
+
+
+def test_a_shrink_by_four_is_inter_area_within_one_grey_level_and_other_ratios_close():
+    frame = picture(320, 240)
+    four = resize(frame, (80, 60)).astype(int) - cv2.resize(frame, (80, 60), interpolation=cv2.INTER_AREA)
+    assert np.abs(four).max() <= 1
+    smooth = cv2.GaussianBlur(picture(640, 480), (0, 0), 3)
+    other = resize(smooth, (128, 128)).astype(int) - cv2.resize(smooth, (128, 128), interpolation=cv2.INTER_AREA)
+    assert np.abs(other).mean() < 3
+
+
+@pytest.mark.parametrize("source, target", [((64, 64), (128, 128)), ((100, 80), (128, 128)), ((160, 120), (128, 128))])
+def test_an_enlarge_or_a_mixed_change_gives_the_pixels_inter_area_gave(source, target):
+    frame = picture(*source)
+    assert np.array_equal(resize(frame, target), cv2.resize(frame, target, interpolation=cv2.INTER_AREA))
+
+
+def test_sizes_are_width_height_and_arrays_height_width():
+    spec = FrameSpec(96, 64)
+    out = spec.resize(picture(320, 240))
+    assert out.shape == spec.shape == (64, 96, 3) and spec.size == (96, 64)
+    same = picture(96, 64)
+    assert spec.resize(same) is same  # a frame of the right size is not copied
+    with pytest.raises(ValueError, match="not square"):
+        spec.side
+
+
+def test_a_batch_keeps_a_channel_axis_of_one():
+    grey = picture(128, 128)[..., :1][None].repeat(3, axis=0)
+    out = FrameSpec.square(64).resize_batch(grey)
+    assert out.shape == (3, 64, 64, 1)
+    assert np.array_equal(out[0, ..., 0], resize(grey[0, ..., 0], (64, 64)))
+
+
+def test_a_saved_spec_round_trips_and_an_old_config_builds_one_from_its_size():
+    spec = FrameSpec(96, 64)
+    assert FrameSpec.from_dict(spec.to_dict()) == spec
+    assert FrameSpec.from_config({"frames": spec.to_dict(), "image_size": 128}, "image_size", 64) == spec
+    assert FrameSpec.from_config({"image_size": 128}, "image_size", 64) == FrameSpec.square(128)
+    assert FrameSpec.from_config({}, "image_size", 64) == FrameSpec.square(64)
