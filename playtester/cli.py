@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import typer
+from typer.core import TyperGroup
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.text import Text
@@ -46,6 +47,24 @@ app = typer.Typer(
 train_app = typer.Typer(help="Train a model: detector, encoder or policy.", no_args_is_help=True)
 eval_app = typer.Typer(help="Evaluate a trained model.", no_args_is_help=True)
 app.add_typer(train_app, name="train")
+
+
+class _RunGroup(TyperGroup):
+    """`playtester run SUBCOMMAND ...`, and `playtester run --game ...` (every option in one
+    command, as before the subcommands) still working: options first mean the hidden `all`."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[0].startswith("-") and args[0] not in ("-h", "--help"):
+            args = ["all", *args]
+        return super().parse_args(ctx, args)
+
+
+run_app = typer.Typer(
+    cls=_RunGroup, no_args_is_help=True,
+    help="Run the tester on a game: explore it, test the objects it finds, watch for bugs, write the report. "
+         "Pick what the run is for: explore (the tester), window (a game in a desktop window), load (load "
+         "testing) or evolve (a population of explorers). Ctrl-C keeps everything written; --resume continues.",
+)
 app.add_typer(eval_app, name="eval")
 
 
@@ -94,7 +113,9 @@ def _register() -> None:
     from playtester.commands import demo, imitation, report, run
 
     app.command("demo")(_interruptible(demo.demo))
-    app.command("run")(_interruptible(run.run))
+    for sub in (*run.SUBCOMMANDS, run.ALL):
+        run_app.command(sub.name, hidden=sub is run.ALL)(_interruptible(run.command(sub)))
+    app.add_typer(run_app, name="run")
     app.command("report")(_interruptible(report.report))
 
     train_app.command("policy")(_interruptible(imitation.train_policy))

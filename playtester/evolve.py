@@ -1,4 +1,4 @@
-"""`playtester run --explorer evolve`: Wuji's evolutionary testing, with oracles on every evaluation.
+"""`playtester run evolve`: Wuji's evolutionary testing, with oracles on every evaluation.
 
 The population loop is `exploration.population.Evolution`; this adds what makes it a test run:
 the crash, stuck and assertion oracles watch every evaluation episode, and each distinct finding
@@ -138,7 +138,7 @@ def run_evolve(cfg: EvolutionConfig, *, assertions: Sequence[str] = (), stuck_st
 def run_evolve_command(*, game: str, out: Path, reward: str | None, population: int, generations: int, steps: int,
                        envs: int, assertions: Sequence[str], stuck_steps: int, seed: int, resume: bool, overwrite: bool,
                        log: Callable[[str], None] = print) -> Evolution:
-    """`playtester run --explorer evolve` from its command-line options."""
+    """`playtester run evolve` from its command-line options."""
     import torch
 
     torch.set_num_threads(1)  # small networks, a few frames a step: more threads only fight each other

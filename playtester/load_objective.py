@@ -1,4 +1,4 @@
-"""`playtester run --objective load`: the run's threshold and the load reward on its explorer.
+"""`playtester run load`: the run's threshold and the load reward on its explorer.
 
 The threshold `t_b` is read from `--load-threshold FILE`, or measured first by random play on a
 fresh game instance (RELINE measured it with an agent trained to play; random play stands in),

@@ -16,165 +16,16 @@ Both write to the same run folder in the same formats, so reports and benchmarks
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 import gymnasium as gym
 import numpy as np
 
 from playtester.capture.errors import UserError
-from playtester.capture.yamlfile import read_json
-from playtester.object_source import FOUND_BY_KEY, NO_OBJECTS, check_object_source, object_source
+from playtester.run_spec import RunSpec, load_known_oois
 from playtester.tester import TesterConfig, TesterEnv
-
-EXPLORERS = ("ppgta", "inspector", "random")
-OBJECTIVES = ("coverage", "load")
-"""`ppgta`: RND novelty + the path policy's preference; `inspector`: single-predictor RND only;
-`random`: uniform random actions."""
-
-
-@dataclass
-class RunSpec:
-    """Everything a game instance needs to build its tester loop; saved as the run's config."""
-
-    game: str
-    """Game spec (see `playtester games`)."""
-    tester: str | None
-    """Test policy checkpoint (the inspect policy); None: explore and watch the oracles only."""
-    run_dir: str
-    """The run folder."""
-    explorer: str = "ppgta"
-    """One of `EXPLORERS`."""
-    preference: str | None = None
-    """Path-following policy checkpoint: the preference reward (ppgta) and the explorer's initial weights."""
-    detector: str | None = None
-    """Detector checkpoint that finds the OOIs to test (needed with a test policy, unless `oracle_labels`)."""
-    oracle_labels: bool = False
-    """Find the OOIs through the engine's labels instead of a detector (the park only): an ablation."""
-    episodes: int = 3
-    """Episodes in the whole run, each from a random start."""
-    steps: int = 500
-    """Game steps per episode, test steps included."""
-    num_envs: int = 2
-    """Game instances played at once by the PPO explorer (the random explorer plays one)."""
-    rollout: int = 64
-    """PPO steps per instance between updates."""
-    texture_reference: str | None = None
-    """COCO labels of healthy OOIs for the texture oracle."""
-    assertions: list[str] = field(default_factory=list)
-    """User assertions, `module:function` or `file.py:function`."""
-    stuck_steps: int = 40
-    """Steps of unchanged picture under input that count as stuck."""
-    test_steps: int | None = None
-    """Steps of one OOI test; None: the test policy's demo length."""
-    seed: int = 0
-    """Seed of starts, action sampling and PPO."""
-    map: str | None = None
-    """Bird's-eye map image of a game without built-in ground truth (a window game), for the report."""
-    map_bounds: list[float] | None = None
-    """World bounds `x0, y0, x1, y1` the map image covers (telemetry units)."""
-    oois: str | None = None
-    """JSON file of the known OOIs (`id`, `kind`, `x`, `y`): detections are matched to them by
-    telemetry, and the report draws them."""
-    telemetry_port: int | None = None
-    """A window game's UDP telemetry port (its dev build sends position, angle, fps there)."""
-    objective: str = "coverage"
-    """`coverage`: the explorer's own reward; `load`: plus RELINE's load reward for frame-rate drops."""
-    load_threshold: str | None = None
-    """With `load`: a threshold file (`LoadThreshold.save`); None: measured by random play first,
-    saved as `load_threshold.json` in the run folder."""
-    load_area: str = "everywhere"
-    """With `load`: where frame-rate drops are rewarded, `everywhere` or `pathways` (the park's)."""
-    max_restarts: int = 3
-    """Game crashes in the run that are restarted from; one more stops the run (the report says why)."""
-
-    def __post_init__(self) -> None:
-        if self.objective not in OBJECTIVES:
-            raise UserError(f"--objective {self.objective!r}: use one of {', '.join(OBJECTIVES)}")
-        if self.objective == "load" and self.explorer == "random":
-            raise UserError("--objective load trains the PPO explorer; use --explorer inspector or ppgta "
-                            "(a random run's report shows its frame times anyway)")
-        if self.load_area not in ("everywhere", "pathways"):
-            raise UserError(f"--load-area {self.load_area!r}: use everywhere or pathways")
-        if self.explorer not in EXPLORERS:
-            raise UserError(f"--explorer {self.explorer!r}: use one of {', '.join(EXPLORERS)}, evolve")
-        if self.explorer == "ppgta" and not self.preference:
-            raise UserError("--explorer ppgta needs the path-following policy: give --preference models/path.ckpt "
-                            "(or --explorer inspector|random)")
-        for name in ("episodes", "steps", "num_envs", "rollout", "stuck_steps"):
-            if getattr(self, name) < 1:
-                raise UserError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")
-        if self.max_restarts < 0:
-            raise UserError(f"--max-restarts {self.max_restarts}: must be 0 (stop at the first crash) or more")
-        if self.explorer == "random" or self.game.startswith("window:"):
-            self.num_envs = 1  # one random walker; one window on the desktop
-        if (self.map is None) != (self.map_bounds is None):
-            raise UserError("--map and --map-bounds go together: the image, and the world area it shows")
-        if self.map is not None:
-            check_map(self.map, self.map_bounds)
-        if self.oois is not None:
-            load_known_oois(self.oois)
-        if self.telemetry_port is not None and not self.game.startswith("window:"):
-            raise UserError(f"--telemetry-port: only a window game listens for telemetry; {self.game} reports its own")
-        check_object_source(self.detector, self.oracle_labels, needed=self.tester is not None,
-                            needed_by=f"--tester {self.tester}")
-
-    def game_options(self) -> dict[str, Any]:
-        """What `make_game` takes for this run's game."""
-        options: dict[str, Any] = {"max_steps": self.steps}
-        if self.telemetry_port is not None:
-            options["telemetry_port"] = self.telemetry_port
-        return options
-
-    def to_config(self) -> dict[str, Any]:
-        config = asdict(self)
-        config["agent"] = {"ppgta": "PPGTA explorer", "inspector": "Inspector-style explorer",
-                           "random": "random explorer"}[self.explorer]
-        if self.objective == "load":
-            config["agent"] += " + load reward"
-        config[FOUND_BY_KEY] = object_source(self.detector, self.oracle_labels) if self.tester else NO_OBJECTS
-        return config
-
-
-class KnownOOI(NamedTuple):
-    """An object of interest whose place the tester knows (from `--oois`)."""
-
-    id: Any
-    kind: str
-    x: float
-    y: float
-
-
-def load_known_oois(path: str | Path) -> list[KnownOOI]:
-    """The `--oois` file: a JSON list of `{"id", "kind", "x", "y"}` (more keys are kept for the report)."""
-    if not Path(path).exists():
-        raise UserError(f"--oois {path}: no such file")
-    records = read_json(path, f"--oois {path}")
-    if not isinstance(records, list):
-        raise UserError(f"--oois {path}: expected a JSON list of objects with id, kind, x, y")
-    oois = []
-    for i, r in enumerate(records):
-        try:
-            oois.append(KnownOOI(r["id"], str(r["kind"]), float(r["x"]), float(r["y"])))
-        except (KeyError, TypeError, ValueError):
-            raise UserError(f"--oois {path}: record {i} ({json.dumps(r)[:80]}) needs id, kind and numeric x, y") from None
-    if len({o.id for o in oois}) != len(oois):
-        raise UserError(f"--oois {path}: two records share an id; ids must be unique")
-    return oois
-
-
-def check_map(image: str, bounds: list[float] | None) -> None:
-    """Refuse an unreadable `--map` image or `--map-bounds` that enclose no area."""
-    import cv2
-
-    if cv2.imread(str(image)) is None:
-        raise UserError(f"--map {image}: missing or not an image (PNG or JPEG)")
-    if bounds is None or len(bounds) != 4 or not (bounds[2] > bounds[0] and bounds[3] > bounds[1]):
-        raise UserError(f"--map-bounds {bounds}: give X0,Y0,X1,Y1 (world units) with X1 > X0 and Y1 > Y0")
-
 
 def make_detector(spec: RunSpec, env: gym.Env):
     """What finds the OOIs in the tester loop: a trained model whose detections are matched to

@@ -45,7 +45,8 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
     """One agent's run in its own folder; its summary and per-episode counts."""
     from playtester.report import build_report, tested_counts
     from playtester.runlog import read_jsonl
-    from playtester.runner import RunSpec, explore_at_random, explore_with_ppo
+    from playtester.run_spec import RunSpec
+    from playtester.runner import explore_at_random, explore_with_ppo
 
     folder = out / f"{agent}-seed{seed}"
     if folder.exists():

@@ -119,7 +119,7 @@ def test_a_studio_map_and_ooi_list_are_checked_up_front(tmp_path):
     import numpy as np
 
     from playtester.capture.errors import UserError
-    from playtester.runner import RunSpec, load_known_oois
+    from playtester.run_spec import RunSpec, load_known_oois
 
     def spec(**kw):
         return RunSpec(game="window:My Game", tester=None, run_dir=str(tmp_path / "r"), explorer="random", **kw)
@@ -149,3 +149,51 @@ def test_a_studio_map_and_ooi_list_are_checked_up_front(tmp_path):
         RunSpec(game="doom:park", tester=None, run_dir=str(tmp_path / "r"), explorer="random", telemetry_port=7777)
     assert main(["run", "--game", "window:x", "--explorer", "random", "--map-bounds", "1,2,3", "--map", str(image),
                  "--out", str(tmp_path / "r")]) == 2
+
+
+def test_each_run_subcommand_lists_at_most_15_options_and_every_option_is_reachable():
+    """`run explore|window|load|evolve` split the options by purpose; an option none of them takes
+    (on its command line or from --config) would be reachable only through the old `run --...`."""
+    from dataclasses import fields
+
+    import typer
+
+    from playtester.cli import app
+    from playtester.commands.run import ALL, SUBCOMMANDS
+    from playtester.run_spec import RunSpec
+
+    run = typer.main.get_command(app).commands["run"]
+    for sub in SUBCOMMANDS:
+        options = [p.opts[0] for p in run.commands[sub.name].params if p.name != "help"]
+        assert len(options) <= 15, (sub.name, options)
+        assert not set(sub.flags) & set(sub.config_only), sub.name
+    reachable = {name for sub in SUBCOMMANDS for name in (*sub.flags, *sub.config_only, *sub.fixed)}
+    assert reachable == {f.name for f in fields(RunSpec)}
+    assert run.commands[ALL.name].hidden and len(run.commands[ALL.name].params) > 25
+
+
+def test_run_explore_reads_its_config_file_and_resumes_from_the_folder_alone(small_park, tmp_path, capsys):
+    """--config fills what the command line does not give (the command line wins); --resume with
+    --out alone continues with the run's own config.yaml."""
+    import yaml
+
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump({"game": small_park, "explorer": "random", "steps": 30, "stuck_steps": 7, "seed": 3}))
+    out = tmp_path / "r"
+    assert main(["run", "explore", "--config", str(config), "--steps", "20", "--episodes", "1", "--out", str(out)]) == 0
+    saved = yaml.safe_load((out / "config.yaml").read_text())
+    assert (saved["steps"], saved["stuck_steps"], saved["seed"], saved["game"]) == (20, 7, 3, small_park)
+    assert saved["objective"] == "coverage"
+    assert main(["run", "explore", "--out", str(out), "--resume", "--episodes", "2"]) == 0
+    assert {r["episode"] for r in read_jsonl(out / "trajectory.jsonl")} == {0, 1}
+    assert json.loads((out / "summary.json").read_text())["steps"] == 40
+    # a changed kept option is refused; a config naming another subcommand's purpose too
+    assert main(["run", "explore", "--out", str(out), "--resume", "--episodes", "3", "--seed", "4"]) == 2
+    assert "seed=3, now 4" in capsys.readouterr().err
+    config.write_text(yaml.safe_dump({"game": small_park, "objective": "load"}))
+    assert main(["run", "explore", "--config", str(config), "--out", str(tmp_path / "r2")]) == 2
+    assert "playtester run load" in capsys.readouterr().err
+    config.write_text(yaml.safe_dump({"game": small_park, "rollouts": 3}))
+    assert main(["run", "explore", "--config", str(config), "--out", str(tmp_path / "r2")]) == 2
+    assert "unknown option 'rollouts'" in capsys.readouterr().err
+    assert not (tmp_path / "r2").exists()

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import shutil
+import typing
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, Callable, List, Optional
 
 import typer
 import yaml
@@ -13,80 +16,179 @@ from rich.console import Console
 
 from playtester.capture.atomic import write_text_atomic
 from playtester.capture.errors import UserError
-from playtester.commands.options import MANY, about, check_free_disk, check_memory
+from playtester.commands.options import about, check_free_disk, check_memory
 from playtester.commands.scenario import check_out_parent, progress
+from playtester.run_spec import RunSpec
+
+try:  # typer >= 0.16 carries its own copy of click
+    from typer._click.core import ParameterSource
+    from typer._click.globals import get_current_context
+except ImportError:  # pragma: no cover - older typer on click
+    from click import get_current_context
+    from click.core import ParameterSource
 
 console = Console()
 
-KEPT_ON_RESUME = ("game", "explorer", "tester", "preference", "detector", "oracle_labels", "num_envs", "rollout", "seed",
-                  "steps", "objective")
-"""Options a resumed run must keep: the logs and the explorer's checkpoint were made with them."""
+LAUNCH_FLAGS = {
+    "config": (Optional[Path], typer.Option(None, "--config", help="A YAML file of this run's options, named as in a run's config.yaml (which is one): what the command line does not give is read from it.")),
+    "resume": (bool, typer.Option(False, "--resume", help="Continue the run in --out that was interrupted (its options from its config.yaml; the explorer from its last checkpoint); give more --episodes to play on.")),
+    "overwrite": (bool, typer.Option(False, "--overwrite", help="Delete an existing run folder first.")),
+    "cluster": (Optional[str], typer.Option(None, "--cluster", help="Run the game instances as Ray actors: ray (a local Ray started for this run), auto (the Ray cluster this machine is part of) or ray://HOST:PORT; this process alone writes the run folder (needs pip install -e \".\\[cluster]\").")),
+}
+"""Options of how a run starts, not of what it does: not saved in its config.yaml."""
 
 
-def run(
-    game: str = typer.Option(..., "--game", help="Game spec (see `playtester games`)."),
-    tester: Optional[Path] = typer.Option(None, "--tester", help="Test policy checkpoint (e.g. the inspect policy), with --detector to find the OOIs it tests; without it the run explores and watches the oracles, testing no OOI."),
-    out: Path = typer.Option(..., "--out", help="Run folder, e.g. runs/r1 (refused if it exists, unless --resume or --overwrite)."),
-    preference: Optional[Path] = typer.Option(None, "--preference", help="Path-following policy checkpoint: the explorer starts from it and is rewarded for keeping its style (needed by --explorer ppgta)."),
-    explorer: str = typer.Option("ppgta", "--explorer", help="ppgta (PPO with RND novelty + the path policy's preference, trained online), inspector (PPO with single-predictor RND, the baseline), random, or evolve (Wuji: a population evolved for exploration and winning, offspring refined by PPO; crash, stuck and assertion oracles on every evaluation)."),
-    detector: Optional[str] = typer.Option(None, "--detector", help="Detector checkpoint that finds the OOIs to test (from `playtester train detector`); a run with --tester refuses to start without it or --oracle-labels."),
-    oracle_labels: bool = typer.Option(False, "--oracle-labels", help="Find the OOIs through the engine's labels instead of a detector (the built-in park only): an ablation, and the report says so."),
-    episodes: int = typer.Option(3, "--episodes", min=1, max=MANY, help="Episodes in the whole run, each from a random start."),
-    steps: int = typer.Option(500, "--steps", min=1, max=MANY, help="Game steps per episode (test steps included)."),
-    envs: int = typer.Option(2, "--envs", min=1, max=64, help="Game instances played at once by the PPO explorer, one process each."),
-    rollout: int = typer.Option(64, "--rollout", min=1, max=MANY, help="PPO steps per game instance between updates."),
-    texture_reference: Optional[Path] = typer.Option(None, "--texture-reference", help="COCO labels of healthy OOIs for the texture oracle."),
-    assertions: List[str] = typer.Option([], "--assert", help="A user assertion, module:function or file.py:function (repeatable)."),
-    stuck_steps: int = typer.Option(40, "--stuck-steps", min=1, max=MANY, help="Steps of unchanged picture under input that count as stuck."),
-    test_steps: Optional[int] = typer.Option(None, "--test-steps", min=1, max=MANY, help="Steps of one OOI test (default: the test policy's demo length)."),
-    seed: int = typer.Option(0, "--seed", min=0, help="Seed of starts, action sampling and PPO."),
-    objective: str = typer.Option("coverage", "--objective", help="coverage (the explorer's own reward) or load (plus RELINE's reward for frame-rate drops: load testing)."),
-    load_threshold: Optional[Path] = typer.Option(None, "--load-threshold", help="With --objective load: a threshold file (load_threshold.json of an earlier run); default: measured by random play first."),
-    load_area: str = typer.Option("everywhere", "--load-area", help="With --objective load: where frame-rate drops are rewarded, everywhere or pathways."),
-    resume: bool = typer.Option(False, "--resume", help="Continue a run that was interrupted (the explorer from its last checkpoint)."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Delete an existing run folder first."),
-    map_image: Optional[Path] = typer.Option(None, "--map", help="Bird's-eye map image of a game without built-in ground truth (a window game with telemetry)."),
-    map_bounds: Optional[str] = typer.Option(None, "--map-bounds", help="X0,Y0,X1,Y1: the world area (telemetry units) the --map image shows."),
-    telemetry_port: Optional[int] = typer.Option(None, "--telemetry-port", min=1, max=65535, help="A window game's UDP port for JSON-line telemetry from its dev build (pos, angle, fps)."),
-    oois: Optional[Path] = typer.Option(None, "--oois", help="JSON list of the known OOIs ({id, kind, x, y}): detections are matched to them by telemetry and the report draws them."),
-    reward: Optional[str] = typer.Option(None, "--reward", help="evolve: the winning score's reward, module:function or file.py:function over (frame, info); needed where the game has none (a window, the park)."),
-    population: int = typer.Option(30, "--population", min=2, max=10_000, help="evolve: policies in the population."),
-    generations: int = typer.Option(10, "--generations", min=1, max=MANY, help="evolve: generations to run."),
-    max_restarts: int = typer.Option(3, "--max-restarts", min=0, max=1000, help="Game crashes to restart from (each is a crash finding); at one more the run stops, and the report says why."),
-    cluster: Optional[str] = typer.Option(None, "--cluster", help="Run the game instances as Ray actors: ray (a local Ray started for this run), auto (the Ray cluster this machine is part of) or ray://HOST:PORT; this process alone writes the run folder (needs pip install -e \".[cluster]\")."),
-) -> None:
-    """Run the tester: explore the game (the PPO explorer learns as it plays), test every OOI it
-    finds with the test policy, judge textures, watch for crashes, stuck states and failed
-    assertions; then write the report. Ctrl-C keeps everything written; --resume continues."""
+@dataclass(frozen=True)
+class Subcommand:
+    """One `playtester run` subcommand: the `RunSpec` fields it takes on its command line, those
+    it takes from --config only (its help names them), those its purpose fixes, and its launch
+    options."""
+
+    name: str
+    help: str
+    flags: tuple[str, ...]
+    config_only: tuple[str, ...]
+    fixed: dict[str, Any] = field(default_factory=dict)
+    launch: tuple[str, ...] = ("config", "resume", "overwrite")
+
+
+ORACLE_KNOBS = ("assertions", "stuck_steps", "test_steps", "max_restarts")
+SUBCOMMANDS = (
+    Subcommand("explore", "Explore a game and test the objects it finds: the PPO explorer (ppgta or inspector) learns as "
+               "it plays, the test policy tests every object the detector finds, the oracles watch for crashes, stuck "
+               "states, texture bugs and failed assertions; then the report.",
+               ("game", "run_dir", "explorer", "preference", "tester", "detector", "texture_reference", "episodes", "steps",
+                "num_envs", "seed"), ("rollout", "oracle_labels", *ORACLE_KNOBS), {"objective": "coverage"},
+               ("config", "resume", "overwrite", "cluster")),
+    Subcommand("window", "Test a game in a window of this desktop (or a virtual screen): the same tester, one instance, "
+               "with the game's bird's-eye map, telemetry and known objects where its dev build gives them.",
+               ("game", "run_dir", "explorer", "preference", "tester", "detector", "episodes", "steps", "map", "map_bounds",
+                "telemetry_port", "oois"), ("seed", "rollout", "texture_reference", *ORACLE_KNOBS), {"objective": "coverage"}),
+    Subcommand("load", "Load-test a game (RELINE): the PPO explorer is also rewarded for frame-rate drops, measured "
+               "against a threshold from random play; the report maps where the game slows down.",
+               ("game", "run_dir", "explorer", "preference", "tester", "detector", "episodes", "steps", "num_envs", "seed",
+                "load_threshold", "load_area"), ("rollout", "oracle_labels", "texture_reference", *ORACLE_KNOBS),
+               {"objective": "load"}, ("config", "resume", "overwrite")),
+    Subcommand("evolve", "Evolve a population of explorers (Wuji): for exploration and for winning, offspring refined "
+               "by PPO; crash, stuck and assertion oracles on every evaluation.",
+               ("game", "run_dir", "reward", "population", "generations", "steps", "num_envs", "seed", "assertions",
+                "stuck_steps"), (), {"explorer": "evolve"}),
+)
+ALL = Subcommand("all", "Run the tester with every option of the subcommands in one command (the `playtester run "
+                 "--game ...` of earlier versions; `playtester run explore|window|load|evolve` split them by purpose).",
+                 tuple(f.name for f in fields(RunSpec)), (), {}, tuple(LAUNCH_FLAGS))
+PARSE = {"map_bounds": lambda text: parse_bounds(text), "map": lambda path: str(Path(path).resolve()),
+         "oois": lambda path: str(Path(path).resolve())}
+"""Fields whose option text is turned into the field's value."""
+
+
+def kept_on_resume() -> tuple[str, ...]:
+    """The `RunSpec` fields a resumed run must keep: the logs and the explorer's checkpoint were made with them."""
+    return tuple(f.name for f in fields(RunSpec) if f.metadata["flag"].kept)
+
+
+def command(sub: Subcommand) -> Callable[..., None]:
+    """The typer command of `sub`: its options are its `RunSpec` fields' flags and its launch options."""
+    hints = typing.get_type_hints(RunSpec)
+    by_name = {f.name: f for f in fields(RunSpec)}
+    params = []
+    for name in sub.flags:
+        f, flag = by_name[name], by_name[name].metadata["flag"]
+        low, high = flag.limits
+        default = None if name in ("game", "run_dir") or f.default_factory is not MISSING else f.default
+        kind = Optional[str] if name in PARSE or name == "game" else hints[name]
+        option = typer.Option(..., flag.name, help=flag.help) if name == "run_dir" else (
+            typer.Option(default, flag.name, help=flag.help, min=low, max=high))
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option,
+                                        annotation=List[str] if name == "assertions" else kind))
+    for name in sub.launch:
+        kind, option = LAUNCH_FLAGS[name]
+        if name == "config" and sub.config_only:
+            option = typer.Option(None, "--config", help=f"{option.help} Also the options this command does not list: "
+                                  f"{', '.join(sub.config_only)}.")
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind))
+
+    def run_command(**given: Any) -> None:
+        launch = {name: given.pop(name, None) for name in LAUNCH_FLAGS}
+        source = get_current_context().get_parameter_source
+        on_command_line = {k: v for k, v in given.items() if source(k) is not ParameterSource.DEFAULT}
+        spec = spec_for(sub, on_command_line, launch["config"], bool(launch["resume"]))
+        start(spec, launch["cluster"], bool(launch["resume"]), bool(launch["overwrite"]))
+
+    run_command.__signature__ = inspect.Signature(params)
+    run_command.__doc__ = sub.help
+    run_command.__name__ = sub.name
+    return run_command
+
+
+def spec_for(sub: Subcommand, on_command_line: dict[str, Any], config: Path | None, resume: bool) -> RunSpec:
+    """The run's `RunSpec`: the defaults, then the run being resumed, then --config, then the
+    command line; what `sub`'s purpose fixes is fixed."""
+    out = Path(on_command_line["run_dir"])
+    names = {f.name for f in fields(RunSpec)}
+    values: dict[str, Any] = {}
+    if resume and (out / "config.yaml").is_file():
+        from playtester.runlog import read_config
+
+        values.update({k: v for k, v in read_config(out).items() if k in names})
+    asked = read_run_config(config, names) if config is not None else {}
+    asked.update({k: PARSE[k](v) if k in PARSE and v is not None else v for k, v in on_command_line.items()})
+    values.update(asked)
+    values["run_dir"] = str(out)
+    for key, value in sub.fixed.items():
+        if asked.get(key, value) != value:
+            other = next((s.name for s in SUBCOMMANDS if s.fixed.get(key) == asked[key]), "all")
+            raise UserError(f"{key.replace('_', '-')} {asked[key]!r}: `playtester run {sub.name}` runs with {value!r}; "
+                            f"use `playtester run {other}`")
+        values[key] = value
+    if values.get("game") is None:
+        raise UserError("--game: missing; give the game spec (see `playtester games`), or a --config that names it")
+    if sub is not ALL and sub.name != "evolve" and values.get("explorer") == "evolve":
+        raise UserError("--explorer evolve: use `playtester run evolve`")
+    return RunSpec(**values)
+
+
+def read_run_config(path: Path, names: set[str]) -> dict[str, Any]:
+    """A --config file: a YAML mapping of run options (a run's config.yaml: its other keys are ignored)."""
+    from playtester.capture.yamlfile import read_yaml
+
+    doc = read_yaml(path, f"--config {path}")
+    if not isinstance(doc, dict):
+        raise UserError(f"--config {path}: expected a YAML mapping of options (e.g. a run's config.yaml)")
+    unknown = sorted(k for k in doc if k not in names and k not in CONFIG_EXTRAS)
+    if unknown:
+        raise UserError(f"--config {path}: unknown option {unknown[0]!r}; the options are "
+                        f"{', '.join(sorted(names - {'run_dir'}))}")
+    return {k: v for k, v in doc.items() if k in names and k != "run_dir"}
+
+
+CONFIG_EXTRAS = ("agent", "found_by", "evolution")
+"""Keys a run's config.yaml holds besides its options (what it was, for the report)."""
+
+
+def start(spec: RunSpec, cluster: str | None, resume: bool, overwrite: bool) -> None:
+    """Start (or resume) the run `spec` names and write its report."""
     from playtester.cluster import check_cluster
     from playtester.report import build_report
-    from playtester.runner import RunSpec, episodes_left
+    from playtester.runner import episodes_left
 
+    out = Path(spec.run_dir)
     if resume and overwrite:
         raise UserError("--resume and --overwrite contradict each other; give one")
     cluster = check_cluster(cluster)
-    if cluster and explorer == "evolve":
+    if cluster and spec.explorer == "evolve":
         raise UserError(f"--cluster {cluster}: --explorer evolve runs on this machine only; give ppgta, inspector or random")
-    if explorer == "evolve":  # its own loop: no test policy, no detector (playtester/evolve.py)
+    if spec.explorer == "evolve":  # its own loop: no test policy, no detector (playtester/evolve.py)
         from playtester.evolve import run_evolve_command
 
         check_out_parent(out)
         check_run_folder(out, resume, overwrite)
-        run_evolve_command(game=game, out=out, reward=reward, population=population, generations=generations, steps=steps,
-                           envs=envs, assertions=assertions, stuck_steps=stuck_steps, seed=seed, resume=resume,
-                           overwrite=overwrite, log=console.print)
+        run_evolve_command(game=spec.game, out=out, reward=spec.reward, population=spec.population,
+                           generations=spec.generations, steps=spec.steps, envs=spec.num_envs, assertions=spec.assertions,
+                           stuck_steps=spec.stuck_steps, seed=spec.seed, resume=resume, overwrite=overwrite,
+                           log=console.print)
         console.print(f"wrote {out} (generations, findings) and the report {build_report(out)}")
         return
-    spec = RunSpec(game=game, tester=str(tester) if tester else None, run_dir=str(out), explorer=explorer,
-                   preference=str(preference) if preference else None, detector=detector, oracle_labels=oracle_labels,
-                   episodes=episodes,
-                   steps=steps, num_envs=envs, rollout=rollout,
-                   texture_reference=str(texture_reference) if texture_reference else None,
-                   assertions=list(assertions), stuck_steps=stuck_steps, test_steps=test_steps, seed=seed,
-                   objective=objective, load_threshold=str(load_threshold) if load_threshold else None, load_area=load_area,
-                   map=str(map_image.resolve()) if map_image else None, map_bounds=parse_bounds(map_bounds),
-                   oois=str(oois.resolve()) if oois else None, telemetry_port=telemetry_port,
-                   max_restarts=max_restarts)
     check_out_parent(out)
     check_run_folder(out, resume, overwrite)
     if resume:
@@ -102,7 +204,7 @@ def run(
         out.mkdir(exist_ok=True)
         if not resume:
             write_text_atomic(out / "config.yaml", yaml.safe_dump(spec.to_config(), sort_keys=False))
-        play(spec, cluster, resume, episodes - episodes_left(spec))
+        play(spec, cluster, resume, spec.episodes - episodes_left(spec))
     report = build_report(out)
     from playtester.crashes import read_stop
 
@@ -238,7 +340,7 @@ def check_same_run(out: Path, now: dict) -> None:
     was = dict(saved)
     if was.get("detector") == "ground-truth":  # a run from before --oracle-labels
         was.update(detector=None, oracle_labels=True)
-    for key in KEPT_ON_RESUME:
+    for key in kept_on_resume():
         if key in was and was[key] != now[key]:
             raise UserError(f"--resume: {out} was run with {key.replace('_', '-')}={was[key]!r}, now {now[key]!r}; "
                             "give the same options (only --episodes may grow), or start a new run")

@@ -294,7 +294,7 @@ def demos(
     fps: float = typer.Option(35 / 4, "--fps", help="--from-video: the control rate to resample to (the encoder's demos': 8.75 on ViZDoom)."),
     key_map: Optional[str] = typer.Option(None, "--key-map", help="--from-video: the key map YAML of the encoder's actions (default: the default map)."),
     flag_below: float = typer.Option(0.5, "--flag-below", help="--from-video: flag steps whose label's probability is below this (low_confidence)."),
-    cluster: Optional[str] = typer.Option(None, "--cluster", help="Record the episodes in Ray tasks: ray (a local Ray), auto (this machine's Ray cluster) or ray://HOST:PORT; this process alone writes --out (needs pip install -e \".[cluster]\")."),
+    cluster: Optional[str] = typer.Option(None, "--cluster", help="Record the episodes in Ray tasks: ray (a local Ray), auto (this machine's Ray cluster) or ray://HOST:PORT; this process alone writes --out (needs pip install -e \".\\[cluster]\")."),
 ) -> None:
     """Record scripted-expert demos: ordinary demo episodes, as if a tester had played them.
 

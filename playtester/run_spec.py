@@ -1,0 +1,167 @@
+"""What one tester run is: `RunSpec`, its command line, its saved config.yaml and its resume
+check in one dataclass, with the checks of the files it names.
+
+Light on purpose (no torch, no engine): `playtester --help` builds every `run` subcommand's
+options from it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import MISSING, asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, NamedTuple
+
+from playtester.capture.errors import UserError
+from playtester.capture.yamlfile import read_json
+from playtester.commands.options import MANY
+from playtester.object_source import FOUND_BY_KEY, NO_OBJECTS, check_object_source, object_source
+
+EXPLORERS = ("ppgta", "inspector", "random")
+OBJECTIVES = ("coverage", "load")
+"""`ppgta`: RND novelty + the path policy's preference; `inspector`: single-predictor RND only;
+`random`: uniform random actions."""
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How a `RunSpec` field is given on the command line (`playtester/commands/run.py` builds
+    each `run` subcommand's options from these)."""
+
+    name: str
+    """The option, e.g. `--envs`."""
+    help: str
+    kept: bool = False
+    """A resumed run must keep it: the logs and the explorer's checkpoint were made with it."""
+    limits: tuple[int | None, int | None] = (None, None)
+    """`min`, `max` of a count."""
+
+
+def flag(name: str, help: str, default: Any = MISSING, *, kept: bool = False, limits: tuple[int | None, int | None] = (None, None),
+         factory: Callable[[], Any] | None = None) -> Any:
+    """A `RunSpec` field with its command-line option."""
+    metadata = {"flag": Flag(name, help, kept, limits)}
+    if factory is not None:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass(kw_only=True)
+class RunSpec:
+    """One tester run: its command line (each field's `Flag`), its saved config.yaml (`to_config`)
+    and its resume check (the `kept` flags). Everything a game instance needs to build its tester
+    loop: paths and options only, so that it pickles into the game workers."""
+
+    game: str = flag("--game", "Game spec (see `playtester games`).", kept=True)
+    tester: str | None = flag("--tester", "Test policy checkpoint (e.g. the inspect policy), with --detector to find the OOIs it tests; without it the run explores and watches the oracles, testing no OOI.", None, kept=True)
+    run_dir: str = flag("--out", "Run folder, e.g. runs/r1 (refused if it exists, unless --resume or --overwrite).")
+    explorer: str = flag("--explorer", "ppgta (PPO with RND novelty + the path policy's preference, trained online), inspector (PPO with single-predictor RND, the baseline) or random; evolve is `playtester run evolve`.", "ppgta", kept=True)
+    preference: str | None = flag("--preference", "Path-following policy checkpoint: the explorer starts from it and is rewarded for keeping its style (needed by --explorer ppgta).", None, kept=True)
+    detector: str | None = flag("--detector", "Detector checkpoint that finds the OOIs to test (from `playtester train detector`); a run with --tester refuses to start without it or --oracle-labels.", None, kept=True)
+    oracle_labels: bool = flag("--oracle-labels", "Find the OOIs through the engine's labels instead of a detector (the built-in park only): an ablation, and the report says so.", False, kept=True)
+    episodes: int = flag("--episodes", "Episodes in the whole run, each from a random start.", 3, limits=(1, MANY))
+    steps: int = flag("--steps", "Game steps per episode (test steps included).", 500, kept=True, limits=(1, MANY))
+    num_envs: int = flag("--envs", "Game instances played at once, one process each (the PPO explorer and evolve; random and window games play one).", 2, kept=True, limits=(1, 64))
+    rollout: int = flag("--rollout", "PPO steps per game instance between updates.", 64, kept=True, limits=(1, MANY))
+    texture_reference: str | None = flag("--texture-reference", "COCO labels of healthy OOIs for the texture oracle.", None)
+    assertions: list[str] = flag("--assert", "A user assertion, module:function or file.py:function (repeatable).", factory=list)
+    stuck_steps: int = flag("--stuck-steps", "Steps of unchanged picture under input that count as stuck.", 40, limits=(1, MANY))
+    test_steps: int | None = flag("--test-steps", "Steps of one OOI test (default: the test policy's demo length).", None, limits=(1, MANY))
+    seed: int = flag("--seed", "Seed of starts, action sampling and PPO.", 0, kept=True, limits=(0, None))
+    map: str | None = flag("--map", "Bird's-eye map image of a game without built-in ground truth (a window game with telemetry).", None)
+    map_bounds: list[float] | None = flag("--map-bounds", "X0,Y0,X1,Y1: the world area (telemetry units) the --map image shows.", None)
+    oois: str | None = flag("--oois", "JSON list of the known OOIs ({id, kind, x, y}): detections are matched to them by telemetry and the report draws them.", None)
+    telemetry_port: int | None = flag("--telemetry-port", "A window game's UDP port for JSON-line telemetry from its dev build (pos, angle, fps).", None, limits=(1, 65535))
+    objective: str = flag("--objective", "coverage (the explorer's own reward) or load (plus RELINE's reward for frame-rate drops: load testing).", "coverage", kept=True)
+    load_threshold: str | None = flag("--load-threshold", "With --objective load: a threshold file (load_threshold.json of an earlier run); default: measured by random play first.", None)
+    load_area: str = flag("--load-area", "With --objective load: where frame-rate drops are rewarded, everywhere or pathways.", "everywhere")
+    max_restarts: int = flag("--max-restarts", "Game crashes to restart from (each is a crash finding); at one more the run stops, and the report says why.", 3, limits=(0, 1000))
+    reward: str | None = flag("--reward", "evolve: the winning score's reward, module:function or file.py:function over (frame, info); needed where the game has none (a window, the park).", None)
+    population: int = flag("--population", "evolve: policies in the population.", 30, limits=(2, 10_000))
+    generations: int = flag("--generations", "evolve: generations to run.", 10, limits=(1, MANY))
+
+    def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise UserError(f"--objective {self.objective!r}: use one of {', '.join(OBJECTIVES)}")
+        if self.objective == "load" and self.explorer == "random":
+            raise UserError("--objective load trains the PPO explorer; use --explorer inspector or ppgta "
+                            "(a random run's report shows its frame times anyway)")
+        if self.load_area not in ("everywhere", "pathways"):
+            raise UserError(f"--load-area {self.load_area!r}: use everywhere or pathways")
+        if self.explorer == "evolve":  # its own loop (playtester/evolve.py), its own checks
+            return
+        if self.explorer not in EXPLORERS:
+            raise UserError(f"--explorer {self.explorer!r}: use one of {', '.join(EXPLORERS)}, evolve")
+        if self.explorer == "ppgta" and not self.preference:
+            raise UserError("--explorer ppgta needs the path-following policy: give --preference models/path.ckpt "
+                            "(or --explorer inspector|random)")
+        for name in ("episodes", "steps", "num_envs", "rollout", "stuck_steps"):
+            if getattr(self, name) < 1:
+                raise UserError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")
+        if self.max_restarts < 0:
+            raise UserError(f"--max-restarts {self.max_restarts}: must be 0 (stop at the first crash) or more")
+        if self.explorer == "random" or self.game.startswith("window:"):
+            self.num_envs = 1  # one random walker; one window on the desktop
+        if (self.map is None) != (self.map_bounds is None):
+            raise UserError("--map and --map-bounds go together: the image, and the world area it shows")
+        if self.map is not None:
+            check_map(self.map, self.map_bounds)
+        if self.oois is not None:
+            load_known_oois(self.oois)
+        if self.telemetry_port is not None and not self.game.startswith("window:"):
+            raise UserError(f"--telemetry-port: only a window game listens for telemetry; {self.game} reports its own")
+        check_object_source(self.detector, self.oracle_labels, needed=self.tester is not None,
+                            needed_by=f"--tester {self.tester}")
+
+    def game_options(self) -> dict[str, Any]:
+        """What `make_game` takes for this run's game."""
+        options: dict[str, Any] = {"max_steps": self.steps}
+        if self.telemetry_port is not None:
+            options["telemetry_port"] = self.telemetry_port
+        return options
+
+    def to_config(self) -> dict[str, Any]:
+        config = asdict(self)
+        config["agent"] = {"ppgta": "PPGTA explorer", "inspector": "Inspector-style explorer",
+                           "random": "random explorer"}[self.explorer]
+        if self.objective == "load":
+            config["agent"] += " + load reward"
+        config[FOUND_BY_KEY] = object_source(self.detector, self.oracle_labels) if self.tester else NO_OBJECTS
+        return config
+
+
+class KnownOOI(NamedTuple):
+    """An object of interest whose place the tester knows (from `--oois`)."""
+
+    id: Any
+    kind: str
+    x: float
+    y: float
+
+
+def load_known_oois(path: str | Path) -> list[KnownOOI]:
+    """The `--oois` file: a JSON list of `{"id", "kind", "x", "y"}` (more keys are kept for the report)."""
+    if not Path(path).exists():
+        raise UserError(f"--oois {path}: no such file")
+    records = read_json(path, f"--oois {path}")
+    if not isinstance(records, list):
+        raise UserError(f"--oois {path}: expected a JSON list of objects with id, kind, x, y")
+    oois = []
+    for i, r in enumerate(records):
+        try:
+            oois.append(KnownOOI(r["id"], str(r["kind"]), float(r["x"]), float(r["y"])))
+        except (KeyError, TypeError, ValueError):
+            raise UserError(f"--oois {path}: record {i} ({json.dumps(r)[:80]}) needs id, kind and numeric x, y") from None
+    if len({o.id for o in oois}) != len(oois):
+        raise UserError(f"--oois {path}: two records share an id; ids must be unique")
+    return oois
+
+
+def check_map(image: str, bounds: list[float] | None) -> None:
+    """Refuse an unreadable `--map` image or `--map-bounds` that enclose no area."""
+    import cv2
+
+    if cv2.imread(str(image)) is None:
+        raise UserError(f"--map {image}: missing or not an image (PNG or JPEG)")
+    if bounds is None or len(bounds) != 4 or not (bounds[2] > bounds[0] and bounds[3] > bounds[1]):
+        raise UserError(f"--map-bounds {bounds}: give X0,Y0,X1,Y1 (world units) with X1 > X0 and Y1 > Y0")
