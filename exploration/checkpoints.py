@@ -1,16 +1,18 @@
-"""Checkpoints: atomic writes, random number generator state, rebuilding an agent from a file."""
+"""Checkpoints: atomic writes through Fabric, random number generator state, rebuilding an agent
+(`load_agent`) or the whole explorer, agent and exploration reward (`load_explorer`), from a file."""
 
 from __future__ import annotations
 
 import os
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 import torch.nn as nn
 
+from playtester.capture.atomic import partial_path
 from playtester.capture.errors import UserError
 from playtester.exploration.actor_critic import build_actor_critic
 
@@ -25,13 +27,28 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
 
 
-def save_checkpoint(path: Path, state: dict[str, Any]) -> Path:
-    """Write atomically: `NAME.partial`, then rename."""
+def save_checkpoint(path: Path, state: dict[str, Any], fabric: Any = None) -> Path:
+    """Write atomically: `NAME.partial`, then rename. With `fabric`, through `fabric.save` (its
+    modules, optimisers and other objects with a `state_dict` saved as their state); without
+    (evolution, which trains no network), with `torch.save`."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".partial")
-    torch.save(state, tmp)
+    tmp = partial_path(path)
+    if fabric is not None:
+        fabric.save(tmp, state)
+    else:
+        torch.save(state, tmp)
     os.replace(tmp, path)
     return path
+
+
+def load_into(fabric: Any, path: Path, state: dict[str, Any]) -> dict[str, Any]:
+    """`fabric.load(path, state)`: the objects in `state` restored in place, its plain values
+    replaced by the file's; the file's other items returned. Tensors, numbers and numpy arrays
+    only, as `load_checkpoint` (which checks the file first)."""
+    import torch.serialization
+
+    with torch.serialization.safe_globals(list(_numpy_globals())):
+        return fabric.load(path, state)
 
 
 def _numpy_globals() -> tuple[Any, ...]:
@@ -66,3 +83,32 @@ def load_agent(path: str | Path) -> nn.Module:
     agent = build_actor_critic(ckpt["agent_spec"])
     agent.load_state_dict(ckpt["agent"])
     return agent
+
+
+class SavedExplorer(NamedTuple):
+    """The explorer a PPO checkpoint holds, rebuilt from the file alone (on the CPU)."""
+
+    agent: nn.Module
+    reward: Any
+    """Its exploration reward (`ExplorationReward`), trained state and α included."""
+
+
+def load_explorer(path: str | Path) -> SavedExplorer:
+    """The actor-critic and the exploration reward of a checkpoint, rebuilt from it alone: the
+    reward's config, its number of games, its preference policy and its trained state (RND,
+    its optimiser, α) are all in the file."""
+    from importlib import import_module
+
+    ckpt = load_checkpoint(path)
+    agent = build_actor_critic(ckpt["agent_spec"])
+    agent.load_state_dict(ckpt["agent"])
+    spec = ckpt.get("reward_spec")
+    if spec is None:
+        raise UserError(f"explorer checkpoint {path}: it holds no exploration reward to rebuild (a run without one, one "
+                        "with frames or an RND trunk of its own, or a checkpoint written before the reward was saved "
+                        "with it); load_agent still rebuilds its agent")
+    module_name, _, class_name = str(spec.get("class", "")).partition(":")
+    if not module_name.startswith("playtester."):
+        raise UserError(f"explorer checkpoint {path}: its reward class {spec.get('class')!r} is not one of playtester's; not loaded")
+    reward = getattr(import_module(module_name), class_name).from_checkpoint(spec, ckpt["reward_hook"])
+    return SavedExplorer(agent, reward)

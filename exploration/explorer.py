@@ -140,7 +140,7 @@ def build_explorer(
         from playtester.imitation.live import load_policy
 
         policy = load_policy(preference_ckpt).policy
-    frame_size = policy.cfg.image_size if policy is not None else 64
+    frame_size = policy.cfg.frames.side if policy is not None else 64
 
     options: dict[str, Any] = {"vector_env": "async", "env_reward_coef": 0.0, "encoder": "conv",
                                "num_minibatches": math.gcd(num_envs, 4), **ppo_options}
@@ -178,8 +178,7 @@ def build_explorer(
         if preset.needs_preference_policy:
             preference = ImitationActorCritic.from_policy(policy, num_values=1, source=str(preference_ckpt))
             preference.share_encoder(agent)
-    device = "cuda" if cfg.accelerator == "cuda" else "cpu"
-    hook = ExplorationReward(preset.reward, num_envs, preference_policy=preference, device=device)
+    hook = ExplorationReward(preset.reward, num_envs, preference_policy=preference)  # on PPO's Fabric once training starts
     hook.check_game(observation_space, action_space, game)
     return Explorer(cfg, agent, hook, env_fn)
 

@@ -246,6 +246,11 @@ class LoadReward:
         self.episode_load[done] = 0.0
         self._load.append(load + bonus)
 
+    def setup(self, fabric: Any) -> None:
+        """Set the inner hook up on the run's Fabric."""
+        if self.inner is not None and hasattr(self.inner, "setup"):
+            self.inner.setup(fabric)
+
     def end_rollout(self) -> ShapedRewards:
         load = torch.as_tensor(np.stack(self._load), dtype=torch.float32)
         frame_times = np.stack(self._frame_times)

@@ -17,12 +17,13 @@ The advantages of the two streams are added with weights `ext_coef` and `int_coe
 
 `train` is the loop; its phases are `collect_rollout`, `compute_advantages`, `update` and
 `metrics`, and `RunControl` does what happens around it (checkpoints, Ctrl-C, early stop).
+Everything trained runs on one Fabric: the actor-critic, and the reward hook's own models (its
+`setup(fabric)`); Fabric seeds the run, saves the checkpoints and restores them on resume.
 """
 
 from __future__ import annotations
 
 import contextlib
-import random
 import signal
 import threading
 import time
@@ -39,7 +40,7 @@ from torch.distributions import Categorical
 
 from playtester.capture.errors import UserError
 from playtester.exploration.actor_critic import GRUActorCritic, GRUActorCriticConfig
-from playtester.exploration.checkpoints import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from playtester.exploration.checkpoints import load_checkpoint, load_into, rng_state, save_checkpoint, set_rng_state
 from playtester.exploration.losses import compute_gae, entropy_bonus, explained_variance, policy_loss, value_loss
 from playtester.exploration.ppo_config import PPOConfig, check_resumable
 from playtester.exploration.vector_env import close_envs, make_vector_env
@@ -77,7 +78,12 @@ class ShapedRewards(NamedTuple):
 
 
 class RewardHook(Protocol):
-    """Extra rewards computed from what the agent sees (the explorer's novelty and preference)."""
+    """Extra rewards computed from what the agent sees (the explorer's novelty and preference).
+
+    Optional: `setup(fabric)`, called once before any step, to train the hook's own models on the
+    run's Fabric; `checkpoint_spec()`, what the checkpoint keeps to rebuild the hook from the file
+    alone (`checkpoints.load_explorer`).
+    """
 
     non_episodic: bool
     """Whether `end_rollout` returns a non-episodic stream."""
@@ -149,22 +155,25 @@ def train(
     from lightning.fabric import Fabric
     from lightning.fabric.loggers import TensorBoardLogger
 
-    checkpoint_path, ckpt = open_run(cfg)
-    seed_everything(cfg)
+    checkpoint_path, resuming = open_run(cfg)
     logger = TensorBoardLogger(root_dir=str(Path(cfg.run_dir)), name="tensorboard", version="", default_hp_metric=False)
     fabric = Fabric(accelerator=cfg.accelerator, devices=1, loggers=logger)
+    fabric.seed_everything(cfg.seed, verbose=False)
+    torch.backends.cudnn.deterministic = cfg.torch_deterministic
 
     envs = make_vector_env(cfg, env_fn)
     try:
         num_values = 2 if reward_hook is not None and reward_hook.non_episodic else 1
         agent = make_agent(cfg, envs, agent, num_values)
         optimizer = torch.optim.Adam(agent.parameters(), lr=cfg.learning_rate, eps=1e-5)
-        start_iteration, global_step = restore(ckpt, agent, optimizer, reward_hook)
         agent_spec = agent.checkpoint_spec()
         agent, optimizer = fabric.setup(agent, optimizer)
         module = agent.module if hasattr(agent, "module") else agent
+        if reward_hook is not None and hasattr(reward_hook, "setup"):
+            reward_hook.setup(fabric)
+        start_iteration, global_step = restore(fabric, checkpoint_path, agent, optimizer, reward_hook) if resuming else (1, 0)
         print_start(fabric, cfg, envs, agent, module, num_values, start_iteration)
-        if ckpt is not None:
+        if resuming:
             fabric.print(f"resumed from {checkpoint_path} at step {global_step}")
 
         rollout = Rollout(cfg, num_values, fabric.device)
@@ -410,24 +419,15 @@ def metrics(
 
 
 # -- run control: resume, checkpoints, Ctrl-C, early stop --------------------------------------
-def open_run(cfg: PPOConfig) -> tuple[Path, dict[str, Any] | None]:
-    """The run's checkpoint path, and with `resume` its checkpoint (checked against `cfg`);
-    a fresh run never overwrites one."""
+def open_run(cfg: PPOConfig) -> tuple[Path, bool]:
+    """The run's checkpoint path, and whether the run resumes from it (with `resume`: the file
+    is checked, and its config against `cfg`); a fresh run never overwrites one."""
     checkpoint_path = Path(cfg.run_dir) / "checkpoints" / CHECKPOINT_NAME
     if not cfg.resume and checkpoint_path.exists():
         raise UserError(f"{checkpoint_path} exists: pass --resume to continue that run, or choose another run directory")
-    if not cfg.resume:
-        return checkpoint_path, None
-    ckpt = load_checkpoint(checkpoint_path)
-    check_resumable(PPOConfig(**ckpt["config"]), cfg)
-    return checkpoint_path, ckpt
-
-
-def seed_everything(cfg: PPOConfig) -> None:
-    random.seed(cfg.seed)
-    np.random.seed(cfg.seed)
-    torch.manual_seed(cfg.seed)
-    torch.backends.cudnn.deterministic = cfg.torch_deterministic
+    if cfg.resume:
+        check_resumable(PPOConfig(**load_checkpoint(checkpoint_path)["config"]), cfg)
+    return checkpoint_path, cfg.resume
 
 
 def make_agent(cfg: PPOConfig, envs: gym.vector.VectorEnv, agent: nn.Module | None, num_values: int) -> nn.Module:
@@ -443,17 +443,17 @@ def make_agent(cfg: PPOConfig, envs: gym.vector.VectorEnv, agent: nn.Module | No
     return agent
 
 
-def restore(ckpt: dict[str, Any] | None, agent: nn.Module, optimizer: torch.optim.Optimizer, reward_hook: RewardHook | None) -> tuple[int, int]:
-    """Load a resumed run's weights, optimiser, hook state and random state; the first
-    iteration to run and the step count so far."""
-    if ckpt is None:
-        return 1, 0
-    agent.load_state_dict(ckpt["agent"])
-    optimizer.load_state_dict(ckpt["optimizer"])
+def restore(fabric: Any, checkpoint_path: Path, agent: nn.Module, optimizer: torch.optim.Optimizer,
+            reward_hook: RewardHook | None) -> tuple[int, int]:
+    """Load a resumed run's weights, optimiser, hook state and random state into the objects
+    Fabric set up (so that each lands on their device); the first iteration to run and the
+    step count so far."""
+    state: dict[str, Any] = {"agent": agent, "optimizer": optimizer, "iteration": 0, "global_step": 0, "rng": None}
     if reward_hook is not None:
-        reward_hook.load_state_dict(ckpt["reward_hook"])
-    set_rng_state(ckpt["rng"])
-    return ckpt["iteration"] + 1, ckpt["global_step"]
+        state["reward_hook"] = reward_hook
+    load_into(fabric, checkpoint_path, state)
+    set_rng_state(state["rng"])
+    return state["iteration"] + 1, state["global_step"]
 
 
 def print_start(fabric: Any, cfg: PPOConfig, envs: gym.vector.VectorEnv, agent: nn.Module, module: nn.Module, num_values: int, start_iteration: int) -> None:
@@ -487,13 +487,14 @@ class RunControl:
         """By the caller's `stop`."""
 
     def save(self) -> Path:
-        """Save the last completed update."""
+        """Save the last completed update, with what rebuilds the reward hook (`reward_spec`)."""
+        spec = getattr(self.reward_hook, "checkpoint_spec", None)
         return save_checkpoint(self.checkpoint_path, {
-            "config": asdict(self.cfg), "agent_spec": self.agent_spec, "agent": self.module.state_dict(),
-            "optimizer": self.optimizer.state_dict(), "iteration": self.completed, "global_step": self.completed_step,
-            "reward_hook": self.reward_hook.state_dict() if self.reward_hook is not None else None,
+            "config": asdict(self.cfg), "agent_spec": self.agent_spec, "agent": self.module,
+            "optimizer": self.optimizer, "iteration": self.completed, "global_step": self.completed_step,
+            "reward_hook": self.reward_hook, "reward_spec": spec() if spec is not None else None,
             "rng": self.completed_rng,
-        })
+        }, self.fabric)
 
     def sps(self, global_step: int) -> float:
         return (global_step - self.start_step) / max(time.time() - self.start_time, 1e-9)
@@ -529,9 +530,9 @@ class RunControl:
         except KeyboardInterrupt:
             if self.completed > self.saved_through:
                 self.save()
-            if self.checkpoint_path.exists():
+            if self.checkpoint_path.exists():  # written by this run or the one it resumes: the last completed update
                 self.fabric.print(f"interrupted: {self.checkpoint_path} holds the update of step "
-                                  f"{load_checkpoint(self.checkpoint_path)['global_step']}; resume continues from it")
+                                  f"{self.completed_step}; resume continues from it")
             raise
 
     def finish(self, global_step: int) -> TrainResult:

@@ -11,12 +11,16 @@ preference policy running alongside with its own recurrent state. At the end of 
 
 so that the two streams add up to `r^c = α r^p + (1 − α) r^e`. Without a preference policy (the
 Inspector baseline) α is 0 and the reward is pure novelty. The RND predictors are trained on their
-replay buffer after each rollout.
+replay buffer after each rollout, on the PPO's Fabric (`setup(fabric)`, called by `ppo.train`).
+
+`checkpoint_spec()` is what the PPO checkpoint keeps to rebuild the reward from the file alone
+(`checkpoints.load_explorer`): the config, the number of games and the frozen preference policy;
+`state_dict()` holds what changes as it trains (RND, its optimiser, α).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 import gymnasium as gym
@@ -29,7 +33,8 @@ from playtester.capture.errors import UserError
 from playtester.exploration.ppo import ShapedRewards, StepView
 from playtester.exploration.vector_env import check_rgb_frames
 from playtester.exploration.preference import AlphaSchedule, AlphaScheduleConfig, mix_rewards, preference_reward
-from playtester.exploration.rnd import EnsembleRND, RNDConfig, frames_to_rnd_input
+from playtester.exploration.actor_critic import build_actor_critic
+from playtester.exploration.rnd import EnsembleRND, RNDConfig, frames_to_rnd_input, train_predictors
 
 
 @dataclass
@@ -55,8 +60,9 @@ class ExplorationReward:
 
     `preference_policy` follows the `ActorCritic` protocol (only its logits are used); it is
     frozen and run in inference mode. `rnd_frames` turns a batch of raw observations into RND
-    input (`B×C×64×64`); by default frames are resized with INTER_AREA — the explorer will pass the
-    OD mask here.
+    input (`B×C×64×64`); by default frames are resized by the one resize. A reward built with
+    `rnd_frames` or `rnd_trunk_factory` of its own cannot be rebuilt from a checkpoint.
+    Everything runs on the CPU until `setup(fabric)` puts it on the Fabric's device.
     """
 
     non_episodic = True
@@ -68,23 +74,35 @@ class ExplorationReward:
         preference_policy: nn.Module | None = None,
         rnd_frames: Callable[[np.ndarray], Tensor] | None = None,
         rnd_trunk_factory: Callable[[], nn.Module] | None = None,
-        device: str | torch.device = "cpu",
     ):
         if config.use_preference and preference_policy is None:
             raise UserError("the preference reward is on but no preference policy was given; pass --preference CKPT or use the inspector mode")
         self.config = config
         self.num_envs = num_envs
-        self.device = torch.device(device)
-        self.rnd = EnsembleRND(config.rnd, trunk_factory=rnd_trunk_factory).to(self.device)
+        self.device = torch.device("cpu")
+        self.rnd = EnsembleRND(config.rnd, trunk_factory=rnd_trunk_factory)
+        self.rnd_optimizer = self.rnd.configure_optimizer()
+        self.fabric: Any = None
+        """The Fabric the predictors train on, once `setup`."""
+        self.rebuildable = rnd_frames is None and rnd_trunk_factory is None
         self.rnd_frames = rnd_frames or (lambda obs: frames_to_rnd_input(obs, config.rnd.frame_size))
         self.alpha = AlphaSchedule(num_envs, config.alpha)
         self.preference_policy = None
         if config.use_preference:
-            self.preference_policy = preference_policy.to(self.device).eval()
+            self.preference_policy = preference_policy.eval()
             for p in self.preference_policy.parameters():
                 p.requires_grad = False
             self.preference_state = self.preference_policy.initial_state(num_envs)
         self._clear()
+
+    def setup(self, fabric: Any) -> None:
+        """Train the RND predictors on `fabric` (module and optimiser set up by it, on its
+        device); the preference policy moves to that device too."""
+        self.fabric, self.device = fabric, fabric.device
+        self.rnd, self.rnd_optimizer = fabric.setup(self.rnd, self.rnd_optimizer)
+        if self.preference_policy is not None:
+            self.preference_policy = fabric.to_device(self.preference_policy)
+            self.preference_state = self.preference_policy.initial_state(self.num_envs)
 
     def check_game(self, observation_space: gym.Space, action_space: gym.Space, game: str) -> None:
         """Refuse, before training, a game without RGB frames or whose actions the preference policy lacks."""
@@ -127,7 +145,9 @@ class ExplorationReward:
             alpha = torch.zeros_like(intrinsic)
         episodic = alpha * preference
         non_episodic = (1.0 - alpha) * intrinsic
-        rnd_loss = self.rnd.train_predictors()
+        if self.fabric is None:
+            raise RuntimeError("ExplorationReward.setup(fabric) was not called (ppo.train calls it before training)")
+        rnd_loss = train_predictors(self.rnd, self.rnd_optimizer, self.fabric)
         logs = {
             "rewards/intrinsic_raw": float(raw.mean()),
             "rewards/intrinsic": float(intrinsic.mean()),
@@ -142,8 +162,33 @@ class ExplorationReward:
     def state_dict(self) -> dict[str, Any]:
         # The preference policy's recurrent state is left out: a resumed run starts new episodes,
         # and their first step (episode_start) resets it.
-        return {"rnd": self.rnd.state_dict(), "alpha": self.alpha.state_dict()}
+        return {"rnd": self.rnd.state_dict(), "rnd_optimizer": self.rnd_optimizer.state_dict(), "alpha": self.alpha.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.rnd.load_state_dict(state["rnd"])
+        rnd = dict(state["rnd"])
+        old_optimizer = rnd.pop("_extra_state", {}).get("optimizer")  # before issue 21 the optimiser sat in the RND
+        self.rnd.load_state_dict(rnd)
+        self.rnd_optimizer.load_state_dict(state.get("rnd_optimizer", old_optimizer))
         self.alpha.load_state_dict(state["alpha"])
+
+    def checkpoint_spec(self) -> dict[str, Any] | None:
+        """What rebuilds this reward with `from_checkpoint` (None when built with frames or an RND
+        trunk of its own, which a file cannot hold)."""
+        if not self.rebuildable:
+            return None
+        preference = None
+        if self.preference_policy is not None:
+            preference = {"spec": self.preference_policy.checkpoint_spec(), "weights": self.preference_policy.state_dict()}
+        return {"class": f"{type(self).__module__}:{type(self).__qualname__}", "config": asdict(self.config),
+                "num_envs": self.num_envs, "preference": preference}
+
+    @classmethod
+    def from_checkpoint(cls, spec: dict[str, Any], state: dict[str, Any]) -> "ExplorationReward":
+        """The reward `checkpoint_spec` describes, with the trained `state`; on the CPU."""
+        preference = None
+        if spec["preference"] is not None:
+            preference = build_actor_critic(spec["preference"]["spec"])
+            preference.load_state_dict(spec["preference"]["weights"])
+        reward = cls(ExplorationRewardConfig(**spec["config"]), int(spec["num_envs"]), preference_policy=preference)
+        reward.load_state_dict(state)
+        return reward

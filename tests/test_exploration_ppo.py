@@ -8,14 +8,15 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from lightning.fabric import Fabric
 
 from playtester.capture.errors import UserError
 from playtester.exploration.actor_critic import (
     ActorCritic, GRUActorCritic, GRUActorCriticConfig, RandomAgent, RandomAgentConfig, build_actor_critic,
 )
 from playtester.exploration.modes import explorer_preset
-from playtester.exploration.checkpoints import load_agent, load_checkpoint
-from playtester.exploration.ppo import PPOConfig, RolloutBatch, ShapedRewards, train
+from playtester.exploration.checkpoints import load_agent, load_checkpoint, load_explorer
+from playtester.exploration.ppo import PPOConfig, RolloutBatch, ShapedRewards, StepView, train
 from playtester.exploration.reward import ExplorationReward
 from playtester.exploration.rnd import RNDConfig
 
@@ -240,13 +241,19 @@ def tiny_rnd() -> RNDConfig:
     return RNDConfig(num_predictors=2, predictors="shared_trunk", obs_warmup_frames=8, batch_size=8, train_steps=1, buffer_size=64)
 
 
-def test_explorer_reward_hook_trains_with_two_value_heads_and_resumes(tmp_path):
+def tiny_explorer(run_dir) -> tuple[PPOConfig, ExplorationReward]:
+    """A ppgta explorer on Squares: a small GRU as the preference policy, a tiny RND, 2 games."""
     torch.manual_seed(0)
     preference = GRUActorCritic(GRUActorCriticConfig(obs_shape=(64, 64, 3), num_actions=3, encoder="conv", hidden_dim=32, rnn_dim=16))
     reward_cfg = replace(explorer_preset("ppgta").reward, rnd=tiny_rnd())
-    cfg = PPOConfig(env_id="squares", run_dir=str(tmp_path), num_envs=2, num_steps=8, num_minibatches=1, update_epochs=1,
+    cfg = PPOConfig(env_id="squares", run_dir=str(run_dir), num_envs=2, num_steps=8, num_minibatches=1, update_epochs=1,
                     total_timesteps=32, encoder="conv", hidden_dim=32, rnn_dim=16, env_reward_coef=0.0)
-    hook = ExplorationReward(reward_cfg, cfg.num_envs, preference_policy=preference)
+    return cfg, ExplorationReward(reward_cfg, cfg.num_envs, preference_policy=preference)
+
+
+def test_explorer_reward_hook_trains_with_two_value_heads_and_resumes(tmp_path):
+    cfg, hook = tiny_explorer(tmp_path)
+    reward_cfg, preference = hook.config, hook.preference_policy
     hook.check_game(Squares().observation_space, Squares().action_space, "squares")
     result = train(cfg, reward_hook=hook, env_fn=Squares)
     assert result.agent.num_values == 2
@@ -264,6 +271,47 @@ def test_explorer_reward_hook_trains_with_two_value_heads_and_resumes(tmp_path):
     hook2 = ExplorationReward(reward_cfg, cfg.num_envs, preference_policy=preference)
     resumed = train(replace(cfg, total_timesteps=48, resume=True), reward_hook=hook2, env_fn=Squares)
     assert resumed.global_step == 48 and int(hook2.rnd.frames_seen) == 48
+
+
+def test_the_checkpoint_alone_rebuilds_the_explorer_and_its_rewards(tmp_path):
+    cfg, hook = tiny_explorer(tmp_path)
+    result = train(cfg, reward_hook=hook, env_fn=Squares)
+    saved = load_explorer(result.checkpoint)
+    assert saved.reward.config == hook.config and saved.reward.num_envs == 2
+    assert torch.equal(saved.reward.alpha.alpha, hook.alpha.alpha)
+
+    # The same frames, shown to both explorers: the same actions' logits and the same rewards.
+    frames = np.stack([Squares().reset(seed=s)[0] for s in range(2 * 8 + 1)]).reshape(17, 1, 64, 64, 3).repeat(2, axis=1)
+    saved.reward.setup(Fabric(accelerator="cpu", devices=1))
+    shaped = []
+    for agent, reward in ((result.agent, hook), (saved.agent, saved.reward)):
+        state = agent.initial_state(2)
+        for t in range(8):
+            x = agent.prepare(torch.as_tensor(frames[t])).unsqueeze(0)
+            out = agent(x, state, torch.full((1, 2), float(t == 0)))
+            state = out.state
+            reward.step(StepView(frames[t], out.logits[0].detach(), torch.full((2,), t == 0), frames[t + 1]))
+        torch.manual_seed(1)  # the predictors' training draws
+        shaped.append(reward.end_rollout())
+    (a, b) = shaped
+    assert torch.equal(a.episodic, b.episodic) and torch.equal(a.non_episodic, b.non_episodic)
+    assert a.logs["rewards/intrinsic_raw"] > 0 and a.logs["rewards/preference"] < 0 and a.logs == b.logs
+    assert torch.equal(saved.reward.rnd.reward(torch.as_tensor(frames[0]).permute(0, 3, 1, 2)),
+                       hook.rnd.reward(torch.as_tensor(frames[0]).permute(0, 3, 1, 2)))
+
+
+def test_explorer_checkpoints_from_before_the_reward_spec_still_load(tmp_path):
+    hook = ExplorationReward(replace(explorer_preset("inspector").reward, rnd=replace(tiny_rnd(), num_predictors=1, reward="prediction_error")), 2)
+    hook.setup(Fabric(accelerator="cpu", devices=1))
+    state = hook.state_dict()
+    old = {"rnd": {**state["rnd"], "_extra_state": {"optimizer": state["rnd_optimizer"]}}, "alpha": state["alpha"]}
+    hook.load_state_dict(old)  # the RND's optimiser sat in its extra state
+    ckpt = tmp_path / "old.ckpt"
+    torch.save({"agent_spec": GRUActorCritic(GRUActorCriticConfig(obs_shape=(5,), num_actions=2)).checkpoint_spec(),
+                "agent": GRUActorCritic(GRUActorCriticConfig(obs_shape=(5,), num_actions=2)).state_dict(), "reward_hook": old}, ckpt)
+    assert isinstance(load_agent(ckpt), GRUActorCritic)
+    with pytest.raises(UserError, match="no exploration reward"):
+        load_explorer(ckpt)
 
 
 def test_inspector_baseline_runs_in_the_same_code_path(tmp_path):
