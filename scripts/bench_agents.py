@@ -11,13 +11,18 @@ and the script prints, per agent (mean over seeds): preferred-area (pathway) cov
 tested after each episode, tests and their success rate (JSD under the validation threshold), and
 saves `agents.png` (OOIs tested over episodes) and `agents.json` in `--out`.
 
-    python scripts/bench_agents.py [--models playtester-demo/models] [--seeds 1 2 3] [--full] [--cluster ray]
+    python scripts/bench_agents.py [--models playtester-demo/models] [--seeds 1 2 3] [--profile quick|cpu|paper]
 
 The models are the inspect (test) and path (preference) policies, e.g. those `playtester demo`
-or `scripts/bench_imitation.py` trains. The default profile fits a 2-core CPU in about ten
-minutes (the built-in demo park, 6 episodes × 400 steps, seeds 1 2 3); `--full` is the paper's
-protocol (45 episodes × 2000 steps from random starts, a park of the paper's size), for a
-machine with hours to spare. Every agent finds its OOIs with the same trained detector
+or `scripts/bench_imitation.py` trains. Profiles:
+
+    quick   the built-in demo park, 6 episodes × 400 steps: about ten minutes on 2 CPU cores
+    cpu     a 24 × 24 park, 18 episodes × 1000 steps: the paper's protocol scaled to a CPU box
+    paper   the paper's protocol: 45 episodes × 2000 steps from random starts on a 40 × 40 park
+
+With two seeds or more, the table gains Mann–Whitney U tests over seeds (PPGTA against each
+baseline, one-sided: PPGTA greater) for pathway coverage and OOIs tested, and `--out` gets each
+agent's coverage map of its first seed (`coverage-AGENT.png`). Every agent finds its OOIs with the same trained detector
 (`--detector`, default `MODELS/detector.ckpt`), named with its held-out AP in the output;
 `--oracle-labels` gives them the engine's labels instead (an ablation, so that what differs
 between the agents is only how they explore), and the output says so.
@@ -35,8 +40,9 @@ from pathlib import Path
 import numpy as np
 
 PROFILES = {
-    "default": dict(game="doom:park:1", episodes=6, steps=400),
-    "full": dict(game="doom:park:1:64x64", episodes=45, steps=2000),
+    "quick": dict(game="doom:park:1", episodes=6, steps=400),
+    "cpu": dict(game="doom:park:1:24x24", episodes=18, steps=1000),
+    "paper": dict(game="doom:park:1:40x40", episodes=45, steps=2000),
 }
 AGENTS = ("ppgta", "inspector", "random")
 
@@ -103,6 +109,39 @@ def table(results: list[dict], episodes: int) -> str:
     return "\n".join(lines)
 
 
+def significance(results: list[dict]) -> str:
+    """Mann–Whitney U over seeds, PPGTA against each baseline, for pathway coverage and the OOIs
+    tested by the last episode; empty with fewer than two seeds of PPGTA and the baseline."""
+    from scipy.stats import mannwhitneyu
+
+    def values(agent: str, key: str) -> list[float]:
+        rows = [r for r in results if r["agent"] == agent]
+        return [r["tested_per_episode"][-1] if key == "oois" else r["pathway_share"] for r in rows
+                if key == "oois" or r["pathway_share"] is not None]
+
+    lines = []
+    for baseline in ("inspector", "random"):
+        for key, name in (("coverage", "pathway coverage"), ("oois", "OOIs tested")):
+            ours, theirs = values("ppgta", key), values(baseline, key)
+            if len(ours) < 2 or len(theirs) < 2:
+                continue
+            test = mannwhitneyu(ours, theirs, alternative="greater")
+            lines.append(f"| ppgta vs {baseline} | {name} | {np.mean(ours):.3g} vs {np.mean(theirs):.3g} | "
+                         f"U = {test.statistic:.1f} | p = {test.pvalue:.3f} |")
+    if not lines:
+        return ""
+    return "\n".join(["| agents | measure | means | U | p |", "| --- | --- | ---: | ---: | ---: |", *lines])
+
+
+def copy_coverage_maps(results: list[dict], out: Path) -> None:
+    """Each agent's coverage map of its first seed, side by side in `out` (the paper's Figure 7)."""
+    for agent in AGENTS:
+        seeds = sorted(r["seed"] for r in results if r["agent"] == agent)
+        source = out / f"{agent}-seed{seeds[0]}" / "coverage.png" if seeds else None
+        if source is not None and source.exists():
+            shutil.copyfile(source, out / f"coverage-{agent}.png")
+
+
 def plot(results: list[dict], episodes: int, path: Path) -> None:
     import matplotlib
 
@@ -126,7 +165,8 @@ def plot(results: list[dict], episodes: int, path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", type=Path, default=Path("playtester-demo/models"), help="folder with inspect.ckpt and path.ckpt")
-    parser.add_argument("--full", action="store_true", help="the paper's protocol: 45 episodes × 2000 steps")
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="quick", help="quick (6 × 400 on the demo park), cpu (18 × 1000 on 24 × 24) or paper (45 × 2000 on 40 × 40)")
+    parser.add_argument("--full", action="store_true", help="the same as --profile paper")
     parser.add_argument("--game", default=None, help="park spec (default: the profile's)")
     parser.add_argument("--episodes", type=int, default=None)
     parser.add_argument("--steps", type=int, default=None)
@@ -141,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("runs/bench_agents"))
     parser.add_argument("--cluster", default=None, help="the game instances on Ray: ray, auto or ray://HOST:PORT (as `playtester run --cluster`)")
     args = parser.parse_args(argv)
-    profile = PROFILES["full" if args.full else "default"]
+    profile = PROFILES["paper" if args.full else args.profile]
     for key, value in profile.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
@@ -177,6 +217,11 @@ def main(argv: list[str] | None = None) -> int:
         results = run_agents(args)
     print()
     print(table(results, args.episodes))
+    tests = significance(results)
+    if tests:
+        print("\nMann–Whitney U over seeds, one-sided (PPGTA greater):")
+        print(tests)
+    copy_coverage_maps(results, args.out)
     (args.out / "agents.json").write_text(json.dumps(results, indent=1))
     plot(results, args.episodes, args.out / "agents.png")
     print(f"\nwrote {args.out / 'agents.json'} and {args.out / 'agents.png'}")
