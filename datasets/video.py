@@ -8,8 +8,8 @@ control rate, each the frame on screen at that moment (`resample_counts`: frame 
 slower than the control rate is refused: repeating frames would make steps in which nothing
 moved, and the inverse-dynamics model has no "nothing" to answer.
 
-Frames are centre-cropped to the aspect of the target size, then resized with `cv2.INTER_AREA`
-(a 16:9 stream becomes the 4:3 view of the park's frames, with its sides cut, not squashed).
+Frames are centre-cropped to the aspect of the target size, then resized by the one resize
+(`capture/frames.py`; a 16:9 stream becomes the 4:3 view of the park's frames, with its sides cut, not squashed).
 Bad input is a `UserError` that names the file: unreadable or corrupt, no video frames, a codec
 ffmpeg cannot decode, frames smaller than the encoder's input.
 """
@@ -23,10 +23,10 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Iterable, Iterator
 
-import cv2
 import numpy as np
 
 from playtester.capture.errors import UserError
+from playtester.capture.frames import FrameSpec
 
 VIDEO_SUFFIXES = frozenset({".mp4", ".mkv", ".avi", ".mov", ".webm", ".m4v", ".flv", ".ts", ".mpg", ".mpeg", ".wmv"})
 """File endings `video_files` takes from a folder (a file named on its own may end in anything)."""
@@ -145,7 +145,7 @@ def resample_counts(source_fps: float, target_fps: float) -> Iterator[int]:
 
 
 def fit_frame(frame: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """Centre-crop `frame` to the aspect of `size` (width, height), then resize to it (INTER_AREA)."""
+    """Centre-crop `frame` to the aspect of `size` (width, height), then resize to it (the one resize, `capture/frames.py`)."""
     width, height = size
     h, w = frame.shape[:2]
     if w * height > h * width:  # wider than the target: cut the sides
@@ -156,10 +156,7 @@ def fit_frame(frame: np.ndarray, size: tuple[int, int]) -> np.ndarray:
         keep = max(1, round(w * height / width))
         y0 = (h - keep) // 2
         frame = frame[y0 : y0 + keep]
-    if frame.shape[:2] != (height, width):
-        interpolation = cv2.INTER_AREA if frame.shape[0] >= height else cv2.INTER_LINEAR
-        frame = cv2.resize(frame, (width, height), interpolation=interpolation)
-    return np.ascontiguousarray(frame)
+    return np.ascontiguousarray(FrameSpec(width, height).resize(frame))
 
 
 def cropped_size(source: tuple[int, int], size: tuple[int, int]) -> tuple[int, int]:

@@ -136,7 +136,7 @@ class ImitationActorCritic(nn.Module):
     def share_encoder(self, other: "ImitationActorCritic") -> None:
         """Use `other`'s frozen encoder and its last features: the explorer and the preference
         policy (both from the path policy) then encode each frame once, not twice."""
-        if self.policy_cfg.encoder != other.policy_cfg.encoder or self.policy_cfg.image_size != other.policy_cfg.image_size:
+        if self.policy_cfg.encoder != other.policy_cfg.encoder or self.policy_cfg.frames != other.policy_cfg.frames:
             raise ValueError("share_encoder: the two policies were built on different encoders")
         for name, value in self.encoder.state_dict().items():
             if not torch.equal(value, other.encoder.state_dict()[name].to(value.device)):
@@ -157,7 +157,7 @@ class ImitationActorCritic(nn.Module):
         last = self._features.get("obs")
         if last is not None and last.shape == obs.shape and last.device == obs.device and torch.equal(last, obs):
             return self._features["features"]
-        features = self.encoder(to_input(grayscale_frames(obs), self.policy_cfg.image_size))
+        features = self.encoder(to_input(grayscale_frames(obs), self.policy_cfg.frames))
         self._features.update(obs=obs.clone(), features=features)
         return features
 

@@ -43,7 +43,7 @@ class LivePolicy:
     @torch.no_grad()
     def features(self, frame: np.ndarray, box=None) -> torch.Tensor:
         masked = od_mask(frame, box)
-        x = to_input(torch.from_numpy(masked)[None].to(self.device), self.cfg.image_size)
+        x = to_input(torch.from_numpy(masked)[None], self.cfg.frames).to(self.device)
         return self.policy.encoder(x.contiguous(memory_format=self.memory_format))[0]
 
     @torch.no_grad()

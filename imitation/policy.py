@@ -17,9 +17,9 @@ from typing import Any
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from playtester.capture.errors import UserError
+from playtester.capture.frames import FrameSpec
 
 
 @dataclass
@@ -40,8 +40,9 @@ class PolicyConfig:
     """Widths of the action head's hidden layers (each with LayerNorm, GELU, dropout)."""
     dropout: float = 0.2
     """Dropout in the action head."""
-    image_size: int = 128
-    """Frames are resized to image_size × image_size before the encoder."""
+    image_size: int | None = None
+    """Only for a checkpoint from before the frame spec whose `encoder` names no size: the policy
+    takes its frames' size from its encoder (`frames`), not from a size of its own."""
     behavior: str = ""
     """The behaviour it imitates (`inspect`, `path`): names the test in reports."""
     keymap: dict[str, Any] = field(default_factory=dict)
@@ -51,11 +52,16 @@ class PolicyConfig:
 
     def __post_init__(self) -> None:
         self.mlp = tuple(int(v) for v in self.mlp)
-        for name in ("n_actions", "feature_dim", "k", "local_hidden", "global_hidden", "image_size"):
+        for name in ("n_actions", "feature_dim", "k", "local_hidden", "global_hidden"):
             if int(getattr(self, name)) < 1:
                 raise UserError(f"policy config: {name} must be at least 1, got {getattr(self, name)}")
         if not 0.0 <= self.dropout < 1.0:
             raise UserError(f"policy config: dropout {self.dropout} must be in [0, 1)")
+
+    @property
+    def frames(self) -> FrameSpec:
+        """The encoder's frame spec (`capture/frames.py`): frames are resized to it before the encoder."""
+        return FrameSpec.from_config(self.encoder, "image_size", self.image_size or 128)
 
     @property
     def state_dim(self) -> int:
@@ -141,12 +147,12 @@ def build_encoder(config: dict[str, Any]) -> nn.Module:
     return FeatureEncoder(feature_dim=cfg.feature_dim, pool=cfg.pool, trunk=cfg.trunk)
 
 
-def to_input(frames: torch.Tensor, size: int) -> torch.Tensor:
-    """uint8 B×H×W×3 frames → float B×3×size×size in [0, 1] (area resize)."""
-    x = frames.permute(0, 3, 1, 2).float().div_(255.0)
-    if x.shape[-2:] != (size, size):
-        x = F.interpolate(x, size=(size, size), mode="area")
-    return x
+def to_input(frames: torch.Tensor, spec: FrameSpec) -> torch.Tensor:
+    """uint8 B×H×W×3 frames → float B×3×H×W in [0, 1] at `spec`'s size (the one resize, on the
+    CPU; frames of that size already, as the explorer's env gives them, stay where they are)."""
+    if tuple(frames.shape[1:3]) != (spec.height, spec.width):
+        frames = torch.from_numpy(spec.resize_batch(frames.cpu().numpy())).to(frames.device)
+    return frames.permute(0, 3, 1, 2).float().div_(255.0)
 
 
 class ImitationPolicy(nn.Module):
@@ -163,5 +169,5 @@ class ImitationPolicy(nn.Module):
         """uint8 N×H×W×3 frames (already masked as wanted) → N×D features, in batches."""
         out = []
         for i in range(0, len(frames), batch):
-            out.append(self.encoder(to_input(frames[i : i + batch], self.cfg.image_size)))
+            out.append(self.encoder(to_input(frames[i : i + batch], self.cfg.frames)))
         return torch.cat(out) if out else torch.zeros(0, self.cfg.feature_dim)

@@ -26,6 +26,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from playtester.capture.errors import UserError
+from playtester.capture.frames import FrameSpec
 from playtester.perception.compact_backbone import BLOCKS, WIDTHS, CompactBody
 from playtester.perception.od_mask import od_mask_torch
 from playtester.perception.training import read_checkpoint, tag_checkpoint
@@ -46,7 +47,11 @@ class EncoderConfig:
     action_names: list[str] = field(default_factory=list)
     """The key map's actions, in order; the head predicts one of them."""
     image_size: int = 128
-    """Frames are resized to image_size×image_size (the paper: 128)."""
+    """Frames are resized to image_size×image_size (the paper: 128): the side of `frames`."""
+    frames: FrameSpec | dict[str, int] | None = None
+    """The frame spec (`capture/frames.py`), saved in the checkpoint: the imitation policy built
+    on this encoder, and the explorer's PPO on that policy, take it from here. None: an
+    image_size square (as a checkpoint from before the spec is read); given, it sets image_size."""
     feature_dim: int = 512
     """Length of the feature vector (`FeatureEncoder.out_dim`)."""
     pool: int = 3
@@ -77,6 +82,8 @@ class EncoderConfig:
 
     def __post_init__(self) -> None:
         self.action_names = [str(a) for a in self.action_names]
+        self.frames = FrameSpec.from_dict(self.frames) if self.frames is not None else FrameSpec.square(self.image_size)
+        self.image_size = self.frames.side
         if len(self.action_names) < 2:
             raise UserError(f"encoder: the key map needs at least two actions, got {self.action_names}")
         if self.trunk not in TRUNKS:

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-import cv2
 import numpy as np
 import torch
 
@@ -78,7 +77,7 @@ class PairLabeller:
 
     def __init__(self, model: InverseDynamics) -> None:
         self.model = model.eval()
-        self.image_size = model.config.image_size
+        self.frames = model.config.frames
         self.mask_prob = float(model.config.mask_prob)
         self.device = next(model.parameters()).device
 
@@ -88,9 +87,7 @@ class PairLabeller:
 
     def _input(self, frames: np.ndarray) -> torch.Tensor:
         """uint8 N×H×W×3 frames → float N×3×S×S in [0, 1], resized as the training pairs were."""
-        s = self.image_size
-        resized = [f if f.shape[:2] == (s, s) else cv2.resize(f, (s, s), interpolation=cv2.INTER_AREA) for f in frames]
-        x = torch.from_numpy(np.stack(resized)).to(self.device).permute(0, 3, 1, 2)
+        x = torch.from_numpy(self.frames.resize_batch(np.stack(frames))).to(self.device).permute(0, 3, 1, 2)
         return x.float().div(255.0)
 
     @torch.no_grad()
@@ -145,7 +142,7 @@ def label_video(video: str | Path, out: str | Path, labeller: PairLabeller, keym
                 *, idm_path: str = "", name: str | None = None) -> VideoResult:
     """Write one video as IDM-labelled episodes under `out` (each atomically)."""
     video = Path(video)
-    info, frames = control_rate_frames(video, cfg.fps, cfg.size, min_side=labeller.image_size)
+    info, frames = control_rate_frames(video, cfg.fps, cfg.size, min_side=labeller.frames.side)
     base = name or episode_name(video)
     counts = np.zeros(keymap.n, np.int64)  # over the episodes kept
     written: list[Path] = []

@@ -112,7 +112,7 @@ def decision_latency(steps: int = 300) -> dict[str, float]:
 
     torch.manual_seed(0)
     encoder_cfg = EncoderConfig(action_names=[f"a{i}" for i in range(9)], image_size=128, feature_dim=512, pretrained="none")
-    policy_cfg = PolicyConfig(n_actions=9, feature_dim=512, image_size=128, encoder=asdict(encoder_cfg))
+    policy_cfg = PolicyConfig(n_actions=9, feature_dim=512, encoder=asdict(encoder_cfg))
     path_policy = ImitationPolicy(policy_cfg, build_encoder(policy_cfg.encoder))
     explorer = ImitationActorCritic.from_policy(path_policy, num_values=2).eval()
     preference = ImitationActorCritic.from_policy(path_policy, num_values=1).eval()

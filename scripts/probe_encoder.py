@@ -75,7 +75,7 @@ def main() -> None:
                     continue
             boxes = [ep.steps[t].get("test_box") for t in idx] if args.what == "box" else [None] * len(idx)
             frames = torch.from_numpy(od_mask_batch(np.array(ep.frames[idx]), boxes))
-            feats.append(enc(to_input(frames, enc.config.image_size)))
+            feats.append(enc(to_input(frames, enc.config.frames)))
             if args.what == "box":
                 rgb = frames.permute(0, 3, 1, 2).float()
                 pixels.append(F.interpolate(rgb, size=(16, 16), mode="area").flatten(1))

@@ -63,3 +63,39 @@ def test_a_saved_spec_round_trips_and_an_old_config_builds_one_from_its_size():
     assert FrameSpec.from_config({"frames": spec.to_dict(), "image_size": 128}, "image_size", 64) == spec
     assert FrameSpec.from_config({"image_size": 128}, "image_size", 64) == FrameSpec.square(128)
     assert FrameSpec.from_config({}, "image_size", 64) == FrameSpec.square(64)
+
+
+def test_the_encoder_checkpoint_carries_the_spec_and_a_policy_on_it_inherits_it(tmp_path):
+    from dataclasses import asdict
+
+    import torch
+
+    from playtester.imitation.policy import ImitationPolicy, PolicyConfig, build_encoder
+    from playtester.perception.encoder import EncoderConfig, InverseDynamicsModule, load_encoder
+    from playtester.perception.training import CHECKPOINT_VERSION
+
+    module = InverseDynamicsModule(**asdict(EncoderConfig(action_names=["a", "b"], image_size=72, feature_dim=8, hidden=8,
+                                                          pretrained="none")))
+
+    def save(hparams: dict, path):  # what Lightning's save_checkpoint writes, tagged as `on_save_checkpoint` does
+        state = {f"model.{k}": v for k, v in module.model.state_dict().items()}
+        torch.save({"hyper_parameters": hparams, "state_dict": state,
+                    "playtester": {"model": "encoder", "version": CHECKPOINT_VERSION}}, path)
+        return path
+
+    saved = dict(module.hparams)
+    assert saved["frames"] == {"width": 72, "height": 72}
+    enc = load_encoder(save(saved, tmp_path / "enc.ckpt"))
+    assert enc.config.frames == FrameSpec.square(72)
+
+    # The policy has no size of its own: it reads its encoder's spec, and resizes game frames to it.
+    policy_cfg = PolicyConfig(n_actions=2, feature_dim=8, k=2, local_hidden=4, global_hidden=4, mlp=(8,), encoder=asdict(enc.config))
+    assert policy_cfg.frames == FrameSpec.square(72) and "frames" in policy_cfg.to_dict()["encoder"]
+    policy = ImitationPolicy(policy_cfg, build_encoder(policy_cfg.encoder))
+    game_frames = torch.from_numpy(np.stack([picture(320, 240)] * 2))
+    assert policy.encode(game_frames).shape == (2, 8)
+
+    # Checkpoints from before the spec: the encoder's from its image_size, an old policy's from its own.
+    old = {k: v for k, v in saved.items() if k != "frames"}
+    assert load_encoder(save(old, tmp_path / "old.ckpt")).config.frames == FrameSpec.square(72)
+    assert PolicyConfig(image_size=96, encoder={}).frames == FrameSpec.square(96)
