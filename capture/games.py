@@ -163,3 +163,42 @@ def make_game(spec: str, *, keymap: KeyMap | None = None, **options: Any) -> gym
     if keymap is not None:
         options["keymap"] = keymap
     return backend.make(spec, options)
+
+
+def make_state_env(spec: str) -> gym.Env:
+    """`state:ID`: Gymnasium's env ID as it is (state vectors, no frames; PPO's own tests use them)."""
+    name = spec.split(":", 1)[1]
+    try:
+        return gym.make(name)
+    except gym.error.Error as e:
+        raise UserError(f"env {spec!r}: Gymnasium cannot make {name!r} ({e})") from None
+
+
+@dataclass(frozen=True)
+class GameInfo:
+    """What a run needs to know of its game before training: its spaces, key map and layout."""
+
+    observation_space: gym.Space
+    """As the game gives it (before any resize)."""
+    action_space: gym.Space
+    keymap: KeyMap | None
+    layout: Any
+    """The built-in park's layout (`scenario.layout`: its OOIs and pathways); None elsewhere."""
+
+
+_PROBED: dict[tuple[str, tuple[tuple[str, Any], ...]], GameInfo] = {}
+
+
+def probe_game(spec: str, **options: Any) -> GameInfo:
+    """`GameInfo` of `make_game(spec, **options)`: the game is started once per process for a spec
+    and options, then closed; later calls get the same answer without starting it again."""
+    key = (spec, tuple(sorted((k, repr(v)) for k, v in options.items())))
+    if key not in _PROBED:
+        env = make_state_env(spec) if spec.startswith("state:") else make_game(spec, **options)
+        try:
+            game = env.unwrapped
+            _PROBED[key] = GameInfo(env.observation_space, env.action_space, getattr(game, "keymap", None),
+                                    getattr(getattr(game, "scenario", None), "layout", None))
+        finally:
+            env.close()
+    return _PROBED[key]

@@ -9,7 +9,8 @@ training starts:
 - the reward hook: `ExplorationReward` with ensemble RND on 64×64 OD-masked frames and, in
   `ppgta` mode, the same path policy frozen as the preference policy (`−KL(π^e ‖ π^p)`) mixed by
   the adaptive α;
-- the games: `make_game` → `KnownObjectsMask` → `ResizeFrame`, several at once (async).
+- the games: `make_env` (`make_game` → `KnownObjectsMask` → `ResizeFrame` to the policy's
+  `FrameSpec`), several at once (async).
 
 The OD mask needs the boxes of the objects of interest. Until the tester loop runs the detector
 (the `playtester run` issue), `KnownObjectsMask` stands in for it with the boxes the engine knows
@@ -31,6 +32,8 @@ import numpy as np
 import torch.nn as nn
 
 from playtester.capture.errors import UserError
+from playtester.capture.frames import FrameSpec
+from playtester.capture.games import probe_game
 from playtester.exploration.actor_critic import RandomAgent, RandomAgentConfig
 from playtester.exploration.imitation_ac import ImitationActorCritic
 from playtester.exploration.modes import MODES, explorer_preset
@@ -83,19 +86,6 @@ GameWrapper = Callable[[gym.Env, int], gym.Env]
 tester loop, in `playtester run`); picklable, since it runs in the worker processes."""
 
 
-def explorer_env(game: str, frame_size: int, game_options: dict[str, Any] | None = None,
-                 wrap: GameWrapper | None = None, index: int = 0) -> gym.Env:
-    """Game instance `index` as the explorer sees it (module level, so `AsyncVectorEnv` can pickle it)."""
-    from playtester.capture.games import make_game
-    from playtester.capture.wrappers import ResizeFrame
-
-    env = make_game(game, **(game_options or {}))
-    check_rgb_frames(env.observation_space, f"game {game!r}")
-    if wrap is not None:
-        env = wrap(env, index)
-    return ResizeFrame(KnownObjectsMask(env), (frame_size, frame_size))
-
-
 class Explorer(NamedTuple):
     """What `ppo.train(*explorer)` takes: config, actor-critic, reward hook, game factory."""
 
@@ -140,27 +130,25 @@ def build_explorer(
         from playtester.imitation.live import load_policy
 
         policy = load_policy(preference_ckpt).policy
-    frame_size = policy.cfg.frames.side if policy is not None else 64
+    frames = policy.cfg.frames if policy is not None else FrameSpec.square(64)  # a policy's frames are its encoder's
 
     options: dict[str, Any] = {"vector_env": "async", "env_reward_coef": 0.0, "encoder": "conv",
                                "num_minibatches": math.gcd(num_envs, 4), **ppo_options}
     try:
         cfg = PPOConfig(env_id=game, run_dir=run_dir, total_timesteps=total_timesteps, num_envs=num_envs,
-                        frame_size=frame_size, **options)
+                        frame_size=frames.side, **options)
     except (TypeError, ValueError) as e:
         raise UserError(f"explorer options: {e}") from None
+    env = functools.partial(make_env, game, frames, mask=True, game_options=game_options)
     if wrap is None:
-        env_fn: Callable[[], gym.Env] | list[Callable[[], gym.Env]] = functools.partial(explorer_env, game, frame_size, game_options)
+        env_fn: Callable[[], gym.Env] | list[Callable[[], gym.Env]] = env
     else:
-        env_fn = [functools.partial(explorer_env, game, frame_size, game_options, wrap, i) for i in range(num_envs)]
+        env_fn = [functools.partial(env, wrap=wrap, index=i) for i in range(num_envs)]
 
-    # Look at the game once before anything is built or trained: RGB frames, Discrete actions,
-    # and the same number of actions as the path policy.
-    probe = make_env(game, frame_size) if game.startswith("state:") else explorer_env(game, frame_size, game_options)
-    try:
-        observation_space, action_space = probe.observation_space, probe.action_space
-    finally:
-        probe.close()
+    # Look at the game before anything is built or trained (once a run: `probe_game` keeps what it
+    # saw): RGB frames, Discrete actions, and the same number of actions as the path policy.
+    probe = probe_game(game, **(game_options or {}))
+    observation_space, action_space = probe.observation_space, probe.action_space
     check_rgb_frames(observation_space, f"game {game!r}")
     n = getattr(action_space, "n", None)
     if n is None:

@@ -61,18 +61,7 @@ class CallableReward(gym.Wrapper):
 
 
 def game_env(game: str, reward: str | None = None, game_options: dict[str, Any] | None = None) -> gym.Env:
-    """One game instance with the winning objective's reward (module level: `AsyncVectorEnv` pickles it)."""
-    from playtester.capture.games import make_game
+    """One game instance with the winning objective's reward, frames as the game gives them (`make_env`)."""
+    from playtester.exploration.vector_env import make_env
 
-    env = make_game(game, **(game_options or {}))
-    return CallableReward(env, reward) if reward is not None else env
-
-
-def resized_game_env(game: str, frame_size: int, reward: str | None = None, game_options: dict[str, Any] | None = None) -> gym.Env:
-    """`game_env` with frames resized for a policy (what PPO trains on)."""
-    from playtester.capture.wrappers import ResizeFrame
-    from playtester.exploration.vector_env import check_rgb_frames
-
-    env = game_env(game, reward, game_options)
-    check_rgb_frames(env.observation_space, f"game {game!r}")
-    return ResizeFrame(env, (frame_size, frame_size))
+    return make_env(game, reward=reward, game_options=game_options)

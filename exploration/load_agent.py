@@ -22,14 +22,10 @@ from playtester.capture.timing import require_frame_time, warm_up
 def load_env(game: str, frame_size: int, max_steps: int) -> gym.Env:
     """One game as the explorer sees it (OD-masked, resized), with episodes of `max_steps` steps:
     the load reward's end-of-episode bonus needs episodes that end."""
-    from playtester.capture.games import make_game
-    from playtester.capture.wrappers import ResizeFrame
-    from playtester.exploration.explorer import KnownObjectsMask
-    from playtester.exploration.vector_env import check_rgb_frames
+    from playtester.capture.frames import FrameSpec
+    from playtester.exploration.vector_env import make_env
 
-    env = make_game(game, max_steps=max_steps)
-    check_rgb_frames(env.observation_space, f"game {game!r}")
-    return ResizeFrame(KnownObjectsMask(env), (frame_size, frame_size))
+    return make_env(game, FrameSpec.square(frame_size), mask=True, game_options={"max_steps": max_steps})
 
 
 @torch.no_grad()

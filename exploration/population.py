@@ -33,13 +33,15 @@ import torch.nn as nn
 
 from playtester.capture.errors import UserError
 from playtester.capture.frames import FrameSpec
+from playtester.capture.games import probe_game
 from playtester.exploration import evolution as ea
 from playtester.exploration.actor_critic import GRUActorCritic, GRUActorCriticConfig, RandomAgent, RandomAgentConfig, build_actor_critic
 from playtester.exploration.checkpoints import load_checkpoint, save_checkpoint
 from playtester.exploration.evaluation import EvalJob, WatcherFactory, evaluate, make_eval_envs, policy_scores
-from playtester.exploration.game_reward import check_game_reward, game_env, resized_game_env
+from playtester.exploration.game_reward import check_game_reward, game_env
 from playtester.exploration.ppo import PPOConfig, train
 from playtester.exploration.state_coverage import StateCoverageConfig, default_state_features
+from playtester.exploration.vector_env import make_env
 
 CHECKPOINT = "evolution.ckpt"
 OBJECTIVES = ("exploration", "winning")
@@ -165,11 +167,7 @@ class Evolution:
         self.states: set = set()
         self.history: list[dict[str, Any]] = []
         self._game_options = {**cfg.game_options, "max_steps": cfg.eval_steps}
-        probe = game_env(cfg.game, cfg.reward, self._game_options)
-        try:
-            self.num_actions = int(probe.action_space.n)
-        finally:
-            probe.close()
+        self.num_actions = int(probe_game(cfg.game, **self._game_options).action_space.n)
 
     # -- policies ---------------------------------------------------------------------------
     def new_agent(self, seed: int) -> nn.Module:
@@ -201,7 +199,7 @@ class Evolution:
         ppo_cfg = replace(cfg.ppo, env_id=cfg.game, run_dir=str(run), seed=cfg.seed * 10_007 + self.generation * 101 + index,
                           frame_size=cfg.frame_size, encoder="conv", hidden_dim=cfg.hidden_dim, rnn_dim=cfg.rnn_dim,
                           vector_env=cfg.vector_env, resume=False)
-        env_fn = functools.partial(resized_game_env, cfg.game, cfg.frame_size, cfg.reward, self._game_options)
+        env_fn = functools.partial(make_env, cfg.game, FrameSpec.square(cfg.frame_size), reward=cfg.reward, game_options=self._game_options)
         result = train(ppo_cfg, copy.deepcopy(agent), None, env_fn)
         shutil.rmtree(run / "checkpoints", ignore_errors=True)  # the population checkpoint holds the weights
         self.steps += result.global_step

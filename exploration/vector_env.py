@@ -3,31 +3,51 @@
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import gymnasium as gym
 import numpy as np
 
 from playtester.capture.errors import UserError
+from playtester.capture.frames import FrameSpec
 
 if TYPE_CHECKING:
     from playtester.exploration.ppo import PPOConfig
 
 
-def make_env(env_id: str, frame_size: int) -> gym.Env:
-    """One environment as `env_id` names it (see `PPOConfig.env_id`)."""
-    if env_id.startswith("state:"):
-        name = env_id.split(":", 1)[1]
-        try:
-            return gym.make(name)
-        except gym.error.Error as e:
-            raise UserError(f"env {env_id!r}: Gymnasium cannot make {name!r} ({e})") from None
-    from playtester.capture.games import make_game
+def make_env(game: str, frames: FrameSpec | None = None, *, mask: bool = False, reward: str | None = None,
+             game_options: dict[str, Any] | None = None, wrap: Callable[[gym.Env, int], gym.Env] | None = None,
+             index: int = 0) -> gym.Env:
+    """Game instance `index` as a policy sees it: the one env factory (module level, so that
+    `AsyncVectorEnv` can pickle a `functools.partial` of it).
+
+    `make_game(game, **game_options)` → the objective's `reward` (`exploration/game_reward.py`)
+    → `wrap(env, index)` (the tester loop of `playtester run`) → with `mask`, the known objects'
+    OD mask (`KnownObjectsMask`) → frames at `frames`'s size (`capture/frames.py`; None: as the
+    game gives them). A `state:ID` game is Gymnasium's env as it is (state vectors, no frames).
+    """
+    from playtester.capture.games import make_game, make_state_env
+
+    if game.startswith("state:"):
+        return make_state_env(game)
     from playtester.capture.wrappers import ResizeFrame
 
-    env = make_game(env_id)
-    check_rgb_frames(env.observation_space, env_id)
-    return ResizeFrame(env, (frame_size, frame_size))
+    env = make_game(game, **(game_options or {}))
+    if reward is not None:
+        from playtester.exploration.game_reward import CallableReward
+
+        env = CallableReward(env, reward)
+    if frames is not None or mask:
+        check_rgb_frames(env.observation_space, f"game {game!r}")
+    if wrap is not None:
+        env = wrap(env, index)
+    if mask:
+        from playtester.exploration.explorer import KnownObjectsMask
+
+        env = KnownObjectsMask(env)
+    if frames is not None:
+        env = ResizeFrame(env, frames)
+    return env
 
 
 def check_rgb_frames(space: gym.Space, what: str) -> None:
@@ -79,7 +99,7 @@ def make_vector_env(
     them as Ray actors (`--cluster`, `exploration/ray_env.py`) whatever `cfg.vector_env` says."""
     from playtester.exploration.ray_env import RayInstances, RayVectorEnv
 
-    env_fn = env_fn or functools.partial(make_env, cfg.env_id, cfg.frame_size)
+    env_fn = env_fn or functools.partial(make_env, cfg.env_id, FrameSpec.square(cfg.frame_size))
     env_fns = list(env_fn) if isinstance(env_fn, Sequence) else [env_fn] * cfg.num_envs
     if len(env_fns) != cfg.num_envs:
         raise ValueError(f"{len(env_fns)} env factories for num_envs={cfg.num_envs}")

@@ -8,8 +8,8 @@ they end, and are stepped with the same random actions. Two kinds of instance:
           step costs each of them, with no game to hide it
     game  the game as the explorer's vector env builds it without a run (`make_env`: the game
           resized to 64×64): the raw env loop
-    run   a run's game instance (`explorer_env`: the tester loop writing the run's logs, the
-          OD mask, 64×64); on Ray its records come back to this process, which writes them
+    run   a run's game instance (`make_env` with the run's `wrap` and the mask: the tester loop
+          writing the run's logs, the OD mask, 64×64); on Ray its records come back to this process, which writes them
     ppo   a whole run's playing and learning: `explore_with_ppo` with the inspector explorer
           (no test policy), one episode of `--ppo-steps` steps per instance, set-up included
           (games, workers or actors, the network); steps/s = trajectory lines / wall time
@@ -51,13 +51,13 @@ class Idle(gym.Env):
 
 def factories(kind: str, game: str, envs: int, run_dir: Path, on_ray: bool):
     """The instances' factories (and for Ray, the run's link)."""
-    from playtester.exploration.explorer import explorer_env
+    from playtester.capture.frames import FrameSpec
     from playtester.exploration.vector_env import make_env
 
     if kind == "idle":
         return [Idle] * envs, None
     if kind == "game":
-        return [functools.partial(make_env, game, 64)] * envs, None
+        return [functools.partial(make_env, game, FrameSpec.square(64))] * envs, None
     from playtester.cluster import RunLink, tester_on_worker
     from playtester.run_spec import RunSpec
     from playtester.runner import _wrap
@@ -66,7 +66,8 @@ def factories(kind: str, game: str, envs: int, run_dir: Path, on_ray: bool):
     spec = RunSpec(game=game, tester=None, run_dir=str(run_dir), explorer="inspector", episodes=10**6, steps=10**6,
                    num_envs=envs)
     wrap = tester_on_worker if on_ray else functools.partial(_wrap, spec)
-    return [functools.partial(explorer_env, game, 64, spec.game_options(), wrap, i) for i in range(envs)], \
+    return [functools.partial(make_env, game, FrameSpec.square(64), mask=True, game_options=spec.game_options(), wrap=wrap, index=i)
+            for i in range(envs)], \
         RunLink(spec) if on_ray else None
 
 

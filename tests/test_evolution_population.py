@@ -12,6 +12,7 @@ from gymnasium.utils.env_checker import check_env
 
 from playtester.capture.block_maze import ENV_ID, BlockMaze, distances
 from playtester.capture.errors import UserError
+from playtester.capture.frames import FrameSpec
 from playtester.capture.games import make_game
 from playtester.exploration.actor_critic import RandomAgent, RandomAgentConfig
 from playtester.exploration.evaluation import EvalJob, evaluate, make_eval_envs, policy_scores
@@ -74,7 +75,7 @@ def test_evaluate_plays_every_job_on_few_instances_in_order_and_deterministicall
     def play():
         envs = make_eval_envs(lambda: game_env(MAZE, None, {"max_steps": 30, "maze_seed": 1}), 2)
         try:
-            return evaluate(agents, jobs, envs, 48, coverage)
+            return evaluate(agents, jobs, envs, FrameSpec.square(48), coverage)
         finally:
             envs.close()
 
