@@ -27,15 +27,14 @@ from playtester.capture.errors import UserError
 from playtester.run_spec import RunSpec, load_known_oois
 from playtester.tester import TesterConfig, TesterEnv
 
-def make_detector(spec: RunSpec, env: gym.Env):
+def make_detector(spec: RunSpec, layout: Any):
     """What finds the OOIs in the tester loop: a trained model whose detections are matched to
     the known OOIs (the park's, or `--oois`) by telemetry, or with `oracle_labels` the engine's
-    labels; None without a test policy (nothing to test with)."""
+    labels; None without a test policy (nothing to test with). `layout`: the park's (`GameInfo.layout`), else None."""
     from playtester.tester import GroundTruthDetector, ModelDetector
 
     if spec.tester is None:
         return None
-    layout = getattr(getattr(env.unwrapped, "scenario", None), "layout", None)
     if spec.oracle_labels:
         if layout is None:
             raise UserError(f"--oracle-labels: {spec.game} has no engine labels to find objects with (only the built-in "
@@ -61,8 +60,9 @@ def tester_env(spec: RunSpec, env: gym.Env, index: int = 0) -> TesterEnv:
     live = load_policy(spec.tester) if spec.tester else None
     texture = TextureOracle.from_coco(spec.texture_reference) if spec.texture_reference else None
     oracles = [CrashOracle(), StuckOracle(spec.stuck_steps), AssertionOracle([load_assertion(a) for a in spec.assertions])]
+    layout = getattr(getattr(env.unwrapped, "scenario", None), "layout", None)
     wrapped = TesterEnv(
-        env, tester=live, detector=make_detector(spec, env), oracles=oracles, run_dir=spec.run_dir, game=spec.game,
+        env, tester=live, detector=make_detector(spec, layout), oracles=oracles, run_dir=spec.run_dir, game=spec.game,
         game_options=spec.game_options(), texture=texture,
         config=TesterConfig(test_steps=spec.test_steps, seed=spec.seed), env_index=index, n_envs=spec.num_envs,
         episodes=spec.episodes, max_restarts=spec.max_restarts,

@@ -262,7 +262,7 @@ def check_run_folder(out: Path, resume: bool, overwrite: bool) -> None:
 def check_inputs(spec) -> None:
     """Load every file the run names and check the budget fits, so that bad input is one line
     naming its option before anything is written."""
-    from playtester.capture.games import make_game
+    from playtester.capture.games import probe_game
     from playtester.imitation.live import load_policy
     from playtester.oracles import TextureOracle, load_assertion
     from playtester.runner import make_detector
@@ -292,21 +292,17 @@ def check_inputs(spec) -> None:
         check_memory(explorer_steps * (3 * FRAME_SIDE**2 + 256), f"--rollout {spec.rollout} × --envs {spec.num_envs}")
     check_free_disk(Path(spec.run_dir), spec.episodes * spec.steps * TRAJECTORY_BYTES_PER_STEP,
                     f"--episodes {spec.episodes} × --steps {spec.steps}")
-    env = make_game(spec.game, **spec.game_options())
-    try:
-        if live is not None and not env.unwrapped.keymap.same_actions(live.keymap):
-            raise UserError(
-                f"--tester {spec.tester}: trained with the key map ({', '.join(live.keymap.names)}), but {spec.game} uses "
-                f"({', '.join(env.unwrapped.keymap.names)}); train the test policy on demos from this game"
-            )
-        with about("--detector"):
-            make_detector(spec, env)
-        if texture is not None:
-            layout = getattr(getattr(env.unwrapped, "scenario", None), "layout", None)
-            kinds = model.classes if spec.detector is not None else [o.kind for o in layout.oois] if layout else None
-            check_texture_kinds(spec.texture_reference, texture, kinds)
-    finally:
-        env.close()
+    game = probe_game(spec.game, **spec.game_options())  # kept: the explorer reads the same probe
+    if live is not None and not game.keymap.same_actions(live.keymap):
+        raise UserError(
+            f"--tester {spec.tester}: trained with the key map ({', '.join(live.keymap.names)}), but {spec.game} uses "
+            f"({', '.join(game.keymap.names)}); train the test policy on demos from this game"
+        )
+    with about("--detector"):
+        make_detector(spec, game.layout)
+    if texture is not None:
+        kinds = model.classes if spec.detector is not None else [o.kind for o in game.layout.oois] if game.layout else None
+        check_texture_kinds(spec.texture_reference, texture, kinds)
 
 
 def check_texture_kinds(path: str, texture, kinds: list[str] | None) -> None:
