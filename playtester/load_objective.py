@@ -42,13 +42,9 @@ def load_objective(spec: Any, explorer: Any) -> Any:
 
     area = None
     if spec.load_area == "pathways":
-        from playtester.capture.games import make_game
+        from playtester.capture.games import probe_game
 
-        env = make_game(spec.game)
-        try:
-            layout = getattr(getattr(env.unwrapped, "scenario", None), "layout", None)
-        finally:
-            env.close()
+        layout = probe_game(spec.game, **spec.game_options()).layout  # the run's probe: the game is not started again
         if layout is None:
             raise UserError(f"--load-area pathways: {spec.game} has no pathway map; use --load-area everywhere")
         area = AreaMask.pathways(layout)
