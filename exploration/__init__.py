@@ -5,7 +5,8 @@
     ppo.py           recurrent PPO on Lightning Fabric (one loop), `RewardHook`, --resume, `stop`
     ppo_config.py    `PPOConfig` (CleanRL's defaults) and what a resumed run must keep
     vector_env.py    the games PPO plays (`state:ID` or a game spec), `AsyncVectorEnv`/`SyncVectorEnv`
-    checkpoints.py   atomic checkpoint files, RNG state, `load_agent` (rebuilds from the file alone)
+    checkpoints.py   atomic checkpoint files through Fabric, RNG state, `load_agent` and `load_explorer`
+                     (the agent, or agent and exploration reward, rebuilt from the file alone)
     rnd.py           `EnsembleRND`: frozen target, N predictors, replay, normalisation
     preference.py    `preference_reward` (−KL(π^e ‖ π^p)), `AlphaSchedule`, `mix_rewards`
     reward.py        `ExplorationReward`: the `RewardHook` that blends novelty and preference

@@ -99,7 +99,9 @@ class ExplorationReward:
         """Train the RND predictors on `fabric` (module and optimiser set up by it, on its
         device); the preference policy moves to that device too."""
         self.fabric, self.device = fabric, fabric.device
-        self.rnd, self.rnd_optimizer = fabric.setup(self.rnd, self.rnd_optimizer)
+        rnd = getattr(self.rnd, "module", self.rnd)  # set up before (an earlier run): unwrapped first
+        optimizer = getattr(self.rnd_optimizer, "optimizer", self.rnd_optimizer)
+        self.rnd, self.rnd_optimizer = fabric.setup(rnd, optimizer)
         if self.preference_policy is not None:
             self.preference_policy = fabric.to_device(self.preference_policy)
             self.preference_state = self.preference_policy.initial_state(self.num_envs)

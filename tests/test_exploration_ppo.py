@@ -303,6 +303,7 @@ def test_the_checkpoint_alone_rebuilds_the_explorer_and_its_rewards(tmp_path):
 def test_explorer_checkpoints_from_before_the_reward_spec_still_load(tmp_path):
     hook = ExplorationReward(replace(explorer_preset("inspector").reward, rnd=replace(tiny_rnd(), num_predictors=1, reward="prediction_error")), 2)
     hook.setup(Fabric(accelerator="cpu", devices=1))
+    hook.setup(Fabric(accelerator="cpu", devices=1))  # a hook may serve a second run
     state = hook.state_dict()
     old = {"rnd": {**state["rnd"], "_extra_state": {"optimizer": state["rnd_optimizer"]}}, "alpha": state["alpha"]}
     hook.load_state_dict(old)  # the RND's optimiser sat in its extra state
