@@ -45,10 +45,8 @@ def load_into(fabric: Any, path: Path, state: dict[str, Any]) -> dict[str, Any]:
     """`fabric.load(path, state)`: the objects in `state` restored in place, its plain values
     replaced by the file's; the file's other items returned. Tensors, numbers and numpy arrays
     only, as `load_checkpoint` (which checks the file first)."""
-    import torch.serialization
-
     with torch.serialization.safe_globals(list(_numpy_globals())):
-        return fabric.load(path, state)
+        return fabric.load(path, state, weights_only=True)
 
 
 def _numpy_globals() -> tuple[Any, ...]:
