@@ -10,8 +10,8 @@ the OD mask that the model applies (masking lives with the model, above this lay
   else the largest of the visible `objects`;
 - else a box from `boxes` (a detector's, computed by the caller), else None.
 
-Episodes are split into training and held-out ones (never frames of one episode on both sides),
-stratified by behaviour.
+Episodes are split into training and held-out ones by `datasets.splits` (never frames of one
+episode on both sides, stratified by behaviour).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from playtester.capture.errors import UserError
 from playtester.datasets.episodes import Episode, load_episodes
+from playtester.datasets.splits import split_episodes
 
 NO_BOX = (math.nan, math.nan, math.nan, math.nan)
 
@@ -111,27 +112,6 @@ class TransitionDataset(Dataset):
         )
 
 
-def split_episodes(episodes: Sequence[Episode], val_fraction: float, seed: int = 0) -> tuple[list[Episode], list[Episode]]:
-    """(training, held-out) episodes: `val_fraction` of each behaviour's episodes held out
-    (at least one where a behaviour has two or more), chosen by `seed`."""
-    if not 0 <= val_fraction < 1:
-        raise UserError(f"--val-fraction {val_fraction}: use a number in [0, 1)")
-    groups: dict[str, list[Episode]] = {}
-    for ep in sorted(episodes, key=lambda e: str(e.path)):
-        groups.setdefault(ep.behavior, []).append(ep)
-    rng = np.random.default_rng(seed)
-    train, val = [], []
-    for behavior in sorted(groups):
-        group = groups[behavior]
-        order = rng.permutation(len(group))
-        n_val = int(round(val_fraction * len(group)))
-        if val_fraction > 0 and len(group) >= 2:
-            n_val = min(max(1, n_val), len(group) - 1)
-        val += [group[i] for i in order[:n_val]]
-        train += [group[i] for i in order[n_val:]]
-    return train, val
-
-
 def check_keymaps(episodes: Sequence[Episode]) -> list[str]:
     """The action names all episodes share; a `UserError` names an episode whose key map differs."""
     names = [a["name"] for a in episodes[0].meta["keymap"]["actions"]]
@@ -158,6 +138,8 @@ class TransitionDataModule(L.LightningDataModule):
         box_fn: Callable[[Episode], np.ndarray] | None = None,
     ) -> None:
         super().__init__()
+        if not 0 <= val_fraction < 1:
+            raise UserError(f"--val-fraction {val_fraction}: use a number in [0, 1)")
         self.demos = demos
         self.image_size, self.batch_size, self.val_fraction = image_size, batch_size, val_fraction
         self.seed, self.workers = seed, workers
@@ -180,7 +162,8 @@ class TransitionDataModule(L.LightningDataModule):
             for ep in episodes:
                 if ep.name not in self.boxes and needs_detector(ep):
                     self.boxes[ep.name] = self.box_fn(ep)
-        train, val = split_episodes(episodes, self.val_fraction, self.seed)
+        parts = split_episodes(episodes, {"val": self.val_fraction, "train": 1 - self.val_fraction}, self.seed)
+        train, val = parts["train"], parts["val"]
         self.train_set = TransitionDataset(train, self.image_size, self.boxes)
         self.val_set = TransitionDataset(val, self.image_size, self.boxes)
         self.episodes = episodes

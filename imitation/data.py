@@ -1,4 +1,4 @@
-"""Demo trajectories for behaviour cloning, as encoder features.
+"""Demo trajectories for behaviour cloning, as encoder features, and the DataModule that serves them.
 
 With the encoder frozen (the default on a CPU), each frame is encoded once, twice over: OD-masked
 with the box of the OOI under test for the student (`test_box` in the episode's steps; no box
@@ -10,14 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
+import lightning as L
 import numpy as np
 import torch
+from torch.utils.data import DataLoader
 
 from playtester.capture.errors import UserError
 from playtester.capture.keymap import KeyMap
-from playtester.datasets.episodes import Episode
+from playtester.datasets.episodes import Episode, load_episodes
+from playtester.datasets.splits import split_episodes
 from playtester.perception.od_mask import od_mask_batch
 
 
@@ -62,17 +65,6 @@ def check_demos(episodes: list[Episode], action_names: list[str] | None, k: int,
     return km
 
 
-def split_episodes(episodes: list[Episode], seed: int = 0, shares: tuple[float, float, float] = (0.7, 0.1, 0.2)):
-    """Train / validation / test by episode (70/10/20); at least one validation episode when there are 3+."""
-    order = np.random.default_rng(seed).permutation(len(episodes))
-    n = len(episodes)
-    n_val = max(1 if n >= 3 else 0, int(round(n * shares[1])))
-    n_test = max(1 if n >= 4 else 0, int(round(n * shares[2])))
-    n_train = n - n_val - n_test
-    pick = lambda idx: [episodes[int(i)] for i in idx]  # noqa: E731
-    return pick(order[:n_train]), pick(order[n_train : n_train + n_val]), pick(order[n_train + n_val :])
-
-
 def demo_starts_and_targets(episodes: list[Episode]) -> dict[str, dict[str, list[int]]]:
     """Per game, the start points and target OOIs its demos used, for the checkpoint: a park's
     start 3 and another park's start 3 are different places."""
@@ -102,12 +94,16 @@ def trained_on(scoring: dict, game: str) -> tuple[set[int], set[int]]:
     return starts, set(scoring.get("demo_targets") or [])
 
 
-def split_demos(episodes: list[Episode], seed: int = 0):
+SHARES = {"train": 0.7, "val": 0.1, "test": 0.2}
+"""How behaviour cloning splits the expert-driven episodes (`datasets.splits`, cut in this order)."""
+
+
+def split_demos(episodes: list[Episode], seed: int = 0) -> tuple[list[Episode], list[Episode], list[Episode]]:
     """Train / validation / test for behaviour cloning: the expert-driven episodes split 70/10/20,
     every DAgger episode (the policy drove, the expert labelled) and every episode labelled from
     video in train, so that validation and the held-out score measure the expert's own behaviour."""
-    train, val, test = split_episodes([e for e in episodes if e.expert_driven], seed)
-    return train + [e for e in episodes if not e.expert_driven], val, test
+    parts = split_episodes([e for e in episodes if e.expert_driven], SHARES, seed)
+    return parts["train"] + [e for e in episodes if not e.expert_driven], parts["val"], parts["test"]
 
 
 @dataclass(frozen=True)
@@ -178,3 +174,65 @@ def collate(trajs: list[Trajectory]) -> Batch:
         mask[i, :n] = 1.0
         weights[i, :n] = 1.0 if x.weights is None else x.weights
     return Batch(student, teacher, actions, mask, weights)
+
+
+def load_demo_folders(demos: str | Path | Sequence[str | Path], behavior: str | None) -> tuple[list[Episode], str]:
+    """Every episode under one or more demo folders (an episode under two of them counts once),
+    and the folders as one name for messages."""
+    roots = [demos] if isinstance(demos, (str, Path)) else list(demos)
+    if not roots:
+        raise UserError("train policy: give at least one --demos folder")
+    seen: dict[Path, Episode] = {}
+    for root in roots:
+        for ep in load_episodes(root, behavior=behavior):
+            seen.setdefault(ep.path.resolve(), ep)
+    return list(seen.values()), ", ".join(str(r) for r in roots)
+
+
+def loader(trajs: list[Trajectory], batch_size: int, shuffle: bool, seed: int = 0) -> DataLoader:
+    g = torch.Generator().manual_seed(seed)
+    return DataLoader(trajs, batch_size=batch_size, shuffle=shuffle, collate_fn=collate, generator=g, num_workers=0)
+
+
+class DemoDataModule(L.LightningDataModule):
+    """Behaviour-cloning data from one or more demo folders: the episodes loaded and checked
+    against the encoder's actions, split by episode (`split_demos`), each encoded once with the
+    frozen encoder (`encode`: uint8 N×H×W×3 frames → N×D features), served B whole trajectories a
+    batch. After `setup`: `keymap`, `episodes`, `parts` (episodes by split) and `trajs` (features
+    by split, in the same order)."""
+
+    def __init__(self, demos: str | Path | Sequence[str | Path], encode: Callable[[torch.Tensor], torch.Tensor], *,
+                 action_names: list[str] | None, k: int, behavior: str | None = None, batch_size: int = 8, seed: int = 0,
+                 teacher: bool = True, idm: IdmUse = IdmUse(), say: Callable[[str], None] = print) -> None:
+        super().__init__()
+        self.demos, self.encode, self.action_names, self.k, self.behavior = demos, encode, action_names, k, behavior
+        self.batch_size, self.seed, self.teacher, self.idm, self.say = batch_size, seed, teacher, idm, say
+        self.keymap: KeyMap | None = None
+        self.episodes: list[Episode] = []
+        self.parts: dict[str, list[Episode]] = {}
+        self.trajs: dict[str, list[Trajectory]] = {}
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.trajs:
+            return
+        episodes, where = load_demo_folders(self.demos, self.behavior)
+        self.keymap = check_demos(episodes, self.action_names, self.k, where)
+        n = sum(e.expert_driven for e in episodes)
+        if n < 3:
+            raise UserError(f"demos folder {where}: {n} expert-driven episodes; record at least 3 (train, validation, test)")
+        train, val, test = split_demos(episodes, self.seed)
+        self.episodes, self.parts = episodes, {"train": train, "val": val, "test": test}
+        others = sum(not e.expert_driven for e in episodes)
+        self.say(f"encoding {len(episodes)} episodes ({sum(len(e) for e in episodes)} frames) with the frozen encoder"
+                 + (f"; {others} DAgger or video episodes train only" if others else ""))
+        self.trajs = {part: encode_episodes(eps, self.encode, teacher=self.teacher, idm=self.idm) for part, eps in self.parts.items()}
+
+    @property
+    def expert_episodes(self) -> list[Episode]:
+        return [e for e in self.episodes if e.expert_driven]
+
+    def train_dataloader(self) -> DataLoader:
+        return loader(self.trajs["train"], self.batch_size, True, self.seed)
+
+    def val_dataloader(self) -> DataLoader:
+        return loader(self.trajs["val"], self.batch_size, False)

@@ -3,8 +3,9 @@
 Whole trajectories are trained by truncated back-propagation: each batch holds B episodes, cut
 into chunks of `chunk` steps; the global GRU's state is carried from chunk to chunk (detached),
 and the optimiser steps once per chunk (manual optimisation). Loss = cross-entropy to the expert
-action + λ · DINO consistency between teacher and student `h^c`. AdamW, linear warm-up then
-cosine decay, early stopping on the validation loss.
+action + λ · DINO consistency between teacher and student `h^c`. AdamW with a linear warm-up then
+cosine decay (torch schedulers, stepped once a batch), early stopping on the validation loss, the
+best validation epoch's weights kept (Lightning's EarlyStopping and ModelCheckpoint, see `fit`).
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from typing import Any
 import lightning as L
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader
+from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, SequentialLR
 
 from playtester.capture.errors import UserError
-from playtester.imitation.data import Batch, IdmUse, Trajectory, collate
+from playtester.imitation.data import Batch, IdmUse, Trajectory
 from playtester.imitation.policy import ImitationPolicy, PolicyConfig, build_encoder
 from playtester.imitation.teacher import EMATeacher, dino_loss
 from playtester.perception.training import tag_checkpoint
@@ -82,14 +83,19 @@ class TrainConfig:
     def idm_use(self) -> IdmUse:
         return IdmUse(weight=self.idm_weight, min_confidence=self.idm_min_confidence)
 
-    def lr_at(self, progress: float) -> float:
-        """Learning rate at `progress` epochs (fractional) into training."""
-        warm = min(self.warmup_epochs, max(1, self.epochs // 4))
-        if progress < warm:
-            return self.lr_start + (self.lr_peak - self.lr_start) * progress / warm
-        span = max(1e-9, self.epochs - warm)
-        t = min(1.0, (progress - warm) / span)
-        return self.lr_end + 0.5 * (self.lr_peak - self.lr_end) * (1.0 + math.cos(math.pi * t))
+    @property
+    def warmup(self) -> int:
+        """Epochs of warm-up: `warmup_epochs`, or a quarter of `epochs` when that is fewer (at least 1)."""
+        return min(self.warmup_epochs, max(1, self.epochs // 4))
+
+
+def warmup_cosine(opt: torch.optim.Optimizer, cfg: TrainConfig, steps_per_epoch: int) -> SequentialLR:
+    """The learning rate, stepped once a batch: linear from `lr_start` to `lr_peak` (the
+    optimiser's own rate) over the warm-up epochs, then cosine down to `lr_end` at the last epoch."""
+    warm = cfg.warmup * steps_per_epoch
+    rise = LinearLR(opt, start_factor=cfg.lr_start / cfg.lr_peak, end_factor=1.0, total_iters=warm)
+    fall = CosineAnnealingLR(opt, T_max=max(1, cfg.epochs * steps_per_epoch - warm), eta_min=cfg.lr_end)
+    return SequentialLR(opt, [rise, fall], milestones=[warm])
 
 
 class BehaviourCloning(L.LightningModule):
@@ -115,16 +121,12 @@ class BehaviourCloning(L.LightningModule):
         windows = core.windows(batch.student)
         t_windows = core.windows(batch.teacher) if self.teacher is not None else None
         h = ht = None
-        steps_per_epoch = max(1, self.trainer.num_training_batches)
         n_chunks = math.ceil(batch.actions.shape[1] / self.tcfg.chunk)
         for c in range(n_chunks):
             sl = slice(c * self.tcfg.chunk, (c + 1) * self.tcfg.chunk)
             mask = batch.mask[:, sl].bool()
             if not mask.any():
                 break
-            progress = self.current_epoch + (batch_idx + c / n_chunks) / steps_per_epoch
-            for group in opt.param_groups:
-                group["lr"] = self.tcfg.lr_at(progress)
             logits, hc, h = core.forward_windows(windows[:, sl], h)
             ce = weighted_cross_entropy(logits[mask], batch.actions[:, sl][mask], batch.weights[:, sl][mask])
             loss = ce
@@ -145,6 +147,7 @@ class BehaviourCloning(L.LightningModule):
             acc = (logits[mask].argmax(-1) == batch.actions[:, sl][mask]).float().mean()
             self.log_dict({"train/ce": ce, "train/acc": acc, "train/loss": loss, "train/lr": opt.param_groups[0]["lr"]},
                           on_step=True, on_epoch=True, prog_bar=True, batch_size=int(mask.sum()))
+        self.lr_schedulers().step()
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
         logits, _, _ = self.model.core(batch.student)
@@ -155,7 +158,9 @@ class BehaviourCloning(L.LightningModule):
 
     def configure_optimizers(self):
         params = [p for p in self.model.core.parameters() if p.requires_grad]
-        return torch.optim.AdamW(params, lr=self.tcfg.lr_start, weight_decay=self.tcfg.weight_decay)
+        opt = torch.optim.AdamW(params, lr=self.tcfg.lr_peak, weight_decay=self.tcfg.weight_decay)
+        steps_per_epoch = max(1, round(self.trainer.estimated_stepping_batches / self.trainer.max_epochs))
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": warmup_cosine(opt, self.tcfg, steps_per_epoch), "interval": "step"}}
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         tag_checkpoint(checkpoint, CHECKPOINT_KIND)
@@ -168,30 +173,6 @@ def weighted_cross_entropy(logits: torch.Tensor, actions: torch.Tensor, weights:
     gradient from it, when all are 0)."""
     per_step = F.cross_entropy(logits, actions, reduction="none")
     return (per_step * weights).sum() / weights.sum().clamp(min=1e-8)
-
-
-class KeepBest(L.Callback):
-    """Remembers the policy weights of the best validation loss; `restore` puts them back
-    (early stopping ends some epochs after the best one)."""
-
-    def __init__(self) -> None:
-        self.best = float("inf")
-        self.state: dict[str, torch.Tensor] | None = None
-
-    def on_validation_epoch_end(self, trainer, pl_module) -> None:
-        loss = trainer.callback_metrics.get("val/loss")
-        if loss is not None and float(loss) < self.best:
-            self.best = float(loss)
-            self.state = {k: v.detach().clone() for k, v in pl_module.model.core.state_dict().items()}
-
-    def restore(self, pl_module) -> None:
-        if self.state is not None:
-            pl_module.model.core.load_state_dict(self.state)
-
-
-def loader(trajs: list[Trajectory], batch_size: int, shuffle: bool, seed: int = 0) -> DataLoader:
-    g = torch.Generator().manual_seed(seed)
-    return DataLoader(trajs, batch_size=batch_size, shuffle=shuffle, collate_fn=collate, generator=g, num_workers=0)
 
 
 def evaluate_offline(policy: ImitationPolicy, trajs: list[Trajectory]) -> dict[str, float]:

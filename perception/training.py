@@ -62,8 +62,10 @@ def make_trainer(
     **extra: Any,
 ):
     """A Lightning Trainer with TensorBoard logs under `logdir/name`, honouring both budgets:
-    it stops after `epochs` or `max_minutes`, whichever comes first. `extra` goes to the Trainer."""
+    it stops after `epochs` or `max_minutes`, whichever comes first. It writes checkpoints only
+    through a `ModelCheckpoint` among `callbacks`. `extra` goes to the Trainer."""
     import lightning as L
+    from lightning.pytorch.callbacks import ModelCheckpoint
     from lightning.pytorch.loggers import TensorBoardLogger
 
     _quiet_lightning()
@@ -78,7 +80,7 @@ def make_trainer(
         accelerator=accelerator,
         devices=1,
         logger=logger,
-        enable_checkpointing=False,
+        enable_checkpointing=any(isinstance(c, ModelCheckpoint) for c in callbacks or []),  # only where asked for
         enable_progress_bar=progress,
         enable_model_summary=False,
         num_sanity_val_steps=0,

@@ -12,7 +12,8 @@ import torch
 from playtester.capture.errors import UserError
 from playtester.cli import main
 from playtester.datasets.episodes import load_episodes
-from playtester.datasets.transitions import TransitionDataModule, TransitionDataset, ground_truth_box, split_episodes
+from playtester.datasets.splits import split_episodes
+from playtester.datasets.transitions import TransitionDataModule, TransitionDataset, ground_truth_box
 from playtester.perception.encoder import (
     EncoderConfig, FeatureEncoder, IdmReport, InverseDynamics, action_accuracy, load_encoder, load_inverse_dynamics,
     mask_one_of_two,
@@ -101,11 +102,12 @@ def test_transitions_pair_frames_with_the_action_between_and_scaled_boxes(demos)
 
 def test_episode_split_holds_out_whole_episodes_of_each_behaviour(demos):
     episodes = load_episodes(demos)
-    train, val = split_episodes(episodes, 0.2, seed=1)
+    parts = split_episodes(episodes, {"val": 0.2, "train": 0.8}, seed=1)
+    train, val = parts["train"], parts["val"]
     assert {str(e.path) for e in train}.isdisjoint({str(e.path) for e in val})
     assert len(train) + len(val) == len(episodes)
     assert sorted(e.behavior for e in val) == ["inspect", "inspect", "path", "path"]  # round(0.2·8) = 2 of each
-    assert split_episodes(episodes, 0.2, seed=1)[1] == val
+    assert split_episodes(episodes, {"val": 0.2, "train": 0.8}, seed=1)["val"] == val
 
 
 @pytest.mark.slow

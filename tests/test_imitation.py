@@ -9,7 +9,7 @@ from playtester.imitation.jsd import action_distribution, jsd, success_threshold
 from playtester.imitation.live import LivePolicy
 from playtester.imitation.policy import ImitationPolicy, PolicyConfig, PolicyCore
 from playtester.imitation.teacher import EMATeacher, dino_loss
-from playtester.imitation.training import TrainConfig
+from playtester.imitation.training import TrainConfig, warmup_cosine
 
 SMALL = dict(n_actions=5, feature_dim=12, k=4, local_hidden=16, global_hidden=32, mlp=(32, 16), dropout=0.0)
 
@@ -145,12 +145,21 @@ def test_dino_loss_hand_worked():
 
 
 def test_learning_rate_schedule():
+    """Linear warm-up then cosine decay, stepped once a batch (here 2 batches an epoch)."""
     t = TrainConfig(epochs=40, warmup_epochs=10, lr_start=1e-4, lr_peak=1e-3, lr_end=1e-5)
-    assert t.lr_at(0) == pytest.approx(1e-4)
-    assert t.lr_at(5) == pytest.approx(5.5e-4)
-    assert t.lr_at(10) == pytest.approx(1e-3)
-    assert t.lr_at(25) == pytest.approx(1e-5 + 0.5 * (1e-3 - 1e-5))
-    assert t.lr_at(40) == pytest.approx(1e-5)
+    opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=t.lr_peak)
+    sched = warmup_cosine(opt, t, steps_per_epoch=2)
+    seen = []
+    for _ in range(81):
+        seen.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert seen[0] == pytest.approx(1e-4)
+    assert seen[10] == pytest.approx(5.5e-4)  # epoch 5: half way up
+    assert seen[20] == pytest.approx(1e-3)  # epoch 10: the peak
+    assert seen[50] == pytest.approx(1e-5 + 0.5 * (1e-3 - 1e-5))  # epoch 25: half way down
+    assert seen[80] == pytest.approx(1e-5)  # epoch 40: the end
+    assert TrainConfig(epochs=8, warmup_epochs=10).warmup == 2  # a quarter of a short run
 
 
 def test_jsd_scoring_hand_worked():

@@ -83,7 +83,7 @@ def train_policy(
 
 def _check_training_inputs(demos: list[Path], encoder: Path, init: Optional[Path], behavior: Optional[str]) -> None:
     """Read the demos and the checkpoints before anything is built, so bad input names its option."""
-    from playtester.imitation.fit import load_demo_folders
+    from playtester.imitation.data import load_demo_folders
     from playtester.perception.training import read_checkpoint
 
     with about("--demos"):
