@@ -2,8 +2,8 @@
 
 In an episode `frames[t]` is what the player saw when it chose `steps[t].action`, so the action
 that turned `frames[t]` into `frames[t+1]` is `steps[t].action`: each pair of adjacent frames
-gives one sample. Frames are resized to `image_size`² (`cv2.INTER_AREA`) on the fly from the
-memory-mapped episodes; each frame comes with the box of the object under test, scaled alike, for
+gives one sample. Frames are resized to `image_size`² (the one resize, `capture/frames.py`) on
+the fly from the memory-mapped episodes; each frame comes with the box of the object under test, scaled alike, for
 the OD mask that the model applies (masking lives with the model, above this layer):
 
 - the episode's own ground truth when it carries it: `test_box` (inspect demos; may be None),
@@ -20,13 +20,13 @@ import math
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Sequence
 
-import cv2
 import lightning as L
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
 from playtester.capture.errors import UserError
+from playtester.capture.frames import FrameSpec
 from playtester.datasets.episodes import Episode, load_episodes
 from playtester.datasets.splits import split_episodes
 
@@ -82,6 +82,7 @@ class TransitionDataset(Dataset):
     def __init__(self, episodes: Sequence[Episode], image_size: int, boxes: dict[str, np.ndarray] | None = None) -> None:
         self.episodes = list(episodes)
         self.image_size = image_size
+        self.frames = FrameSpec.square(image_size)
         self.index = [(e, t) for e, ep in enumerate(self.episodes) for t in range(len(ep) - 1)]
         self.boxes = []
         for ep in self.episodes:
@@ -95,9 +96,7 @@ class TransitionDataset(Dataset):
         return len(self.index)
 
     def _frame(self, ep: Episode, t: int) -> torch.Tensor:
-        frame = np.asarray(ep.frames[t])
-        if frame.shape[:2] != (self.image_size, self.image_size):
-            frame = cv2.resize(frame, (self.image_size, self.image_size), interpolation=cv2.INTER_AREA)
+        frame = self.frames.resize(np.asarray(ep.frames[t]))
         return torch.from_numpy(np.ascontiguousarray(frame)).permute(2, 0, 1)
 
     def __getitem__(self, i: int) -> Transition:
