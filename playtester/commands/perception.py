@@ -1,14 +1,13 @@
 """Perception commands: `train detector`, `eval detector`, `train encoder`.
 
-Heavy libraries load inside the functions so that `playtester --help` stays quick. Data are read
-and checked before any model is built: bad input stops everything with one line naming the record.
+Each parses its options, calls its recipe (perception/recipes.py: data read and checked before
+any model is built, bad input one line naming the record and the option) and prints the result.
+Heavy libraries load inside the functions so that `playtester --help` stays quick.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-from dataclasses import asdict
 from pathlib import Path
 from typing import Optional
 
@@ -20,7 +19,6 @@ from playtester.capture.errors import UserError
 from playtester.commands.options import MANY, WIDE, about
 
 console = Console()
-log = logging.getLogger("playtester.perception")
 
 
 def _check_out(out: Path, suffix: str = ".ckpt") -> None:
@@ -47,10 +45,6 @@ def _print_ap_table(table, title: str) -> None:
     for c, n, a50, a in table.rows():
         t.add_row(c, str(n), pct(a50), pct(a))
     console.print(t)
-
-
-MIN_BOXES_PER_CLASS = 5
-"""A class with fewer training boxes than this cannot be learned or scored; training refuses it."""
 
 
 def train_detector(
@@ -84,73 +78,22 @@ def train_detector(
     """Train the OOI detector (Faster R-CNN) on labelled shots; print its test AP per class."""
     _check_out(out)
     _check_coco_path(coco)
-    accelerator = _accelerator(device)
-    import lightning as L
-    import torch
+    from playtester.perception import recipes
 
-    from playtester.datasets.detection import DetectionDataModule
-    from playtester.perception.detector import BACKBONE_STAGES, DetectorConfig, DetectorModule, resolve_pretrained
-    from playtester.perception.detector_eval import evaluate_detector
-    from playtester.perception.training import make_trainer, save_checkpoint_atomic
-
-    if (base_coco is None) != (base_images is None) and base_images is not None:
-        raise UserError("--base-images needs --base-coco")
-    if threads < 0:
-        raise UserError(f"--threads {threads}: 0 (torch's default) or more")
-    backbone, pretrained, chosen = resolve_pretrained(backbone, pretrained)
-    lr = lr if lr is not None else (2e-3 if pretrained == "none" or backbone == "compact" else 3e-4)
-    options = dict(backbone=backbone, pretrained=pretrained, image_size=image_size, lr=lr, batch_size=batch_size,
-                   trainable_layers=trainable_layers, schedule=schedule)
-    DetectorConfig(classes=["_"], **options)
-    from playtester.datasets.detection import load_coco
-
-    with about("--coco"):
-        load_coco(coco, images, check_images=False)
-    dm = DetectionDataModule(
-        coco, images, base_labels=base_coco, base_images=base_images, base_shots=base_shots if base_coco else 0,
-        batch_size=batch_size, augment=augment, seed=seed, workers=workers,
+    recipe = recipes.DetectorRecipe(
+        coco=coco, out=out, images=images, backbone=backbone, pretrained=pretrained, image_size=image_size, epochs=epochs,
+        max_minutes=max_minutes, batch_size=batch_size, lr=lr, schedule=schedule, trainable_layers=trainable_layers,
+        base_coco=base_coco, base_images=base_images, base_shots=base_shots, augment=augment, seed=seed, threads=threads,
+        logdir=logdir, workers=workers, accelerator=_accelerator(device),
     )
-    dm.setup("fit")
-    sizes = {s: len(dm.splits[s].images) for s in dm.splits}
-    if sizes["train"] == 0:
-        raise UserError(f"COCO file {coco}: too few images to train on ({sum(sizes.values())}); label more shots")
-    counts = dm.splits["train"].counts()
-    _check_class_counts(coco, counts)
-    log.info("shots: %s images train / %s val / %s test; training boxes: %s", sizes["train"], sizes["val"], sizes["test"],
-             ", ".join(f"{c} {n}" for c, n in counts.items()))
-    _say_mixed_sizes(dm.coco, image_size)
-    if chosen:
-        console.print(chosen)
-    if backbone == "compact":
-        from playtester.perception.compact_backbone import anchors_for_coco
+    done = recipes.train_detector(recipe, say=console.print, about=about)
+    _say_written(out, done.trainer)
+    if done.held_out is not None:
+        _print_ap_table(done.held_out, f"test AP ({done.held_out_images} held-out images)")
 
-        options["anchor_sizes"], options["aspect_ratios"] = anchors_for_coco(dm.splits["train"], image_size)
-        log.info("anchors fitted to the training boxes at %d px: sizes %s, aspect ratios (h/w) %s", image_size,
-                 options["anchor_sizes"], options["aspect_ratios"])
-    if threads:
-        torch.set_num_threads(threads)
-    cfg = DetectorConfig(classes=dm.classes, split_seed=seed, **options)
-    L.seed_everything(seed, verbose=False)
-    module = DetectorModule(**asdict(cfg))
-    started_from = module.model.load_pretrained()
-    module.config.pretrained_used = module.hparams["pretrained_used"] = f"{backbone}, {started_from}"
-    log.info("detector %s at %d px starts from %s; %d of %d backbone stages trained (%.0f %% of its weights frozen)",
-             backbone, image_size, started_from, cfg.trainable_layers, BACKBONE_STAGES[backbone], 100 * module.model.frozen_fraction)
-    trainer = make_trainer(
-        name="detector", logdir=logdir or out.parent / "logs", epochs=epochs, max_minutes=max_minutes,
-        accelerator=accelerator, val_every=1 if sizes["val"] else 10**6,
-    )
-    trainer.fit(module, datamodule=dm)
-    if module.diverged:
-        raise UserError("detector training diverged (non-finite loss); nothing was saved; try a lower --lr")
-    table = None
-    if sizes["test"]:
-        table = evaluate_detector(module.model, dm.splits["test"], batch_size=batch_size)
-        module.held_out = {"map50": table.map50, "map": table.map, "images": table.images, **table.to_json()}
-    save_checkpoint_atomic(trainer, out)
+
+def _say_written(out: Path, trainer) -> None:
     console.print(f"wrote {out} (epochs {trainer.current_epoch}, steps {trainer.global_step}); TensorBoard logs in {trainer.logger.log_dir}")
-    if table is not None:
-        _print_ap_table(table, f"test AP ({sizes['test']} held-out images)")
 
 
 def _check_coco_path(coco: Path) -> None:
@@ -158,24 +101,6 @@ def _check_coco_path(coco: Path) -> None:
     if coco.is_dir():
         hint = f"give {coco / 'labels.json'}" if (coco / "labels.json").is_file() else "it holds no labels.json (make shots with `playtester shots`)"
         raise UserError(f"--coco {coco}: is a folder; {hint}")
-
-
-def _check_class_counts(coco: Path, counts: dict[str, int]) -> None:
-    """Refuse a class with too few training boxes to learn (one line, before any model is built)."""
-    few = {c: n for c, n in counts.items() if n < MIN_BOXES_PER_CLASS}
-    if few:
-        listed = ", ".join(f"{c} {n}" for c, n in few.items())
-        raise UserError(f"COCO file {coco}: too few training boxes for {listed} (at least {MIN_BOXES_PER_CLASS} a class "
-                        "in the 70 % training split); label more, or remove the class from the file's categories")
-
-
-def _say_mixed_sizes(coco, image_size: int) -> None:
-    """Images of several sizes train fine (each is scaled to fit image_size): say so in one line."""
-    seen = sorted({(im.width, im.height) for im in coco.images}, reverse=True)
-    if len(seen) > 1:
-        listed = ", ".join(f"{w}×{h}" for w, h in seen[:4]) + (" …" if len(seen) > 4 else "")
-        console.print(f"images of {len(seen)} sizes ({listed}): each is scaled so its longer side is {image_size} px, "
-                      "boxes with it; frames at run time are scaled the same way")
 
 
 def eval_detector(
@@ -192,6 +117,7 @@ def eval_detector(
     from playtester.datasets.detection import load_coco, split_images
     from playtester.perception.detector import load_detector
     from playtester.perception.detector_eval import evaluate_variants
+    from playtester.perception.recipes import MIN_BOXES_PER_CLASS
     from playtester.perception.training import resolve_device
 
     if split not in ("test", "val", "train", "all"):
@@ -243,35 +169,6 @@ def _check_eval_classes(coco: Path, ckpt: Path, classes: list[str]) -> None:
                         f"(its classes: {', '.join(classes)}); evaluate on shots of its classes, or train it on these")
 
 
-def _detector_box_fn(ckpt: Path, device: str):
-    """A function giving, for an episode, the most confident detection's box in each frame."""
-    import numpy as np
-    from rich.progress import track
-
-    from playtester.perception.detector import load_detector
-    from playtester.perception.training import resolve_device
-
-    detector = load_detector(ckpt, resolve_device(None if device == "auto" else device))
-
-    def boxes(ep) -> "np.ndarray":
-        out = np.full((len(ep), 4), np.nan, np.float32)
-        for start in track(range(0, len(ep), 16), description=f"detecting OOIs in {ep.name}", transient=True):
-            frames = np.asarray(ep.frames[start:start + 16])
-            for i, (b, _, _) in enumerate(detector.predict(frames)):
-                if len(b):
-                    out[start + i] = b[0]
-        return out
-
-    return boxes
-
-
-def _class_weights(counts, cap: float = 10.0) -> list[float]:
-    """Inverse-frequency weights (mean 1 over the actions seen), capped; 1 for unseen actions."""
-    present = [c for c in counts if c > 0]
-    total = sum(present)
-    return [min(cap, total / (len(present) * c)) if c > 0 else 1.0 for c in counts]
-
-
 def train_encoder(
     demos: Path = typer.Option(..., "--demos", help="Folder of demo episodes (any behaviours)."),
     out: Path = typer.Option(..., "--out", help="Checkpoint to write, e.g. models/encoder.ckpt."),
@@ -296,53 +193,18 @@ def train_encoder(
 ) -> None:
     """Train the feature encoder by masked inverse dynamics; report held-out accuracy per action."""
     _check_out(out)
-    accelerator = _accelerator(device)
-    import lightning as L
+    from playtester.perception import recipes
 
-    from playtester.datasets.transitions import TransitionDataModule
-    from playtester.perception.encoder import EncoderConfig, InverseDynamicsModule, load_pretrained
-    from playtester.perception.training import make_trainer, save_checkpoint_atomic
-
-    EncoderConfig(action_names=["a", "b"], image_size=image_size, feature_dim=feature_dim, pretrained=pretrained, trunk=trunk,
-                  mask_prob=mask_prob, lr=lr, batch_size=batch_size, val_fraction=val_fraction)
-    if pretrained not in ("imagenet", "none"):
-        from playtester.perception.training import read_checkpoint
-
-        with about("--pretrained"):
-            read_checkpoint(pretrained, "encoder")
-    with about("--detector"):
-        box_fn = _detector_box_fn(detector, device) if detector is not None else None
-    dm = TransitionDataModule(demos, image_size=image_size, batch_size=batch_size, val_fraction=val_fraction,
-                              seed=seed, workers=workers, box_fn=box_fn)
-    with about("--demos"):
-        dm.setup("fit")
-    if len(dm.train_set) == 0:
-        raise UserError(f"--demos {demos}: no training transitions (each episode needs at least two frames)")
-    counts = dm.action_counts("train").tolist()
-    log.info("demos: %d training episodes (%d pairs), %d held out (%d pairs)", len(dm.train_set.episodes), len(dm.train_set),
-             len(dm.val_set.episodes), len(dm.val_set))
-    cfg = EncoderConfig(
-        action_names=dm.action_names, image_size=image_size, feature_dim=feature_dim, pretrained=pretrained, trunk=trunk,
-        mask_prob=mask_prob, lr=lr, batch_size=batch_size, val_fraction=val_fraction, seed=seed,
-        class_weights=_class_weights(counts) if balance else None,
+    recipe = recipes.EncoderRecipe(
+        demos=demos, out=out, detector=detector, image_size=image_size, epochs=epochs, max_minutes=max_minutes,
+        batch_size=batch_size, lr=lr, pretrained=pretrained, feature_dim=feature_dim, trunk=trunk, mask_prob=mask_prob,
+        balance=balance, val_fraction=val_fraction, seed=seed, logdir=logdir, workers=workers,
+        accelerator=_accelerator(device), device=device,
     )
-    L.seed_everything(seed, verbose=False)
-    module = InverseDynamicsModule(**asdict(cfg))
-    log.info("encoder (%s trunk at %d px) starts from %s", trunk, image_size, load_pretrained(module.model))
-    trainer = make_trainer(
-        name="encoder", logdir=logdir or out.parent / "logs", epochs=epochs, max_minutes=max_minutes,
-        accelerator=accelerator, val_every=1 if len(dm.val_set) else 10**6,
-    )
-    trainer.fit(module, datamodule=dm)
-    if module.diverged:
-        raise UserError("encoder training diverged (non-finite loss); nothing was saved; try a lower --lr")
-    save_checkpoint_atomic(trainer, out)
-    console.print(f"wrote {out} (epochs {trainer.current_epoch}, steps {trainer.global_step}); TensorBoard logs in {trainer.logger.log_dir}")
-    if len(dm.val_set):
-        from playtester.perception.encoder import IdmReport, action_accuracy
-
-        total, correct = action_accuracy(module.model, dm.val_dataloader())
-        _print_idm_report(IdmReport.from_counts(cfg.action_names, total, correct, train_counts=counts))
+    done = recipes.train_encoder(recipe, about=about)
+    _say_written(out, done.trainer)
+    if done.held_out is not None:
+        _print_idm_report(done.held_out)
 
 
 def _print_idm_report(report) -> None:
