@@ -4,12 +4,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+import torch.nn.functional as F
 
 from playtester.capture.errors import UserError
 from playtester.capture.keymap import KeyMap
 from playtester.cli import main
 from playtester.datasets.episodes import EpisodeWriter, load_episodes
-from playtester.imitation.data import trained_on
+from playtester.imitation.data import DemoDataModule, trained_on
 from playtester.imitation.fit import fit_policy
 from playtester.imitation.live import LivePolicy, load_policy
 from playtester.imitation.training import TrainConfig
@@ -37,6 +39,33 @@ def test_fit_writes_a_checkpoint_that_rebuilds_the_same_policy(bc_demos_and_enco
     for t in range(12):
         box = ep.steps[t].get("test_box")
         np.testing.assert_allclose(loaded.step(np.asarray(ep.frames[t]), box), trained.step(np.asarray(ep.frames[t]), box), atol=1e-6)
+
+
+def test_the_checkpoint_holds_the_best_validation_epochs_weights(bc_demos_and_encoder, tmp_path, one_torch_thread):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    demos, encoder = bc_demos_and_encoder
+    out = tmp_path / "p.ckpt"
+    # a learning rate far too high: validation worsens again before the end, so the best epoch is not the last
+    tcfg = TrainConfig(epochs=4, batch_size=2, chunk=16, lr_start=1.0, lr_peak=1.0, lr_end=1.0, teacher=False, patience=10)
+    result = fit_policy(demos, encoder, out, tcfg, shape=TINY, progress=False, logdir=tmp_path / "logs", say=lambda m: None)
+    events = EventAccumulator(str(next((tmp_path / "logs").rglob("events.out.tfevents*"))))
+    events.Reload()
+    logged = [e.value for e in events.Scalars("val/loss")]
+    assert len(logged) == 4 and min(logged) < logged[-1], logged
+    assert result.best_val == pytest.approx(min(logged))
+
+    policy = load_policy(out).policy  # its validation loss, recomputed on the same split
+    dm = DemoDataModule(demos, policy.encode, action_names=None, k=policy.cfg.k, batch_size=2, teacher=False, say=lambda m: None)
+    dm.setup()
+    total = steps = 0.0
+    with torch.no_grad():
+        for batch in dm.val_dataloader():
+            logits, _, _ = policy.core(batch.student)
+            mask = batch.mask.bool()
+            total += float(F.cross_entropy(logits[mask], batch.actions[mask], reduction="sum"))
+            steps += int(mask.sum())
+    assert total / steps == pytest.approx(min(logged), rel=1e-4)
 
 
 def test_eval_policy_runs_held_out_tests(tiny_inspect_policy, small_park, tmp_path, capsys):
