@@ -33,7 +33,7 @@ import numpy as np
 import vizdoom as vzd
 
 from playtester.capture import engine_guard
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.keymap import KeyMap
 from playtester.capture.park.layout import ParkLayout, parse_actor
 

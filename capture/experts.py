@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from playtester.capture.doom import wrap_angle
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.keymap import KeyMap
 from playtester.capture.park.layout import OOI, ParkLayout
 

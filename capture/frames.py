@@ -15,9 +15,9 @@ Sizes are `(width, height)`, as OpenCV and screens give them, everywhere in the 
 arrays are `height × width × channels`.
 
 Drawing for people is not the model-input path and keeps its own filters: the report's maps
-(`playtester/report_maps.py`, nearest-neighbour blow-ups), the identity crops of found objects
-(`playtester/identity.py`), the coverage thumbnails (`playtester/coverage.py`,
-`exploration/state_coverage.py`: tiny grey cells that count where the player has been, not
+(`playtester/report/maps.py`, nearest-neighbour blow-ups), the identity crops of found objects
+(`playtester/tester/identity.py`), the coverage thumbnails (`playtester/report/coverage.py`,
+`playtester/evolution/state_coverage.py`: tiny grey cells that count where the player has been, not
 network input) and the park's low-resolution sprites (`capture/park/sprites.py`).
 """
 

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import gymnasium as gym
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.keymap import KeyMap
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.keymap import KeyAction, KeyMap
 
 TELEMETRY_KEYS = ("position", "angle", "pitch", "objects", "crashed", "crash_reason")

@@ -20,8 +20,8 @@ from typing import Iterable, Sequence
 
 import yaml
 
-from playtester.capture.errors import UserError
-from playtester.capture.yamlfile import read_yaml
+from playtester.errors import UserError
+from playtester.files import read_yaml
 
 _LETTERS = [chr(c) for c in range(ord("a"), ord("z") + 1)]
 _DIGITS = [str(d) for d in range(10)]

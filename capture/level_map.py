@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 
 PLAYER_HEIGHT = 56.0
 """Map units the player needs under a ceiling."""

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 
 
 @dataclass

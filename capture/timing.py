@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 import gymnasium as gym
 import numpy as np
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 
 FRAME_TIME_KEY = "frame_time_ms"
 

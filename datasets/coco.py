@@ -14,8 +14,8 @@ from typing import Any, Iterable
 import cv2
 import numpy as np
 
-from playtester.capture.atomic import write_bytes_atomic, write_text_atomic
-from playtester.capture.errors import UserError
+from playtester.files import write_bytes_atomic, write_text_atomic
+from playtester.errors import UserError
 from playtester.capture.park.layout import OOI_KINDS
 
 PARK_CATEGORIES = [{"id": i + 1, "name": kind, "supercategory": "ooi"} for i, kind in enumerate(OOI_KINDS)]

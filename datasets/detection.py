@@ -21,7 +21,7 @@ from typing import Any, NamedTuple, Sequence
 import lightning as L
 import numpy as np
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 
 SPLITS = ("train", "val", "test")
 BOX_TOLERANCE = 1.0

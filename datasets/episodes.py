@@ -27,8 +27,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from playtester.capture.atomic import write_text_atomic
-from playtester.capture.errors import UserError
+from playtester.files import write_text_atomic
+from playtester.errors import UserError
 from playtester.capture.keymap import KeyMap
 
 FORMAT_VERSION = 1

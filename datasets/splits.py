@@ -20,7 +20,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.datasets.episodes import Episode
 
 

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.frames import FrameSpec
 from playtester.datasets.episodes import Episode, load_episodes
 from playtester.datasets.splits import split_episodes

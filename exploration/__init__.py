@@ -14,20 +14,15 @@
     imitation_ac.py  `ImitationActorCritic`: the path policy (frozen encoder) with two value heads
     explorer.py      `build_explorer(game, preference_ckpt, mode)` → (cfg, agent, hook, env_fn)
                      for `ppo.train`; `KnownObjectsMask` (OD mask from the engine's boxes)
-    evolution.py     Wuji's operators, pure: non-dominated sort, crowding distance, survivors,
-                     binary tournament, single-point crossover, Gaussian mutation of weights
-    state_coverage.py  states = telemetry features in equal intervals (frame cells without)
-    evaluation.py    policies played on a vector env, one seeded job an episode; their scores
-    game_reward.py   the winning objective's reward: the game's own or a `--reward` callable
-    population.py    `Evolution`: Wuji's generation loop (PPO-refined offspring, NSGA-II), resume
-    load.py          RELINE's load reward (`LoadReward`), its threshold and quartile shift
-    load_agent.py    the load agent's games, baseline measurement and hook wiring
 
-How `playtester run` uses it (`playtester/runner.py`): `build_explorer(game, path_policy, mode,
-wrap=…)` puts the tester loop (`playtester.tester.TesterEnv`) on each game instance, under the
+How `playtester run` uses it (`playtester/tester/runner.py`): `build_explorer(game, path_policy, mode,
+wrap=…)` puts the tester loop (`playtester.tester.loop.TesterEnv`) on each game instance, under the
 explorer's OD mask, so that a whole OOI test is one explorer step; `ppo.train(..., stop=…)` ends
 when every instance has played its share of the run's episodes. Under the tester loop the OD
 mask uses its detector's latest boxes (`info["detections"]`); without it, the engine's boxes.
+
+Evolution (Wuji) and load testing (RELINE) are built on this area and live in rooms of their
+own in the app: `playtester/evolution/` and `playtester/load/`.
 
 Left: the optional `FeatureEncoder` trunk inside RND (`rnd_trunk_factory`, not wired).
 """

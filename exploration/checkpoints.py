@@ -12,8 +12,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from playtester.capture.atomic import partial_path
-from playtester.capture.errors import UserError
+from playtester.files import partial_path
+from playtester.errors import UserError
 from playtester.exploration.actor_critic import build_actor_critic
 
 

@@ -31,7 +31,7 @@ import gymnasium as gym
 import numpy as np
 import torch.nn as nn
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.frames import FrameSpec
 from playtester.capture.games import probe_game
 from playtester.exploration.actor_critic import RandomAgent, RandomAgentConfig

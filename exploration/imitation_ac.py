@@ -28,7 +28,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.exploration.actor_critic import ActorCriticOutput, layer_init
 from playtester.imitation.policy import PolicyConfig, PolicyCore, build_encoder, to_input
 

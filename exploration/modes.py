@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal, NamedTuple
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.exploration.reward import ExplorationRewardConfig
 from playtester.exploration.rnd import RNDConfig
 

@@ -38,7 +38,7 @@ import torch.nn as nn
 from torch import Tensor
 from torch.distributions import Categorical
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.exploration.actor_critic import GRUActorCritic, GRUActorCriticConfig
 from playtester.exploration.checkpoints import load_checkpoint, load_into, rng_state, save_checkpoint, set_rng_state
 from playtester.exploration.losses import compute_gae, entropy_bonus, explained_variance, policy_loss, value_loss

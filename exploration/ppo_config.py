@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Literal
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 
 
 @dataclass

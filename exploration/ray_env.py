@@ -13,7 +13,7 @@ in a new actor, and the step it died in ends that instance's episode, truncated,
 `MAX_LOSSES` losses in a row of the same instance the run stops with one line.
 
 An optional `link` carries what an instance writes besides its frames (the run folder's records,
-`playtester/cluster.py`): `link.setup(i)` is handed to a new actor, which calls `.open()` on it
+`playtester/tester/cluster.py`): `link.setup(i)` is handed to a new actor, which calls `.open()` on it
 before building its game; `link.send(i)` goes with every call and `link.receive(i, up)` takes
 what `.collect()` returned after it. Every info carries `node`, the Ray node the game ran on.
 
@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 import gymnasium as gym
 import numpy as np
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 
 RAY_MISSING = 'Ray is not installed; pip install -e ".[cluster]"'
 MAX_LOSSES = 3
@@ -123,12 +123,12 @@ def node_id() -> str:
 
 class RayVectorEnv(gym.vector.VectorEnv):
     """`len(env_fns)` game instances, one Ray actor each, stepped together (see the module doc).
-    Ray must be initialised already (`playtester.cluster.ray_session`)."""
+    Ray must be initialised already (`playtester.tester.cluster.ray_session`)."""
 
     def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], link: Any = None, num_cpus: float = 1) -> None:
         ray = import_ray()
         if not ray.is_initialized():
-            raise RuntimeError("RayVectorEnv: start Ray first (ray.init, or playtester.cluster.ray_session)")
+            raise RuntimeError("RayVectorEnv: start Ray first (ray.init, or playtester.tester.cluster.ray_session)")
         self._ray = ray
         self.env_fns = list(env_fns)
         self.link = link

@@ -29,7 +29,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.exploration.ppo import ShapedRewards, StepView
 from playtester.exploration.vector_env import check_rgb_frames
 from playtester.exploration.preference import AlphaSchedule, AlphaScheduleConfig, mix_rewards, preference_reward

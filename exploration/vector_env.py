@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import gymnasium as gym
 import numpy as np
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.frames import FrameSpec
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ def make_env(game: str, frames: FrameSpec | None = None, *, mask: bool = False, 
     """Game instance `index` as a policy sees it: the one env factory (module level, so that
     `AsyncVectorEnv` can pickle a `functools.partial` of it).
 
-    `make_game(game, **game_options)` → the objective's `reward` (`exploration/game_reward.py`)
+    `make_game(game, **game_options)` → the objective's `reward` (`capture/game_reward.py`)
     → `wrap(env, index)` (the tester loop of `playtester run`) → with `mask`, the known objects'
     OD mask (`KnownObjectsMask`) → frames at `frames`'s size (`capture/frames.py`; None: as the
     game gives them). A `state:ID` game is Gymnasium's env as it is (state vectors, no frames).
@@ -34,7 +34,7 @@ def make_env(game: str, frames: FrameSpec | None = None, *, mask: bool = False, 
 
     env = make_game(game, **(game_options or {}))
     if reward is not None:
-        from playtester.exploration.game_reward import CallableReward
+        from playtester.capture.game_reward import CallableReward
 
         env = CallableReward(env, reward)
     if frames is not None or mask:

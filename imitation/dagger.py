@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.keymap import KeyMap
 from playtester.imitation.data import trained_on
 from playtester.imitation.live import LivePolicy

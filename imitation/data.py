@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.keymap import KeyMap
 from playtester.datasets.episodes import Episode, load_episodes
 from playtester.datasets.splits import split_episodes

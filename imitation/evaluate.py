@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.experts import CircleProgress, inspect_start, ooi_on_screen
 from playtester.capture.games import make_game
 from playtester.imitation.data import trained_on

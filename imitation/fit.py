@@ -12,7 +12,7 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.keymap import KeyMap
 from playtester.imitation.data import DemoDataModule, demo_starts_and_targets
 from playtester.imitation.jsd import action_distribution, success_threshold

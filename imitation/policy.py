@@ -18,7 +18,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.frames import FrameSpec
 
 

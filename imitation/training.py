@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, SequentialLR
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.imitation.data import Batch, IdmUse, Trajectory
 from playtester.imitation.policy import ImitationPolicy, PolicyConfig, build_encoder
 from playtester.imitation.teacher import EMATeacher, dino_loss

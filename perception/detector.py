@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.perception.compact_backbone import BLOCKS, WIDTHS
 from playtester.perception.training import read_checkpoint, tag_checkpoint
 

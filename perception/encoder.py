@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.frames import FrameSpec
 from playtester.perception.compact_backbone import BLOCKS, WIDTHS, CompactBody
 from playtester.perception.od_mask import od_mask_torch

@@ -26,7 +26,7 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 import torch
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.keymap import KeyMap
 from playtester.datasets.episodes import EpisodeWriter
 from playtester.datasets.video import control_rate_frames, video_files

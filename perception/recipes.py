@@ -20,7 +20,7 @@ import lightning as L
 import numpy as np
 import torch
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.perception.training import make_trainer, read_checkpoint, resolve_device, save_checkpoint_atomic
 
 log = logging.getLogger("playtester.perception")

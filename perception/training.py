@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from playtester.capture.atomic import partial_path
-from playtester.capture.errors import UserError
+from playtester.files import partial_path
+from playtester.errors import UserError
 
 log = logging.getLogger(__name__)
 

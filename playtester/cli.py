@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.text import Text
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 
 try:  # typer >= 0.16 carries its own copy of click
     from typer._click.exceptions import NoArgsIsHelpError, UsageError

@@ -49,10 +49,10 @@ AGENTS = ("ppgta", "inspector", "random")
 
 def run_agent(agent: str, seed: int, args, out: Path) -> dict:
     """One agent's run in its own folder; its summary and per-episode counts."""
-    from playtester.report import build_report, tested_counts
-    from playtester.runlog import read_jsonl
-    from playtester.run_spec import RunSpec
-    from playtester.runner import explore_at_random, explore_with_ppo
+    from playtester.report.build import build_report, tested_counts
+    from playtester.tester.runlog import read_jsonl
+    from playtester.tester.spec import RunSpec
+    from playtester.tester.runner import explore_at_random, explore_with_ppo
 
     folder = out / f"{agent}-seed{seed}"
     if folder.exists():
@@ -67,7 +67,7 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
     (folder / "config.yaml").write_text(yaml.safe_dump(spec.to_config(), sort_keys=False))
     started = time.time()
     if agent == "random" and args.cluster:
-        from playtester.cluster import explore_at_random_on_cluster
+        from playtester.tester.cluster import explore_at_random_on_cluster
 
         explore_at_random_on_cluster(spec, say=lambda m: None)
     elif agent == "random":
@@ -197,15 +197,15 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
-    from playtester.object_source import ORACLE_LABELS, describe_detector
+    from playtester.tester.object_source import ORACLE_LABELS, describe_detector
 
     found_by = ORACLE_LABELS if args.oracle_labels else describe_detector(args.detector)
     print(f"{args.game}: {args.episodes} episodes × {args.steps} steps, seeds {args.seeds}, agents {', '.join(args.agents)}; "
           f"objects found by {found_by}")
     import contextlib
 
-    from playtester.capture.errors import UserError
-    from playtester.cluster import check_cluster, ray_session
+    from playtester.errors import UserError
+    from playtester.tester.cluster import check_cluster, ray_session
 
     with contextlib.ExitStack() as stack:
         try:

@@ -58,9 +58,9 @@ def factories(kind: str, game: str, envs: int, run_dir: Path, on_ray: bool):
         return [Idle] * envs, None
     if kind == "game":
         return [functools.partial(make_env, game, FrameSpec.square(64))] * envs, None
-    from playtester.cluster import RunLink, tester_on_worker
-    from playtester.run_spec import RunSpec
-    from playtester.runner import _wrap
+    from playtester.tester.cluster import RunLink, tester_on_worker
+    from playtester.tester.spec import RunSpec
+    from playtester.tester.runner import _wrap
 
     run_dir.mkdir(parents=True)
     spec = RunSpec(game=game, tester=None, run_dir=str(run_dir), explorer="inspector", episodes=10**6, steps=10**6,
@@ -84,8 +84,8 @@ def make(contender: str, kind: str, game: str, envs: int, run_dir: Path) -> gym.
 
 def ppo_rate(contender: str, game: str, envs: int, steps: int, run_dir: Path) -> float:
     """Game steps per second of a whole PPO run (see the module doc)."""
-    from playtester.run_spec import RunSpec
-    from playtester.runner import explore_with_ppo
+    from playtester.tester.spec import RunSpec
+    from playtester.tester.runner import explore_with_ppo
 
     run_dir.mkdir(parents=True)
     spec = RunSpec(game=game, tester=None, run_dir=str(run_dir), explorer="inspector", episodes=envs, steps=steps,

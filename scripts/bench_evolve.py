@@ -30,9 +30,9 @@ import numpy as np
 import torch
 
 from playtester.capture.block_maze import ENV_ID, BlockMaze
-from playtester.evolve import run_evolve
-from playtester.exploration.population import EvolutionConfig, default_offspring_ppo
-from playtester.runlog import read_jsonl
+from playtester.evolution.run import run_evolve
+from playtester.evolution.population import EvolutionConfig, default_offspring_ppo
+from playtester.tester.runlog import read_jsonl
 
 STRATEGIES = {
     "random": dict(policy="random", evolve=False, train_offspring=False),

@@ -32,20 +32,20 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from playtester.capture.atomic import write_bytes_atomic, write_text_atomic
+from playtester.files import write_bytes_atomic, write_text_atomic
 from playtester.capture.games import make_game, park_config_from_spec
 from playtester.capture.park.birdseye import render_birdseye
 from playtester.capture.park.perf import PerfParkConfig, build_perf_park
 from playtester.capture.timing import raise_priority, replay_timings
 from playtester.exploration.actor_critic import RandomAgent, RandomAgentConfig
-from playtester.exploration.load import LoadReward, LoadRewardConfig, LoadThreshold
-from playtester.exploration.load_agent import frame_times, load_env, play_episodes
+from playtester.load.reward import LoadReward, LoadRewardConfig, LoadThreshold
+from playtester.load.agent import frame_times, load_env, play_episodes
 from playtester.exploration.modes import explorer_preset
 from playtester.exploration.ppo import PPOConfig, train
 from playtester.exploration.reward import ExplorationReward
 from playtester.exploration.rnd import RNDConfig
-from playtester.loadstats import compare_agents, spearman_reliability
-from playtester.lowfps import VisitLog, confidence_summary, low_fps_map, low_fps_points, point_frame_times, violin_plot
+from playtester.load.stats import compare_agents, spearman_reliability
+from playtester.load.lowfps import VisitLog, confidence_summary, low_fps_map, low_fps_points, point_frame_times, violin_plot
 
 PROFILES = {
     # minutes on 2 shared cores

@@ -130,10 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     from playtester.capture.games import park_config_from_spec
     from playtester.capture.park.build import build_park
     from playtester.datasets.episodes import load_episodes
-    from playtester.object_source import describe_detector
-    from playtester.oracles import TextureOracle
+    from playtester.tester.object_source import describe_detector
+    from playtester.bugs.oracles import TextureOracle
     from playtester.perception.detector import load_detector
-    from playtester.tester import ModelDetector
+    from playtester.tester.loop import ModelDetector
 
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from test_crash_restart import engines_under, process_tree
 
 from playtester.capture.engine_guard import engine_alive
 from playtester.cli import main
-from playtester.runlog import read_jsonl
+from playtester.tester.runlog import read_jsonl
 
 
 def cmdline(pid: int) -> str:

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from playtester.coverage import FrameCells, OccupancyGrid, frame_cell
+from playtester.report.coverage import FrameCells, OccupancyGrid, frame_cell
 
 
 def test_occupancy_grid_hand_worked():

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from playtester.capture.engine_guard import process_tree
-from playtester.runlog import read_jsonl
+from playtester.tester.runlog import read_jsonl
 
 
 def engines_under(root: int) -> dict[int, str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.cli import main
 from playtester.datasets.detection import DetectionDataModule, load_coco, split_images
 

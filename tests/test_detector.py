@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.cli import main
 from playtester.datasets.detection import load_coco, read_rgb, split_images
 from playtester.perception.detector import Detector, DetectorConfig, DetectorModule, load_detector
@@ -216,7 +216,7 @@ def auto_run(shots, tmp_path_factory):
 
 
 def test_pretrained_auto_trains_the_compact_backbone_and_the_checkpoint_says_so(auto_run):
-    from playtester.object_source import describe_detector
+    from playtester.tester.object_source import describe_detector
     from playtester.perception.compact_backbone import anchors_for_coco
     from playtester.perception.detector import coco_weights_cached
 

@@ -7,7 +7,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from playtester.capture.doom import DoomGame
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.games import doom_scenario, make_game
 from playtester.capture.keymap import KeyMap
 from playtester.capture.frames import FrameSpec

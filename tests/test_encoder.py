@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.cli import main
 from playtester.datasets.episodes import load_episodes
 from playtester.datasets.splits import split_episodes

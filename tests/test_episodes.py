@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.keymap import KeyMap
 from playtester.datasets.episodes import Episode, EpisodeWriter, load_episodes, next_episode_name
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from playtester.exploration import evolution as ea
+from playtester.evolution import operators as ea
 from playtester.exploration.actor_critic import GRUActorCritic, GRUActorCriticConfig
 from playtester.exploration.ppo import PPOConfig, train
-from playtester.exploration.state_coverage import StateCoverage, StateCoverageConfig, state_key
+from playtester.evolution.state_coverage import StateCoverage, StateCoverageConfig, state_key
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -11,17 +11,18 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from playtester.capture.block_maze import ENV_ID, BlockMaze, distances
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.frames import FrameSpec
 from playtester.capture.games import make_game
 from playtester.exploration.actor_critic import RandomAgent, RandomAgentConfig
-from playtester.exploration.evaluation import EvalJob, evaluate, make_eval_envs, policy_scores
-from playtester.exploration.game_reward import check_game_reward, game_env
-from playtester.exploration.population import Evolution, EvolutionConfig, default_offspring_ppo
-from playtester.exploration.state_coverage import StateCoverageConfig
-from playtester.evolve import run_evolve
-from playtester.findings import replay_finding
-from playtester.runlog import read_jsonl
+from playtester.evolution.evaluation import EvalJob, evaluate, make_eval_envs, policy_scores
+from playtester.capture.game_reward import check_game_reward
+from playtester.evolution.population import game_env
+from playtester.evolution.population import Evolution, EvolutionConfig, default_offspring_ppo
+from playtester.evolution.state_coverage import StateCoverageConfig
+from playtester.evolution.run import run_evolve
+from playtester.bugs.findings import replay_finding
+from playtester.tester.runlog import read_jsonl
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

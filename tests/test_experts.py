@@ -101,7 +101,7 @@ def test_path_follower_labels_the_way_back_after_a_push(park_env):
 
 
 def test_experts_need_the_default_action_names(park_env):
-    from playtester.capture.errors import UserError
+    from playtester.errors import UserError
     from playtester.capture.keymap import KeyMap
 
     km = KeyMap.from_dict({"name": "tiny", "actions": [{"name": "go", "keys": ["w"]}]})

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.games import make_game
 from playtester.exploration.checkpoints import load_agent
 from playtester.exploration.explorer import KnownObjectsMask, build_explorer, mask_known_objects

@@ -10,7 +10,7 @@ import pytest
 import torch
 from lightning.fabric import Fabric
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.exploration.actor_critic import (
     ActorCritic, GRUActorCritic, GRUActorCriticConfig, RandomAgent, RandomAgentConfig, build_actor_critic,
 )

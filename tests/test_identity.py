@@ -8,11 +8,11 @@ import pytest
 from conftest import TelemetryStripped
 
 from playtester.capture.games import make_game
-from playtester.identity import SAME_OBJECT, appearance_signature, best_overlap, iou, same_object
+from playtester.tester.identity import SAME_OBJECT, appearance_signature, best_overlap, iou, same_object
 from playtester.imitation.live import load_policy
-from playtester.oracles import CrashOracle
-from playtester.runlog import read_jsonl
-from playtester.tester import TesterConfig, TesterEnv
+from playtester.bugs.oracles import CrashOracle
+from playtester.tester.runlog import read_jsonl
+from playtester.tester.loop import TesterConfig, TesterEnv
 
 
 def test_iou_and_best_overlap_hand_worked():
@@ -98,7 +98,7 @@ def test_the_loop_tests_each_ooi_once_by_sight(small_park, tiny_inspect_policy, 
         truth.append(picked[0])
     # Measured: 19 tests of 6 OOIs. This tiny untrained test policy loses its object within a
     # few steps (0-5 views kept a test), so a later sighting from elsewhere looks new; what
-    # sight alone can and cannot tell apart is measured above and in playtester/identity.py.
+    # sight alone can and cannot tell apart is measured above and in playtester/tester/identity.py.
     print("tests of true OOIs:", truth)
     assert len(set(truth)) >= 3 and all(isinstance(t["ooi"], str) for t in tests)
     assert len({t["ooi"] for t in tests}) == len(tests), "a new name for every OOI judged new"

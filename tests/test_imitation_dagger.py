@@ -5,7 +5,7 @@ import pytest
 import torch
 from conftest import TINY_POLICY
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.games import make_game
 from playtester.cli import main
 from playtester.datasets.episodes import load_episodes

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.keymap import KeyMap
 from playtester.cli import main
 from playtester.datasets.episodes import EpisodeWriter, load_episodes

@@ -1,6 +1,6 @@
 import pytest
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.keymap import KeyMap, load_keymap, normalise_key
 
 

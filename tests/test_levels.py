@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import vizdoom as vzd
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.level_map import level_of_game, level_objects, read_level, render_level, wad_lumps
 from playtester.cli import main
 
@@ -149,7 +149,7 @@ def test_a_box_on_screen_is_placed_on_the_levels_thing_by_telemetry():
     player names the level's thing of that class (here the engine's own box stands for the
     detector's, so that the placement is tested on its own)."""
     from playtester.capture.games import make_game
-    from playtester.tester import match_ooi
+    from playtester.tester.loop import match_ooi
 
     things = level_objects(MAP01, ["ExplosiveBarrel"])
     assert len(things) == 6 and not level_objects("doom:park", ["ExplosiveBarrel"])
@@ -272,8 +272,8 @@ def test_a_level_whose_map_cannot_be_read_still_gets_its_report(tmp_path, monkey
     import yaml
 
     from playtester.capture import level_map
-    from playtester.report import build_report
-    from playtester.runlog import JsonlWriter
+    from playtester.report.build import build_report
+    from playtester.tester.runlog import JsonlWriter
 
     def unreadable(spec):
         raise UserError(f"map MAP01 of {spec}: its geometry could not be read (struct.error: unpack requires a buffer)")

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from playtester.capture.errors import UserError
-from playtester.exploration.load import FrameTimeStats, LoadThreshold
-from playtester.loadstats import cliffs_delta, compare_agents, holm, magnitude, spearman_reliability
-from playtester.lowfps import VisitLog, confidence_summary, is_low_fps, low_fps_points
+from playtester.errors import UserError
+from playtester.load.reward import FrameTimeStats, LoadThreshold
+from playtester.load.stats import cliffs_delta, compare_agents, holm, magnitude, spearman_reliability
+from playtester.load.lowfps import VisitLog, confidence_summary, is_low_fps, low_fps_points
 
 
 def test_threshold_is_mean_plus_five_sample_sd():

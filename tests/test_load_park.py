@@ -8,11 +8,11 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.games import make_game, park_config_from_spec
 from playtester.capture.park.perf import PerfParkConfig, build_perf_park, walk_distances
 from playtester.capture.timing import FrameIntervalTimer, raise_priority, replay_timings, require_frame_time
-from playtester.loadstats import spearman_reliability
+from playtester.load.stats import spearman_reliability
 
 PERF_PARK = "doom:park-perf:5:24x24"
 TURN = 4  # the default key map's "turn left": the view sweeps the whole surroundings

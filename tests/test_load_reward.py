@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from playtester.capture.errors import UserError
-from playtester.exploration.load import AreaMask, LoadReward, LoadRewardConfig, LoadThreshold, vector_info
+from playtester.errors import UserError
+from playtester.load.reward import AreaMask, LoadReward, LoadRewardConfig, LoadThreshold, vector_info
 from playtester.exploration.ppo import ShapedRewards, StepView
 
 THRESHOLD = LoadThreshold.from_baseline([1, 2, 3, 4, 5])  # t = 10.906 ms

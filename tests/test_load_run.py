@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from playtester.cli import main
-from playtester.exploration.load import LoadThreshold
-from playtester.runlog import read_jsonl
+from playtester.load.reward import LoadThreshold
+from playtester.tester.runlog import read_jsonl
 
 PERF_PARK = "doom:park-perf:5:24x24"
 
@@ -34,7 +34,7 @@ def test_load_objective_run_measures_a_threshold_and_reports_low_fps(tiny_parts,
 
 
 def test_report_has_no_load_section_without_frame_times(tmp_path):
-    from playtester.report import build_report
+    from playtester.report.build import build_report
 
     run = tmp_path / "plain"
     run.mkdir()

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from playtester.cli import main
-from playtester.object_source import ORACLE_LABELS, found_by
+from playtester.tester.object_source import ORACLE_LABELS, found_by
 
 
 @pytest.mark.parametrize("extra, words", [
@@ -52,7 +52,7 @@ def test_oracle_labels_are_named_in_the_summary_the_report_and_the_config(tiny_i
 
 
 def test_old_run_folders_still_say_what_found_their_objects(tmp_path):
-    from playtester.report import build_report
+    from playtester.report.build import build_report
 
     assert found_by({"game": "doom:park", "detector": "ground-truth"}) == ORACLE_LABELS
     assert found_by({"game": "doom:park", "detector": "m/d.ckpt"}) == "detector m/d.ckpt (held-out AP not recorded)"

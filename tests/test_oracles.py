@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.experts import Inspector, inspect_start, ooi_on_screen
-from playtester.oracles import AssertionOracle, CrashOracle, StuckOracle, TextureOracle, crop_measures, load_assertion
+from playtester.bugs.oracles import AssertionOracle, CrashOracle, StuckOracle, TextureOracle, crop_measures, load_assertion
 
 
 def test_stuck_fires_on_a_frozen_game_and_not_on_a_moving_one(park_env):
@@ -120,7 +120,7 @@ def test_the_sprites_own_shape_counts_where_it_runs_past_its_box():
     (aspect 2.5) is widened by 30 % to x 67–93, y 28–92, where the sprite stands clear of the
     background columns: its silhouette is 20×60, more than 1.1 times the box, so the aspect is 3
     again. The same sprite reaching the top of the frame, under a box 5 px short of it, is cut."""
-    from playtester.oracles import silhouette
+    from playtester.bugs.oracles import silhouette
 
     frame = _sky_grass_sprite((70, 30, 90, 90))
     assert crop_measures(frame, (70, 30, 90, 90))["aspect"] == pytest.approx(3.0)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import yaml
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.cli import main
 from playtester.plans.schema import Condition, Node, Rule, Target, load_plan, parse_plan, save_plan
 from playtester.plans.text import TextParser

@@ -11,7 +11,7 @@ import time
 import yaml
 from conftest import TelemetryStripped
 
-from playtester.capture.atomic import write_bytes_atomic
+from playtester.files import write_bytes_atomic
 from playtester.capture.doom import DoomGame
 from playtester.capture.games import doom_scenario
 from playtester.capture.park.layout import OOI_KINDS
@@ -22,8 +22,8 @@ from playtester.plans.report import write_plan_report
 from playtester.plans.runner import PlanRunner, RunnerConfig
 from playtester.plans.schema import load_plan, parse_plan
 from playtester.plans.validation import ValidationRegistry
-from playtester.runlog import read_jsonl
-from playtester.tester import GroundTruthDetector
+from playtester.tester.runlog import read_jsonl
+from playtester.tester.loop import GroundTruthDetector
 
 HAND_WRITTEN = """
 name: barrel-then-tire

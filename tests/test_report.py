@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import yaml
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.experts import Inspector, PathFollower, inspect_start
-from playtester.report import AMBER, GREEN, GREY, RED, build_report
-from playtester.runlog import JsonlWriter
+from playtester.report.build import AMBER, GREEN, GREY, RED, build_report
+from playtester.tester.runlog import JsonlWriter
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +89,7 @@ def test_ooi_map_colours_each_ooi_by_its_verdict(run):
     folder, layout, _, targets = run
     build_report(folder)
     img = cv2.cvtColor(cv2.imread(str(folder / "ooi_map.png")), cv2.COLOR_BGR2RGB)
-    from playtester.report_maps import map_source
+    from playtester.report.maps import map_source
 
     view = map_source(folder, {"game": layout_game(folder)})[0].view
     assert max(view.image.shape[:2]) >= 640, "a small park's map is scaled up for legible marks"

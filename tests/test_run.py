@@ -9,7 +9,7 @@ import time
 import pytest
 
 from playtester.cli import main
-from playtester.runlog import read_jsonl
+from playtester.tester.runlog import read_jsonl
 
 
 def test_run_writes_a_report_and_resumes(tiny_inspect_policy, small_park, tmp_path, capsys):
@@ -118,8 +118,8 @@ def test_a_studio_map_and_ooi_list_are_checked_up_front(tmp_path):
     import cv2
     import numpy as np
 
-    from playtester.capture.errors import UserError
-    from playtester.run_spec import RunSpec, load_known_oois
+    from playtester.errors import UserError
+    from playtester.tester.spec import RunSpec, load_known_oois
 
     def spec(**kw):
         return RunSpec(game="window:My Game", tester=None, run_dir=str(tmp_path / "r"), explorer="random", **kw)
@@ -160,7 +160,7 @@ def test_each_run_subcommand_lists_at_most_15_options_and_every_option_is_reacha
 
     from playtester.cli import app
     from playtester.commands.run import ALL, SUBCOMMANDS
-    from playtester.run_spec import RunSpec
+    from playtester.tester.spec import RunSpec
 
     run = typer.main.get_command(app).commands["run"]
     for sub in SUBCOMMANDS:

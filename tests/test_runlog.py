@@ -3,7 +3,7 @@ record (issue 20, item 6), so the next record starts on a line of its own."""
 
 import json
 
-from playtester.runlog import JsonlWriter, cut_torn_lines, cut_torn_tail, read_jsonl
+from playtester.tester.runlog import JsonlWriter, cut_torn_lines, cut_torn_tail, read_jsonl
 
 
 def test_a_torn_last_line_is_cut_and_the_next_record_stands_on_its_own(tmp_path):

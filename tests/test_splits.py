@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.datasets.splits import part_sizes, split_episodes
 
 POLICY = {"train": 0.7, "val": 0.1, "test": 0.2}

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from playtester.capture.games import make_game
-from playtester.findings import replay_finding
+from playtester.bugs.findings import replay_finding
 from playtester.imitation.live import load_policy
-from playtester.oracles import AssertionOracle, CrashOracle, StuckOracle
-from playtester.report import build_report
-from playtester.runlog import read_jsonl
-from playtester.tester import GroundTruthDetector, TesterConfig, TesterEnv, match_ooi
+from playtester.bugs.oracles import AssertionOracle, CrashOracle, StuckOracle
+from playtester.report.build import build_report
+from playtester.tester.runlog import read_jsonl
+from playtester.tester.loop import GroundTruthDetector, TesterConfig, TesterEnv, match_ooi
 
 
 def step_30(frame, info):

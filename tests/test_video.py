@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.cli import main
 from playtester.datasets.episodes import Episode, load_episodes
 from playtester.datasets.video import control_rate_frames, fit_frame, resample_counts, write_video

@@ -19,7 +19,7 @@ import time
 import numpy as np
 import pytest
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 
 pytestmark = [pytest.mark.display, pytest.mark.slow]
 

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.keymap import KeyMap
 from playtester.capture.window.platform import parse_region
 from playtester.capture.window.recorder import Hotkeys

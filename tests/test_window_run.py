@@ -11,7 +11,7 @@ import pytest
 from test_window_display import GAME_TITLE, GameProcess, display, free_udp_port  # noqa: F401  (display: fixture)
 
 from playtester.cli import main
-from playtester.runlog import read_jsonl
+from playtester.tester.runlog import read_jsonl
 
 pytestmark = [pytest.mark.display, pytest.mark.slow]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from playtester.capture.atomic import write_bytes_atomic
+from playtester.files import write_bytes_atomic
 from playtester.capture.park.layout import BRIDGE, GRASS, PATH, WATER, ParkLayout
 
 COLOURS = {

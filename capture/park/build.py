@@ -8,7 +8,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from playtester.capture.atomic import write_bytes_atomic
+from playtester.files import write_bytes_atomic
 from playtester.capture.park.birdseye import render_birdseye
 from playtester.capture.park.layout import ParkConfig, ParkLayout, generate_park
 from playtester.capture.park.wad import park_wad

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 
 GRASS, PATH, WATER, BRIDGE = 0, 1, 2, 3
 TERRAIN_NAMES = {GRASS: "grass", PATH: "path", WATER: "water", BRIDGE: "bridge"}
@@ -272,7 +272,7 @@ class ParkLayout:
         return rects
 
     def save(self, path: str | Path) -> None:
-        from playtester.capture.atomic import write_text_atomic
+        from playtester.files import write_text_atomic
 
         write_text_atomic(Path(path), json.dumps(self.to_json(), indent=1))
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from playtester.capture.atomic import write_bytes_atomic, write_text_atomic
-from playtester.capture.errors import UserError
+from playtester.files import write_bytes_atomic, write_text_atomic
+from playtester.errors import UserError
 from playtester.capture.park.birdseye import render_birdseye
 from playtester.capture.park.build import ParkFiles, cache_root
 from playtester.capture.park.layout import PATH, WATER, ParkConfig, ParkLayout, generate_park

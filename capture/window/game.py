@@ -21,7 +21,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.keymap import KeyMap
 from playtester.capture.window.ticker import Ticker
 from playtester.capture.window.platform import (

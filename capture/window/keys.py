@@ -16,7 +16,7 @@ import time
 import weakref
 from typing import Callable, Iterable
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.keymap import KEY_ALIASES, KEY_NAMES
 from playtester.capture.window.platform import Keyboard
 

@@ -17,7 +17,7 @@ import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 
 
 @dataclass(frozen=True)

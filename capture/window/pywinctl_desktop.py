@@ -7,7 +7,7 @@ when a window game is used on such a desktop.
 
 from __future__ import annotations
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.window.platform import Desktop, WindowInfo
 
 

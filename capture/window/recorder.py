@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.keymap import KeyMap, normalise_key
 from playtester.capture.window.sources import DoomSource, Sample, SourceGone, WindowSource, noop_action
 

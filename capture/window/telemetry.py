@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Any
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 
 
 class TelemetryListener:

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import time
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 
 
 class VirtualDisplay:

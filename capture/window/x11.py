@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.window.platform import Desktop, WindowInfo
 
 NO_DISPLAY = (

@@ -22,7 +22,7 @@ from typing import NamedTuple, Optional
 import typer
 from rich.console import Console
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 
 console = Console()
 

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.commands.options import MANY, WIDE, about
 from playtester.commands.scenario import check_out_parent
 
@@ -145,7 +145,7 @@ def eval_policy(
         console.print(f"note: every {what} of the training demos on {game}; these tests reuse them from new random "
                       "positions, so they are not held out (train on fewer demos or evaluate on another park seed)")
     if out is not None:
-        from playtester.capture.atomic import write_text_atomic
+        from playtester.files import write_text_atomic
 
         write_text_atomic(out, json.dumps(results, indent=1))
         console.print(f"wrote {out}")

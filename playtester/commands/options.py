@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 
 MANY = 1_000_000
 """Upper bound of counts of episodes, steps, generations: more than a run can play."""

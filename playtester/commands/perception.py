@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.commands.options import MANY, WIDE, about
 
 console = Console()
@@ -146,7 +146,7 @@ def eval_detector(
         for variant in ("healthy", "bugged"):
             _print_ap_table(tables[variant], f"{variant} boxes only (the others ignored)")
     if json_out is not None:
-        from playtester.capture.atomic import write_text_atomic
+        from playtester.files import write_text_atomic
 
         doc = table.to_json()
         if marked:

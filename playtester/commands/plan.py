@@ -9,7 +9,7 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.commands.options import MANY, about
 from playtester.commands.scenario import check_out_parent
 
@@ -50,8 +50,8 @@ def _looks_for_objects(plan) -> bool:
 def _plan_detector(env, game: str, detector: str | None, oracle_labels: bool):
     """What finds the plan's objects, and the classes it knows (None: any class, nothing is seen)."""
     from playtester.capture.park.layout import OOI_KINDS
-    from playtester.object_source import ORACLE_LABELS, describe_detector
-    from playtester.tester import GroundTruthDetector, ModelDetector, NoDetector
+    from playtester.tester.object_source import ORACLE_LABELS, describe_detector
+    from playtester.tester.loop import GroundTruthDetector, ModelDetector, NoDetector
 
     layout = getattr(getattr(env.unwrapped, "scenario", None), "layout", None)
     if oracle_labels:
@@ -86,7 +86,7 @@ def run_plan(
     """Play a plan: reach each node's target, act, let rules interrupt, validate every action.
     Exit status 0 when the plan passes, 1 when a node or rule failed (see plan_report.html)."""
     from playtester.capture.games import make_game
-    from playtester.object_source import check_object_source
+    from playtester.tester.object_source import check_object_source
     from playtester.plans.report import write_plan_report
     from playtester.plans.runner import PlanRunner, RunnerConfig
     from playtester.plans.schema import load_plan

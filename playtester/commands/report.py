@@ -13,7 +13,7 @@ console = Console()
 def report(run: Path = typer.Argument(..., help="A run folder (runs/NAME).")) -> None:
     """Write report.html (coverage map, OOI test map, tested OOIs over episodes, findings with
     clips and replay commands), the PNGs and summary.json into the run folder."""
-    from playtester.report import build_report
+    from playtester.report.build import build_report
 
     path = build_report(run)
     console.print(f"wrote {path}")

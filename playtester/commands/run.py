@@ -14,11 +14,11 @@ import typer
 import yaml
 from rich.console import Console
 
-from playtester.capture.atomic import write_text_atomic
-from playtester.capture.errors import UserError
+from playtester.files import write_text_atomic
+from playtester.errors import UserError
 from playtester.commands.options import about, check_free_disk, check_memory
 from playtester.commands.scenario import check_out_parent, progress
-from playtester.run_spec import RunSpec
+from playtester.tester.spec import RunSpec
 
 try:  # typer >= 0.16 carries its own copy of click
     from typer._click.core import ParameterSource
@@ -128,7 +128,7 @@ def spec_for(sub: Subcommand, on_command_line: dict[str, Any], config: Path | No
     names = {f.name for f in fields(RunSpec)}
     values: dict[str, Any] = {}
     if resume and (out / "config.yaml").is_file():
-        from playtester.runlog import read_config
+        from playtester.tester.runlog import read_config
 
         values.update({k: v for k, v in read_config(out).items() if k in names})
     asked = read_run_config(config, names) if config is not None else {}
@@ -150,7 +150,7 @@ def spec_for(sub: Subcommand, on_command_line: dict[str, Any], config: Path | No
 
 def read_run_config(path: Path, names: set[str]) -> dict[str, Any]:
     """A --config file: a YAML mapping of run options (a run's config.yaml: its other keys are ignored)."""
-    from playtester.capture.yamlfile import read_yaml
+    from playtester.files import read_yaml
 
     doc = read_yaml(path, f"--config {path}")
     if not isinstance(doc, dict):
@@ -168,9 +168,9 @@ CONFIG_EXTRAS = ("agent", "found_by", "evolution")
 
 def start(spec: RunSpec, cluster: str | None, resume: bool, overwrite: bool) -> None:
     """Start (or resume) the run `spec` names and write its report."""
-    from playtester.cluster import check_cluster
-    from playtester.report import build_report
-    from playtester.runner import episodes_left
+    from playtester.tester.cluster import check_cluster
+    from playtester.report.build import build_report
+    from playtester.tester.runner import episodes_left
 
     out = Path(spec.run_dir)
     if resume and overwrite:
@@ -178,8 +178,8 @@ def start(spec: RunSpec, cluster: str | None, resume: bool, overwrite: bool) -> 
     cluster = check_cluster(cluster)
     if cluster and spec.explorer == "evolve":
         raise UserError(f"--cluster {cluster}: --explorer evolve runs on this machine only; give ppgta, inspector or random")
-    if spec.explorer == "evolve":  # its own loop: no test policy, no detector (playtester/evolve.py)
-        from playtester.evolve import run_evolve_command
+    if spec.explorer == "evolve":  # its own loop: no test policy, no detector (playtester/evolution/run.py)
+        from playtester.evolution.run import run_evolve_command
 
         check_out_parent(out)
         check_run_folder(out, resume, overwrite)
@@ -196,7 +196,7 @@ def start(spec: RunSpec, cluster: str | None, resume: bool, overwrite: bool) -> 
     check_inputs(spec)  # everything that can be refused is refused before the run folder is written
     with contextlib.ExitStack() as stack:
         if cluster and (not resume or episodes_left(spec) > 0):  # a cluster out of reach too
-            from playtester.cluster import ray_session
+            from playtester.tester.cluster import ray_session
 
             stack.enter_context(ray_session(cluster, spec.num_envs))
         if out.exists() and not resume:
@@ -206,7 +206,7 @@ def start(spec: RunSpec, cluster: str | None, resume: bool, overwrite: bool) -> 
             write_text_atomic(out / "config.yaml", yaml.safe_dump(spec.to_config(), sort_keys=False))
         play(spec, cluster, resume, spec.episodes - episodes_left(spec))
     report = build_report(out)
-    from playtester.crashes import read_stop
+    from playtester.bugs.crashes import read_stop
 
     if read_stop(out):
         console.print(f"the run stopped early: {read_stop(out)}")
@@ -215,7 +215,7 @@ def start(spec: RunSpec, cluster: str | None, resume: bool, overwrite: bool) -> 
 
 def play(spec, cluster: str | None, resume: bool, already: int) -> None:
     """Play the run's episodes with its explorer, a progress bar over them."""
-    from playtester.runner import episodes_left, explore_at_random, explore_with_ppo
+    from playtester.tester.runner import episodes_left, explore_at_random, explore_with_ppo
 
     episodes, explorer = spec.episodes, spec.explorer
     with progress() as bar:
@@ -228,7 +228,7 @@ def play(spec, cluster: str | None, resume: bool, already: int) -> None:
             console.print(f"every one of the {episodes} episodes was played (an interrupted one is kept as it was); "
                           "give more --episodes to play on")
         elif explorer == "random" and cluster:
-            from playtester.cluster import explore_at_random_on_cluster
+            from playtester.tester.cluster import explore_at_random_on_cluster
 
             explore_at_random_on_cluster(spec, advance, say=console.print)
         elif explorer == "random":
@@ -248,7 +248,7 @@ FRAME_SIDE = 128
 def check_run_folder(out: Path, resume: bool, overwrite: bool) -> None:
     """Refuse an --out that is a file, or a run folder that exists without --resume or --overwrite;
     on --resume, cut the run's logs back to their last whole records (a stop mid-write tears the last)."""
-    from playtester.runlog import cut_torn_lines
+    from playtester.tester.runlog import cut_torn_lines
 
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out}: is a file, not a run folder; give the path of a folder (it is created)")
@@ -264,8 +264,8 @@ def check_inputs(spec) -> None:
     naming its option before anything is written."""
     from playtester.capture.games import probe_game
     from playtester.imitation.live import load_policy
-    from playtester.oracles import TextureOracle, load_assertion
-    from playtester.runner import make_detector
+    from playtester.bugs.oracles import TextureOracle, load_assertion
+    from playtester.tester.runner import make_detector
 
     with about("--tester"):
         live = load_policy(spec.tester) if spec.tester else None
@@ -276,7 +276,7 @@ def check_inputs(spec) -> None:
         texture = TextureOracle.from_coco(spec.texture_reference) if spec.texture_reference else None
     with about("--load-threshold"):
         if spec.load_threshold:
-            from playtester.exploration.load import LoadThreshold
+            from playtester.load.reward import LoadThreshold
 
             LoadThreshold.load(spec.load_threshold)
     for a in spec.assertions:
@@ -328,7 +328,7 @@ def parse_bounds(text: str | None) -> list[float] | None:
 
 def check_same_run(out: Path, now: dict) -> None:
     """Refuse a --resume whose options differ from the interrupted run's (except the budget)."""
-    from playtester.runlog import read_config
+    from playtester.tester.runlog import read_config
 
     if not (out / "config.yaml").exists():
         raise UserError(f"--resume: {out} holds no run to continue (no config.yaml)")

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.commands.options import MANY, about, check_free_disk
 
 console = Console()
@@ -304,7 +304,7 @@ def demos(
     labels each step with the action it infers, its probability, and `label_source: idm`.
     """
     if cluster is not None:
-        from playtester.cluster import check_cluster
+        from playtester.tester.cluster import check_cluster
 
         check_cluster(cluster)
         if dagger is not None or from_video is not None:
@@ -382,7 +382,7 @@ def _check_demo_options(out: Path, behavior: str, episodes: int, steps: int, res
 
 
 def _demos_on_cluster(cluster: str, out: Path, episodes: int, seed: int, options: dict[str, Any]) -> None:
-    from playtester.cluster import demos_on_cluster
+    from playtester.tester.cluster import demos_on_cluster
 
     with progress() as bar:
         task = bar.add_task(f"{options['behavior']} demos (Ray)", total=episodes)

@@ -8,7 +8,7 @@ from typing import Optional
 from rich.console import Console
 from rich.table import Table
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.commands.options import about
 
 console = Console()

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.commands.options import MANY, about
 
 console = Console()
@@ -83,7 +83,7 @@ def replay(
     from playtester.datasets.episodes import Episode
 
     if (episode / "finding.json").exists():  # a finding of a run: replay the trace that led to it
-        from playtester.findings import replay_finding
+        from playtester.bugs.findings import replay_finding
 
         found = replay_finding(episode, game)
         console.print(f"replayed {found.steps} steps of finding {episode}: "

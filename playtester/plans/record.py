@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.datasets.episodes import Episode
 from playtester.plans.navigate import is_movement
 from playtester.plans.schema import Node, Plan, Target

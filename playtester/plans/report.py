@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from playtester.capture.atomic import write_text_atomic
+from playtester.files import write_text_atomic
 from playtester.plans.runner import PlanResult
 
 CLIP_INLINE_BYTES = 4_000_000
@@ -47,7 +47,7 @@ def _failure(out: Path, name: str) -> dict[str, Any]:
 
 def _html(out: Path, doc: dict[str, Any]) -> str:
     """templates/plan_report.html filled in (Jinja2, every value escaped)."""
-    from playtester.report_html import template
+    from playtester.report.html import template
 
     failures = [f for r in doc["nodes"] + doc["rules"] for f in r["findings"]]
     return template("plan_report.html").render(

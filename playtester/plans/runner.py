@@ -26,11 +26,11 @@ import numpy as np
 import yaml
 
 from playtester.capture.experts import bearing
-from playtester.oracles import Finding
+from playtester.bugs.oracles import Finding
 from playtester.plans.navigate import Moves, SightNavigator, TelemetryNavigator, turn_toward
 from playtester.plans.schema import Condition, Node, Plan, Rule, Target
 from playtester.plans.validation import Moment, PendingCheck, ValidationRegistry, call_with_timeout
-from playtester.runlog import JsonlWriter
+from playtester.tester.runlog import JsonlWriter
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne,
@@ -157,7 +157,7 @@ class PlanRunner:
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self) -> PlanResult:
-        from playtester.capture.atomic import write_text_atomic
+        from playtester.files import write_text_atomic
 
         (self.out / "findings").mkdir(parents=True, exist_ok=True)
         self.trajectory = JsonlWriter(self.out / "trajectory.jsonl")
@@ -440,7 +440,7 @@ class PlanRunner:
     # -- failures -----------------------------------------------------------------------------
     def _fail(self, rec: Record, reason: str) -> None:
         """Record why, and keep the frames, the clip and the action trace of the moment."""
-        from playtester.findings import save_finding
+        from playtester.bugs.findings import save_finding
 
         rec.reasons.append(reason)
         name = f"{len(list((self.out / 'findings').glob('[0-9]*'))):04d}"

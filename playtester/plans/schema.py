@@ -34,9 +34,9 @@ from typing import Any
 
 import yaml
 
-from playtester.capture.atomic import write_text_atomic
-from playtester.capture.errors import UserError
-from playtester.capture.yamlfile import read_yaml
+from playtester.files import write_text_atomic
+from playtester.errors import UserError
+from playtester.files import read_yaml
 
 OPERATORS = ("<", "<=", ">", ">=", "==", "!=")
 PLAN_VERSION = 1

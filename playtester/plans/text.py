@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import Sequence
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.plans.schema import Condition, Node, Plan, Rule, Target
 
 VERB_SYNONYMS: dict[str, tuple[str, ...]] = {

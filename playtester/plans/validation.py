@@ -30,8 +30,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from playtester.capture.errors import UserError
-from playtester.capture.plugins import load_module
+from playtester.errors import UserError
+from playtester.plugins import load_module
 
 ANY_ACTION = "*"
 

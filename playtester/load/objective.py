@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 
 THRESHOLD_FILE = "load_threshold.json"
 BASELINE_EPISODES = 2
@@ -21,8 +21,8 @@ BASELINE_EPISODES = 2
 
 def run_threshold(spec: Any):
     """The run's `LoadThreshold`: its own saved file, else `--load-threshold`, else measured now."""
-    from playtester.exploration.load import LoadThreshold
-    from playtester.exploration.load_agent import measure_baseline
+    from playtester.load.reward import LoadThreshold
+    from playtester.load.agent import measure_baseline
 
     saved = Path(spec.run_dir) / THRESHOLD_FILE
     if saved.exists():
@@ -37,8 +37,8 @@ def run_threshold(spec: Any):
 
 def load_objective(spec: Any, explorer: Any) -> Any:
     """`explorer` with RELINE's load reward around its reward hook (see the module doc)."""
-    from playtester.exploration.load import AreaMask, LoadRewardConfig
-    from playtester.exploration.load_agent import with_load_reward
+    from playtester.load.reward import AreaMask, LoadRewardConfig
+    from playtester.load.agent import with_load_reward
 
     area = None
     if spec.load_area == "pathways":

@@ -14,8 +14,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from playtester.capture.errors import UserError
-from playtester.capture.plugins import load_function
+from playtester.errors import UserError
+from playtester.plugins import load_function
 
 REWARD_OPTION = "--reward"
 
@@ -58,10 +58,3 @@ class CallableReward(gym.Wrapper):
         if not np.isfinite(reward):
             raise UserError(f"{REWARD_OPTION} {self.reward_spec!r} returned {reward}; return a finite number")
         return frame, reward, terminated, truncated, info
-
-
-def game_env(game: str, reward: str | None = None, game_options: dict[str, Any] | None = None) -> gym.Env:
-    """One game instance with the winning objective's reward, frames as the game gives them (`make_env`)."""
-    from playtester.exploration.vector_env import make_env
-
-    return make_env(game, reward=reward, game_options=game_options)

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.timing import frame_time_of
 
 Key = tuple[int, int] | str

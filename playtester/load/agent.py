@@ -15,7 +15,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.timing import require_frame_time, warm_up
 
 
@@ -85,7 +85,7 @@ def measure_baseline(game: str, episodes: int, steps: int, *, seed: int = 0, sig
     random play is the stand-in when there is none."""
     from playtester.capture.games import make_game
     from playtester.exploration.actor_critic import RandomAgent, RandomAgentConfig
-    from playtester.exploration.load import LoadThreshold
+    from playtester.load.reward import LoadThreshold
 
     env = make_game(game, max_steps=steps)
     try:
@@ -99,7 +99,7 @@ def measure_baseline(game: str, episodes: int, steps: int, *, seed: int = 0, sig
 def with_load_reward(explorer: Any, threshold: Any, config: Any, *, area: Any = None, game: str = "the game",
                      on_shift: Callable[[Any], None] | None = None) -> Any:
     """The explorer (`build_explorer`'s `Explorer`) with `LoadReward` wrapped around its reward hook."""
-    from playtester.exploration.load import LoadReward
+    from playtester.load.reward import LoadReward
 
     if explorer.hook is None:
         raise UserError("--objective load trains the PPO explorer; the random explorer learns nothing (use --explorer inspector or ppgta)")

@@ -31,16 +31,16 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.frames import FrameSpec
 from playtester.capture.games import probe_game
-from playtester.exploration import evolution as ea
+from playtester.evolution import operators as ea
 from playtester.exploration.actor_critic import GRUActorCritic, GRUActorCriticConfig, RandomAgent, RandomAgentConfig, build_actor_critic
 from playtester.exploration.checkpoints import load_checkpoint, save_checkpoint
-from playtester.exploration.evaluation import EvalJob, WatcherFactory, evaluate, make_eval_envs, policy_scores
-from playtester.exploration.game_reward import check_game_reward, game_env
+from playtester.evolution.evaluation import EvalJob, WatcherFactory, evaluate, make_eval_envs, policy_scores
+from playtester.capture.game_reward import check_game_reward
 from playtester.exploration.ppo import PPOConfig, train
-from playtester.exploration.state_coverage import StateCoverageConfig, default_state_features
+from playtester.evolution.state_coverage import StateCoverageConfig, default_state_features
 from playtester.exploration.vector_env import make_env
 
 CHECKPOINT = "evolution.ckpt"
@@ -322,3 +322,10 @@ class Evolution:
         if ckpt.get("watch") is not None and hasattr(self.watch, "load_state_dict"):
             self.watch.load_state_dict(ckpt["watch"])
         self.log(f"resumed {path} after generation {self.generation} ({self.steps} steps)")
+
+
+def game_env(game: str, reward: str | None = None, game_options: dict[str, Any] | None = None) -> gym.Env:
+    """One game instance with the winning objective's reward, frames as the game gives them (`make_env`)."""
+    from playtester.exploration.vector_env import make_env
+
+    return make_env(game, reward=reward, game_options=game_options)

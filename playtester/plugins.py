@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 
 
 def load_module(where: str, option: str, spec: str | None = None) -> ModuleType:

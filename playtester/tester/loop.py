@@ -39,12 +39,12 @@ import gymnasium as gym
 import numpy as np
 
 from playtester.capture.doom import wrap_angle
-from playtester.coverage import frame_cell
-from playtester.identity import appearance_signature, best_overlap, nearest_box, same_object
+from playtester.report.coverage import frame_cell
+from playtester.tester.identity import appearance_signature, best_overlap, nearest_box, same_object
 from playtester.imitation.jsd import action_distribution, jsd
 from playtester.imitation.live import LivePolicy
-from playtester.oracles import Finding, TextureOracle
-from playtester.runlog import JsonlWriter, read_jsonl
+from playtester.bugs.oracles import Finding, TextureOracle
+from playtester.tester.runlog import JsonlWriter, read_jsonl
 
 VIEWS_PER_TEST = 6
 """Appearance signatures kept from each test of an OOI no telemetry names."""
@@ -103,7 +103,7 @@ class ModelDetector:
         self.oois = list(oois)
         self.hfov = hfov
         self.description = description
-        """What the run's report says found the objects (`playtester.object_source.describe_detector`)."""
+        """What the run's report says found the objects (`playtester.tester.object_source.describe_detector`)."""
 
     def __call__(self, frame: np.ndarray, info: dict[str, Any]) -> list[Detection]:
         boxes, labels, scores = self.detector.predict([frame])[0]
@@ -143,7 +143,7 @@ class ClaimLog:
     `claim(ooi)` appends a line; `taken()` reads what the others appended since the last look
     (only the new bytes), so a look costs next to nothing. Two instances that pick the same
     OOI within one detection interval both test it: rare, and harmless. A claim may carry
-    appearance signatures of its OOI (`playtester.identity`), for games without telemetry.
+    appearance signatures of its OOI (`playtester.tester.identity`), for games without telemetry.
     """
 
     def __init__(self, path: Path) -> None:
@@ -288,8 +288,8 @@ class TesterEnv(gym.Wrapper):
 
     def _restart_game(self, seed: int, options: dict[str, Any] | None):
         """Reset after a crash: the backend starts the game again, unless the run's restarts are spent."""
-        from playtester.capture.errors import UserError
-        from playtester.crashes import count_crashes
+        from playtester.errors import UserError
+        from playtester.bugs.crashes import count_crashes
 
         crash, self.crash = self.crash, None
         crashes = count_crashes(self.run_dir)
@@ -303,7 +303,7 @@ class TesterEnv(gym.Wrapper):
 
     def _stop(self, reason: str):
         """Stop playing for good: say why in the run folder, hand back blank frames from now on."""
-        from playtester.crashes import write_stop
+        from playtester.bugs.crashes import write_stop
 
         self.stopped = reason
         self.idle = True
@@ -349,7 +349,7 @@ class TesterEnv(gym.Wrapper):
         self.t += 1
         self._info = info
         if info.get("crashed"):
-            from playtester.crashes import record_crash
+            from playtester.bugs.crashes import record_crash
 
             terminated = True
             self.crash = str(info.get("crash_reason") or "the game's process is gone")
@@ -373,7 +373,7 @@ class TesterEnv(gym.Wrapper):
 
     def _pick_target(self, obs: np.ndarray, detections: list[Detection]) -> Detection | None:
         """The most confident untested OOI close enough to test. A detection no telemetry names
-        is judged by appearance against the tested OOIs' views (`playtester.identity`)."""
+        is judged by appearance against the tested OOIs' views (`playtester.tester.identity`)."""
         best = None
         tested = self.tested  # one look at the claims for the whole pick (views too)
         for d in detections:
@@ -452,7 +452,7 @@ class TesterEnv(gym.Wrapper):
         return "" if self.env_index == 0 else f"e{self.env_index}-"
 
     def _save(self, finding: Finding) -> None:
-        from playtester.findings import save_finding
+        from playtester.bugs.findings import save_finding
 
         name = f"{self._finding_prefix()}{self.n_findings:04d}"
         self.n_findings += 1

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 from scipy import stats
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 
 
 def holm(p_values: Sequence[float]) -> np.ndarray:

@@ -33,8 +33,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from playtester.capture.atomic import write_bytes_atomic
-from playtester.capture.errors import UserError
+from playtester.files import write_bytes_atomic
+from playtester.errors import UserError
 from playtester.exploration.ray_env import RayInstances, import_ray
 
 CLUSTER_HELP = ("ray (a local Ray started for this command), auto (the Ray cluster this machine is part of) or "
@@ -193,7 +193,7 @@ class RunLink:
 
     def setup(self, i: int) -> RunMirror:
         """What a new actor for instance `i` starts from: the run folder as it is now."""
-        from playtester.runlog import read_jsonl
+        from playtester.tester.runlog import read_jsonl
 
         seed = {name: (self.run_dir / name).read_bytes() for name in SHARED_LOGS if (self.run_dir / name).exists()}
         mine = [r for r in read_jsonl(self.run_dir / "trajectory.jsonl") if r.get("env", 0) == i]
@@ -288,7 +288,7 @@ def unpack_inputs(staged: dict[str, Any], folder: Path) -> dict[str, Any]:
 
 def tester_on_worker(env: Any, index: int) -> Any:
     """The `wrap` of a run's game instance in an actor: its tester loop, on the scratch run folder."""
-    from playtester.runner import tester_env
+    from playtester.tester.runner import tester_env
 
     if _here is None:
         raise RuntimeError("tester_on_worker: no run mirror opened in this process (RayVectorEnv opens it)")
@@ -314,9 +314,9 @@ def explore_at_random_on_cluster(spec: Any, progress: Callable[[int], None] = la
                                  say: Callable[[str], None] = print) -> None:
     """`runner.explore_at_random` with its game in a Ray actor: uniform random actions until the
     episode budget is played or the game stops the run."""
-    from playtester.crashes import clear_stop
+    from playtester.bugs.crashes import clear_stop
     from playtester.exploration.ray_env import RayVectorEnv
-    from playtester.runner import all_idle, run_stopped
+    from playtester.tester.runner import all_idle, run_stopped
 
     clear_stop(Path(spec.run_dir))
     envs = RayVectorEnv([functools.partial(random_instance, spec)], link=RunLink(spec))

@@ -23,15 +23,15 @@ from typing import Any, Callable
 import gymnasium as gym
 import numpy as np
 
-from playtester.capture.errors import UserError
-from playtester.run_spec import RunSpec, load_known_oois
-from playtester.tester import TesterConfig, TesterEnv
+from playtester.errors import UserError
+from playtester.tester.spec import RunSpec, load_known_oois
+from playtester.tester.loop import TesterConfig, TesterEnv
 
 def make_detector(spec: RunSpec, layout: Any):
     """What finds the OOIs in the tester loop: a trained model whose detections are matched to
     the known OOIs (the park's, or `--oois`) by telemetry, or with `oracle_labels` the engine's
     labels; None without a test policy (nothing to test with). `layout`: the park's (`GameInfo.layout`), else None."""
-    from playtester.tester import GroundTruthDetector, ModelDetector
+    from playtester.tester.loop import GroundTruthDetector, ModelDetector
 
     if spec.tester is None:
         return None
@@ -54,7 +54,7 @@ def tester_env(spec: RunSpec, env: gym.Env, index: int = 0) -> TesterEnv:
     import torch
 
     from playtester.imitation.live import load_policy
-    from playtester.oracles import AssertionOracle, CrashOracle, StuckOracle, TextureOracle, load_assertion
+    from playtester.bugs.oracles import AssertionOracle, CrashOracle, StuckOracle, TextureOracle, load_assertion
 
     torch.set_num_threads(1)  # one game instance a process: more threads only fight each other
     live = load_policy(spec.tester) if spec.tester else None
@@ -77,7 +77,7 @@ def _wrap(spec: RunSpec, env: gym.Env, index: int) -> gym.Env:
 
 def episodes_left(spec: RunSpec) -> int:
     """Episodes of the budget not yet started in the run folder."""
-    from playtester.runlog import read_jsonl
+    from playtester.tester.runlog import read_jsonl
 
     played = {r["episode"] for r in read_jsonl(Path(spec.run_dir) / "trajectory.jsonl")}
     return max(0, spec.episodes - len(played))
@@ -89,7 +89,7 @@ def explore_at_random(spec: RunSpec, progress: Callable[[int], None] = lambda n:
     game is started again (`TesterEnv`) until `max_restarts` is spent; then the run ends here,
     and says why."""
     from playtester.capture.games import make_game
-    from playtester.crashes import clear_stop
+    from playtester.bugs.crashes import clear_stop
 
     clear_stop(Path(spec.run_dir))
     env = tester_env(spec, make_game(spec.game, **spec.game_options()))
@@ -129,14 +129,14 @@ def run_stopped(infos: dict[str, Any]) -> bool:
 def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: None, resume: bool = False,
                      cluster: bool = False):
     """Train the PPO explorer online while it plays the run's episodes; see the module doc. With
-    `cluster`, the game instances run as Ray actors (Ray started already; `playtester/cluster.py`)."""
+    `cluster`, the game instances run as Ray actors (Ray started already; `playtester/tester/cluster.py`)."""
     import functools
 
     from playtester.exploration.checkpoints import load_checkpoint
     from playtester.exploration.explorer import build_explorer
     from playtester.exploration.ppo import CHECKPOINT_NAME, train
 
-    from playtester.crashes import clear_stop
+    from playtester.bugs.crashes import clear_stop
 
     clear_stop(Path(spec.run_dir))
     explorer_dir = Path(spec.run_dir) / "explorer"
@@ -151,7 +151,7 @@ def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: 
         budget = max(budget, int(saved["config"]["total_timesteps"]))
     wrap: Callable[[gym.Env, int], gym.Env] = functools.partial(_wrap, spec)
     if cluster:
-        from playtester.cluster import ray_instances, tester_on_worker
+        from playtester.tester.cluster import ray_instances, tester_on_worker
 
         wrap = tester_on_worker  # in an actor: the tester loop on its scratch copy of the run folder
     explorer = build_explorer(
@@ -162,7 +162,7 @@ def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: 
     if cluster:  # the same instances, each in a Ray actor; this process alone writes the run folder
         explorer = explorer._replace(env_fn=ray_instances(spec, explorer.env_fn))
     if spec.objective == "load":
-        from playtester.load_objective import load_objective
+        from playtester.load.objective import load_objective
 
         explorer = load_objective(spec, explorer)
 

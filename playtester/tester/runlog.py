@@ -20,10 +20,10 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
-from playtester.capture.atomic import write_bytes_atomic
+from playtester.files import write_bytes_atomic
 
-from playtester.capture.errors import UserError
-from playtester.capture.yamlfile import read_yaml
+from playtester.errors import UserError
+from playtester.files import read_yaml
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:

@@ -12,10 +12,10 @@ from dataclasses import MISSING, asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
-from playtester.capture.errors import UserError
-from playtester.capture.yamlfile import read_json
+from playtester.errors import UserError
+from playtester.files import read_json
 from playtester.commands.options import MANY
-from playtester.object_source import FOUND_BY_KEY, NO_OBJECTS, check_object_source, object_source
+from playtester.tester.object_source import FOUND_BY_KEY, NO_OBJECTS, check_object_source, object_source
 
 EXPLORERS = ("ppgta", "inspector", "random")
 OBJECTIVES = ("coverage", "load")
@@ -88,7 +88,7 @@ class RunSpec:
                             "(a random run's report shows its frame times anyway)")
         if self.load_area not in ("everywhere", "pathways"):
             raise UserError(f"--load-area {self.load_area!r}: use everywhere or pathways")
-        if self.explorer == "evolve":  # its own loop (playtester/evolve.py), its own checks
+        if self.explorer == "evolve":  # its own loop (playtester/evolution/run.py), its own checks
             return
         if self.explorer not in EXPLORERS:
             raise UserError(f"--explorer {self.explorer!r}: use one of {', '.join(EXPLORERS)}, evolve")

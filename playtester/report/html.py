@@ -1,7 +1,7 @@
 """The run report's page: facts, findings first, maps with legends, objects, tests.
 
 One self-contained HTML file (pictures and clips inlined) that opens in any browser without
-a server; `playtester.report.build_report` gathers what it shows.
+a server; `playtester.report.build.build_report` gathers what it shows.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from playtester.capture.level_map import DOOR, FLOOR, LOW, OUTSIDE, WALL
-from playtester.report_maps import STATE_BY_KEY, STATES, THING, TRACE, VISITED, MapSource
+from playtester.report.maps import STATE_BY_KEY, STATES, THING, TRACE, VISITED, MapSource
 
 from markupsafe import Markup, escape
 

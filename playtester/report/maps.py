@@ -23,9 +23,9 @@ from typing import Any
 import cv2
 import numpy as np
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 from playtester.capture.park.birdseye import BirdsEye, render_birdseye
-from playtester.coverage import OccupancyGrid
+from playtester.report.coverage import OccupancyGrid
 
 GREEN, RED, GREY, AMBER, TRACE = (40, 190, 60), (220, 30, 30), (150, 150, 150), (245, 170, 20), (230, 20, 20)
 VISITED, THING = (250, 215, 80), (40, 70, 160)

@@ -15,8 +15,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from playtester.capture.atomic import write_text_atomic
-from playtester.runlog import JsonlWriter, read_jsonl
+from playtester.files import write_text_atomic
+from playtester.tester.runlog import JsonlWriter, read_jsonl
 
 CRASHES = "crashes.jsonl"
 STOPPED = "stopped.json"

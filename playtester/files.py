@@ -1,15 +1,39 @@
-"""Reading a YAML or JSON file a user gave, with errors that name it."""
+"""The files a person gives and the files a run writes.
+
+Writes are atomic: to `NAME.partial`, then renamed, so a crash never leaves half a file. Reading
+a YAML or JSON file a user gave: a missing file, a folder, bytes that are not text or invalid
+syntax is one `UserError` line that names it.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 
+
+def partial_path(path: Path) -> Path:
+    return path.with_name(path.name + ".partial")
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
+    path = Path(path)
+    tmp = partial_path(path)
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    return write_bytes_atomic(path, text.encode("utf-8"))
 
 def _read_text(path: str | Path, what: str, kind: str) -> str:
     """The UTF-8 text of a `kind` file; missing, a folder or not text is one `UserError` line."""

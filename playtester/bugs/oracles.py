@@ -18,9 +18,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from playtester.capture.errors import UserError
-from playtester.capture.yamlfile import read_json
-from playtester.capture.plugins import load_function
+from playtester.errors import UserError
+from playtester.files import read_json
+from playtester.plugins import load_function
 
 
 @dataclass

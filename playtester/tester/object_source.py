@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from playtester.capture.errors import UserError
+from playtester.errors import UserError
 
 ORACLE_LABELS = "engine labels: ablation"
 """How a report names a run whose objects came from the engine's labels (`--oracle-labels`)."""

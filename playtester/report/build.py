@@ -5,7 +5,7 @@ The page reads top down: what was run (game, explorer, what found the objects, t
 preference policies), the findings with their clip and replay command, the bird's-eye coverage
 map and the object test map each with its legend, the objects beside the map and those missed,
 then every executed test in episode and step order. Maps are drawn on the built-in park, on any
-Doom level's own geometry, or on a window game's studio map (`playtester.report_maps`); a run
+Doom level's own geometry, or on a window game's studio map (`playtester.report.maps`); a run
 whose map cannot be drawn still gets its report, which says why the map is missing.
 """
 
@@ -18,13 +18,13 @@ from typing import Any
 import cv2
 import numpy as np
 
-from playtester.capture.atomic import write_bytes_atomic, write_text_atomic
-from playtester.capture.errors import UserError
-from playtester.lowfps import load_section
-from playtester.object_source import FOUND_BY_KEY, found_by
-from playtester.report_maps import (AMBER, GREEN, GREY, RED, STATES, MapSource, coverage_map, coverage_summary, map_source,
+from playtester.files import write_bytes_atomic, write_text_atomic
+from playtester.errors import UserError
+from playtester.load.lowfps import load_section
+from playtester.tester.object_source import FOUND_BY_KEY, found_by
+from playtester.report.maps import (AMBER, GREEN, GREY, RED, STATES, MapSource, coverage_map, coverage_summary, map_source,
                                     object_states, ooi_map, passed)
-from playtester.runlog import read_config, read_jsonl
+from playtester.tester.runlog import read_config, read_jsonl
 
 __all__ = ["AMBER", "GREEN", "GREY", "RED", "build_report", "passed", "summarise", "tested_counts"]
 
@@ -121,7 +121,7 @@ def build_report(run: str | Path) -> Path:
     findings = read_findings(run)
     src, map_missing = map_source(run, config)
     summary = summarise(config, trajectory, tests, findings, src, map_missing)
-    from playtester.crashes import read_stop
+    from playtester.bugs.crashes import read_stop
 
     summary["stopped_early"] = read_stop(run)  # why the run ended before its budget (a crashing game), else None
     states = object_states(tests, findings)
@@ -138,7 +138,7 @@ def build_report(run: str | Path) -> Path:
     for name, _, png in pictures:
         write_bytes_atomic(run / name, png)
     write_text_atomic(run / "summary.json", json.dumps(summary, indent=1))
-    from playtester.report_html import page
+    from playtester.report.html import page
 
     write_text_atomic(run / "report.html", page(run, summary, tests, findings, pictures, src, states))
     return run / "report.html"

@@ -9,7 +9,7 @@ it happened in; the first of each is saved, every occurrence is logged in `findi
     runs/NAME/config.yaml         the game and the options
     runs/NAME/generations.jsonl   one line a generation: steps, states covered, best scores
     runs/NAME/findings.jsonl      every finding: kind, message, generation, policy, seed, folder
-    runs/NAME/findings/NNNN/      one folder per distinct finding (see playtester.findings)
+    runs/NAME/findings/NNNN/      one folder per distinct finding (see playtester.bugs.findings)
     runs/NAME/evolution.ckpt      the population after the last generation (--resume)
 """
 
@@ -24,14 +24,14 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import yaml
 
-from playtester.capture.atomic import write_text_atomic
-from playtester.capture.errors import UserError
-from playtester.exploration.evaluation import EvalJob
-from playtester.exploration.population import Evolution, EvolutionConfig
-from playtester.exploration.state_coverage import StateCoverageConfig, state_key
-from playtester.findings import save_finding
-from playtester.oracles import AssertionOracle, CrashOracle, Finding, StuckOracle, load_assertion
-from playtester.runlog import JsonlWriter
+from playtester.files import write_text_atomic
+from playtester.errors import UserError
+from playtester.evolution.evaluation import EvalJob
+from playtester.evolution.population import Evolution, EvolutionConfig
+from playtester.evolution.state_coverage import StateCoverageConfig, state_key
+from playtester.bugs.findings import save_finding
+from playtester.bugs.oracles import AssertionOracle, CrashOracle, Finding, StuckOracle, load_assertion
+from playtester.tester.runlog import JsonlWriter
 
 
 class OracleWatch:

@@ -26,9 +26,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from playtester.capture.atomic import write_text_atomic
-from playtester.capture.errors import UserError
-from playtester.capture.yamlfile import read_json
+from playtester.files import write_text_atomic
+from playtester.errors import UserError
+from playtester.files import read_json
 from playtester.capture.timing import missing_frame_time_message
 from playtester.exploration.ppo import RewardHook, ShapedRewards, StepView
 

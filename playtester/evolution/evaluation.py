@@ -20,7 +20,7 @@ import torch
 import torch.nn as nn
 
 from playtester.capture.frames import FrameSpec
-from playtester.exploration.state_coverage import StateCoverageConfig, state_key
+from playtester.evolution.state_coverage import StateCoverageConfig, state_key
 
 
 class EvalJob(NamedTuple):

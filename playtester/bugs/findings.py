@@ -22,9 +22,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from playtester.capture.atomic import write_text_atomic
-from playtester.capture.errors import UserError
-from playtester.oracles import Finding
+from playtester.files import write_text_atomic
+from playtester.errors import UserError
+from playtester.bugs.oracles import Finding
 
 
 def write_clip(path: Path, frames: Sequence[np.ndarray], fps: float) -> Path | None:
