@@ -88,7 +88,11 @@ class RNDConfig:
 
 
 class RunningMeanStd(nn.Module):
-    """Running mean and variance over batches (Chan et al.'s parallel update), in float64."""
+    """Running mean and variance over batches (Chan et al.'s parallel update), in float64.
+
+    Gymnasium's `wrappers.utils.RunningMeanStd` is the same update in NumPy; this one keeps its
+    state in the module's buffers, so that it moves to the run's device with the predictors and
+    is saved and restored with them in the explorer's checkpoint."""
 
     def __init__(self, shape: tuple[int, ...] = (), epsilon: float = 1e-4):
         super().__init__()

@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.text import Text
 
+from playtester.commands import demo
 from playtester.errors import UserError
 
 try:  # typer >= 0.16 carries its own copy of click
@@ -110,7 +111,7 @@ def _register() -> None:
     app.command("record")(_interruptible(window.record))
     app.command("replay")(_interruptible(window.replay))
 
-    from playtester.commands import demo, imitation, report, run
+    from playtester.commands import imitation, report, run
 
     app.command("demo")(_interruptible(demo.demo))
     for sub in (*run.SUBCOMMANDS, run.ALL):
@@ -179,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     return code if isinstance(code, int) else 0
+
+
+demo.command_line = main  # the demo runs each stage as its command line
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
 import typer
 from rich.console import Console
@@ -132,10 +132,16 @@ def stages(p: Profile, game: str, seed: int, out: Path) -> list[Stage]:
                 "--encoder", models / "encoder.ckpt", "--out", models / f"{behavior}.ckpt", "--epochs", p.policy_epochs,
                 "--seed", seed, *p.policy_options) for behavior in ("inspect", "path")),
         stage("6/7 tester run (the PPGTA explorer, trained as it plays; OOIs found by the trained detector)", "tester run",
-              "run", "--game", game, "--tester", models / "inspect.ckpt", "--preference", models / "path.ckpt",
+              "run", "explore", "--game", game, "--tester", models / "inspect.ckpt", "--preference", models / "path.ckpt",
               "--detector", models / "detector.ckpt", "--texture-reference", out / "shots" / "labels.json",
               "--episodes", p.run_episodes, "--steps", p.run_steps, "--seed", seed, "--out", out / "runs" / "demo"),
     ]
+
+
+command_line: Callable[[list[str]], int] | None = None
+"""Runs one command line (`playtester.cli.main`), handed over by the command line when it
+registers this command: each stage is the command a user would type, and importing the command
+line from here would be an import loop."""
 
 
 def run_stages(p: Profile, game: str, seed: int, out: Path) -> dict[str, float]:
@@ -144,15 +150,15 @@ def run_stages(p: Profile, game: str, seed: int, out: Path) -> dict[str, float]:
     stage's command run on its own trains the same model."""
     import torch
 
-    from playtester.cli import main
-
+    if command_line is None:
+        raise RuntimeError("the demo's stages run through playtester.cli, which hands over its main()")
     threads = torch.get_num_threads()
     times: dict[str, float] = {}
     for title, name, args in stages(p, game, seed, out):
         console.rule(f"[bold]{title}")
         started = time.time()
         torch.set_num_threads(threads)
-        code = main(args)
+        code = command_line(args)
         if code != 0:
             raise UserError(f"demo: the stage '{title}' failed (exit {code}); see above")
         times[name] = time.time() - started
