@@ -1,24 +1,42 @@
-"""Our recurrent PPO against Stable-Baselines3's PPO, side by side, same task and step budget.
+"""Our recurrent PPO against Stable-Baselines3's PPO and sb3-contrib's RecurrentPPO, side by side.
 
-For each seed both train on the same Gymnasium task (state vectors) for the same number of env
-steps with the same PPO hyper-parameters where the two share them (the RL-Zoo's tuned CartPole-v1
-set); SB3 uses its usual MLP policy, ours the small GRU actor-critic. Then each final policy plays
-`--eval-episodes` fresh episodes, acting greedily (SB3's `evaluate_policy` default). The two run
-alternately in one process so that the machine's noise falls on both alike.
+For each seed the three train on the same Gymnasium task (state vectors) for the same number of
+env steps with the same PPO hyper-parameters where they share them (the RL-Zoo's tuned CartPole-v1
+set, which the Zoo also uses for RecurrentPPO on CartPoleNoVel-v1): 8 envs × 32 steps, one
+minibatch of the whole 256-step rollout, 20 epochs, γ 0.98, λ 0.8, no entropy bonus, learning
+rate 1e-3 decayed linearly to 0, advantages normalised, value coefficient 0.5, gradient norm 0.5,
+Adam ε 1e-5. SB3 uses its usual MLP policy; ours the small GRU actor-critic; RecurrentPPO its usual
+`MlpLstmPolicy` with the LSTM at our GRU's size (64). Then each final policy plays
+`--eval-episodes` fresh episodes, acting greedily (SB3's `evaluate_policy` default; the recurrent
+ones carry their state through the episode). The three run in turn in one process so that the
+machine's noise falls on all alike.
+
+What could not be matched across the three APIs:
+- the network: ours is MLP 64-64 → one GRU 64 read by both heads (plus a skip of the MLP
+  features); RecurrentPPO is an LSTM 64 for the actor and a second LSTM 64 for the critic (its
+  default, as in the Zoo), each followed by MLP 64-64 (52 675 parameters against our 29 827; its
+  `shared_lstm` option would detach the critic from the shared LSTM, unlike ours); SB3 has no memory;
+- the clip range: the two SB3 rows decay it from 0.2 (the Zoo's), ours keeps 0.2;
+- the value loss: SB3's is the mean squared error × 0.5, ours half of it × 0.5 (CleanRL's);
+- the minibatch: ours back-propagates through each env's whole 32-step sequence from the state at
+  collection; RecurrentPPO cuts the rollout at a random index and at episode starts, pads the
+  sequences and starts each from the stored state; SB3 PPO sees shuffled single steps.
 
     python scripts/bench_ppo.py [--env CartPole-v1] [--timesteps 100000] [--seeds 1 2 3] [--threads 1]
 
 Prints per seed and overall: mean evaluation return, mean return of the last 20 training
-episodes, env steps per second of training, and the ratios ours / SB3. Needs the `bench` extra.
+episodes (each ± its standard deviation over the seeds), env steps per second of training, and the
+ratios ours / SB3 and ours / RecurrentPPO. Needs the `bench` extra (stable-baselines3 and
+sb3-contrib); a contender whose library is missing is skipped with a one-line message.
 
 `--part latency` times one explorer decision on one frame: the explorer actor-critic, the
 preference policy and the 5-predictor RND reward (target ≤ 20 ms), with the real networks at the
 paper's shape (`ImitationActorCritic`: AlexNet trunk at 128×128, local bi-GRU, global GRU 1024).
 """
-
 from __future__ import annotations
 
 import argparse
+import importlib
 import statistics
 import sys
 import tempfile
@@ -67,18 +85,35 @@ def run_ours(env_id: str, timesteps: int, seed: int, episodes: int) -> dict[str,
             "sps": timesteps / wall, "loop_sps": result.sps}
 
 
-def run_sb3(env_id: str, timesteps: int, seed: int, episodes: int) -> dict[str, float]:
-    from stable_baselines3 import PPO
-    from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.evaluation import evaluate_policy
-
-    envs = make_vec_env(env_id, n_envs=SHARED["num_envs"], seed=seed)
-    model = PPO(
-        "MlpPolicy", envs, n_steps=SHARED["num_steps"], batch_size=SHARED["num_envs"] * SHARED["num_steps"],
+def sb3_kwargs(seed: int) -> dict:
+    """The SHARED settings in the keywords SB3's PPO and sb3-contrib's RecurrentPPO both take."""
+    return dict(
+        n_steps=SHARED["num_steps"], batch_size=SHARED["num_envs"] * SHARED["num_steps"],
         n_epochs=SHARED["update_epochs"], gamma=SHARED["gamma"], gae_lambda=SHARED["gae_lambda"],
         ent_coef=SHARED["ent_coef"], learning_rate=lambda p: p * SHARED["learning_rate"],
         clip_range=lambda p: p * 0.2, seed=seed, device="cpu", verbose=0,
     )
+
+
+def recurrent_policy_kwargs() -> dict:
+    """RecurrentPPO's `MlpLstmPolicy` with the LSTM at our GRU's size (its default is 256)."""
+    return dict(lstm_hidden_size=PPOConfig.rnn_dim, n_lstm_layers=1)
+
+
+def run_sb3(env_id: str, timesteps: int, seed: int, episodes: int, recurrent: bool = False) -> dict[str, float]:
+    """Train SB3's PPO (or, with `recurrent`, sb3-contrib's RecurrentPPO) and evaluate it greedily."""
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    envs = make_vec_env(env_id, n_envs=SHARED["num_envs"], seed=seed)
+    if recurrent:
+        from sb3_contrib import RecurrentPPO
+
+        model = RecurrentPPO("MlpLstmPolicy", envs, policy_kwargs=recurrent_policy_kwargs(), **sb3_kwargs(seed))
+    else:
+        from stable_baselines3 import PPO
+
+        model = PPO("MlpPolicy", envs, **sb3_kwargs(seed))
     start = time.perf_counter()
     model.learn(timesteps)
     wall = time.perf_counter() - start
@@ -88,6 +123,30 @@ def run_sb3(env_id: str, timesteps: int, seed: int, episodes: int) -> dict[str, 
     envs.close()
     eval_env.close()
     return {"eval": float(mean), "train_last20": float(np.mean(train_returns)), "sps": timesteps / wall}
+
+
+# name → (label, trainer, the module it needs)
+CONTENDERS = {
+    "ours": ("ours", run_ours, None),
+    "sb3": ("SB3 PPO", run_sb3, "stable_baselines3"),
+    "recurrent": ("RecurrentPPO", lambda *a: run_sb3(*a, recurrent=True), "sb3_contrib"),
+}
+
+
+def available(names: list[str]) -> list[str]:
+    """The contenders whose library imports; a one-line message on stderr for each one skipped."""
+    kept = []
+    for name in names:
+        module = CONTENDERS[name][2]
+        try:
+            if module:
+                importlib.import_module(module)
+        except ImportError:
+            print(f"bench_ppo: {module} is not installed, so the {CONTENDERS[name][0]} row is skipped; "
+                  "install the bench extra: pip install -e '.[bench]'", file=sys.stderr)
+            continue
+        kept.append(name)
+    return kept
 
 
 def decision_latency(steps: int = 300) -> dict[str, float]:
@@ -162,7 +221,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--eval-episodes", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 on a shared machine)")
-    parser.add_argument("--only", choices=["ours", "sb3"], help="run one contender (for tuning)")
+    parser.add_argument("--only", choices=list(CONTENDERS), help="run one contender (for tuning)")
     parser.add_argument("--part", choices=["ppo", "latency", "all"], default="all")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -173,31 +232,34 @@ def main(argv: list[str] | None = None) -> None:
     if args.part == "latency":
         return
 
+    names = available([args.only] if args.only else list(CONTENDERS))
     rows = []
     for seed in args.seeds:
-        row = {"seed": seed}
-        if args.only != "sb3":
-            row["ours"] = run_ours(args.env, args.timesteps, seed, args.eval_episodes)
-        if args.only != "ours":
-            row["sb3"] = run_sb3(args.env, args.timesteps, seed, args.eval_episodes)
+        row = {name: CONTENDERS[name][1](args.env, args.timesteps, seed, args.eval_episodes) for name in names}
         rows.append(row)
         print(f"seed {seed}: " + "  ".join(
-            f"{name}: eval {r['eval']:.1f}, train(last 20) {r['train_last20']:.1f}, {r['sps']:.0f} steps/s"
-            for name, r in row.items() if name != "seed"), flush=True)
+            f"{CONTENDERS[name][0]}: eval {r['eval']:.1f}, train(last 20) {r['train_last20']:.1f}, {r['sps']:.0f} steps/s"
+            for name, r in row.items()), flush=True)
+    print(summary_table(rows, args))
 
-    print(f"\n{args.env}, {args.timesteps} env steps, seeds {args.seeds}, torch threads {args.threads}")
-    print(f"{'':6} {'eval return':>12} {'train last 20':>14} {'steps/s':>9}")
+
+def summary_table(rows: list[dict[str, dict[str, float]]], args: argparse.Namespace) -> str:
+    """Mean ± standard deviation over the seeds per contender, and the ratios ours / each other."""
+    spread = (lambda v: statistics.stdev(v)) if len(rows) > 1 else (lambda v: 0.0)
+    lines = [f"\n{args.env}, {args.timesteps} env steps, seeds {args.seeds}, torch threads {args.threads}",
+             f"{'':13} {'eval return':>16} {'train last 20':>16} {'steps/s':>9}"]
     summary = {}
-    for name in ("ours", "sb3"):
-        if name not in rows[0]:
-            continue
-        summary[name] = {k: statistics.mean(r[name][k] for r in rows) for k in ("eval", "train_last20", "sps")}
-        s = summary[name]
-        print(f"{name:6} {s['eval']:12.1f} {s['train_last20']:14.1f} {s['sps']:9.0f}")
-    if len(summary) == 2:
-        o, b = summary["ours"], summary["sb3"]
-        print(f"{'ratio':6} {o['eval'] / b['eval']:12.2f} {o['train_last20'] / b['train_last20']:14.2f} {o['sps'] / b['sps']:9.2f}   (ours / SB3)")
-
+    for name in rows[0] if rows else ():
+        values = {k: [r[name][k] for r in rows] for k in ("eval", "train_last20", "sps")}
+        summary[name] = s = {k: statistics.mean(v) for k, v in values.items()}
+        lines.append(f"{CONTENDERS[name][0]:13} {s['eval']:8.1f} ± {spread(values['eval']):5.1f} "
+                     f"{s['train_last20']:8.1f} ± {spread(values['train_last20']):5.1f} {s['sps']:9.0f}")
+    for other in ("sb3", "recurrent"):
+        if "ours" in summary and other in summary:
+            o, b = summary["ours"], summary[other]
+            lines.append(f"{'ratio':13} {o['eval'] / b['eval']:16.2f} {o['train_last20'] / b['train_last20']:16.2f} "
+                         f"{o['sps'] / b['sps']:9.2f}   (ours / {CONTENDERS[other][0]})")
+    return "\n".join(lines)
 
 if __name__ == "__main__":
     sys.exit(main())
