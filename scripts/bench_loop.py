@@ -1,0 +1,211 @@
+"""The whole tester loop's throughput and the explorer's decision latency, side by side with an older commit.
+
+Each round runs `playtester run explore --explorer ppgta` (PPO explorer trained online, the tester
+loop in every game worker: detector, tracking, OOI tests with the test policy) on the park for
+every `--envs` value, once with the working tree and once with `--ref` (checked out with
+`git worktree add` into a temporary folder), alternating which goes first, so that the machine's
+noise (another job on the same cores) falls on both alike. Each tree runs as a subprocess with a
+site folder laid out as installed (`pyproject.toml`'s package-dir, by symlinks) first on
+PYTHONPATH; the script prints the `playtester.__file__` each one imported.
+
+    python scripts/bench_loop.py --models M [--ref 8bedfd8] [--envs 1 2 4] [--rounds 2] [--episodes-per-env 1] [--steps 300]
+
+M holds path.ckpt, inspect.ckpt and detector.ckpt (`playtester demo` writes them). Per tree and
+`--envs`:
+
+- steps/s: game steps (rows of `trajectory.jsonl`, explorer and test steps alike) over the time
+  from the first row to the last, so PPO updates, detector calls and OOI tests in between count
+  and start-up and the report do not (the file is polled every 50 ms);
+- start-up: seconds from the command's start to the first row;
+- decision: one explorer decision on a batch of `--envs` new frames (the frozen encoder, the
+  actor-critic's forward, sampling the action) under `torch.inference_mode`, median and p90 ms
+  over `--decisions`, in a process of its own with torch's default threads (the machine's cores)
+  or `--decision-threads`;
+- same run: whether the two trees' runs played the same actions (a digest of every row's env,
+  episode, step, action and mode): a pure speed-up keeps it `yes` at `--envs 1`; with several
+  instances the run is not repeatable even on one tree (which instance claims an OOI first, in the
+  shared `claims.jsonl`, depends on timing).
+
+The medians over rounds are printed with the ratios working tree / ref.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+ISOLATE = "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in getattr(f, '__module__', '')]\n"
+"""Drops the editable install's finder (it would import the working tree whatever PYTHONPATH says)."""
+
+MAIN = ISOLATE + "import runpy; sys.argv = ['playtester', *sys.argv[1:]]; runpy.run_module('playtester', run_name='__main__', alter_sys=True)"
+
+LATENCY = ISOLATE + r"""
+import time, json
+import numpy as np, torch
+import playtester
+from playtester.imitation.live import load_policy
+from playtester.exploration.imitation_ac import ImitationActorCritic
+path, batch, n, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+if threads:
+    torch.set_num_threads(threads)
+torch.manual_seed(0)
+policy = load_policy(path).policy
+agent = ImitationActorCritic.from_policy(policy, num_values=2).eval()
+frames = getattr(policy.cfg, "frames", None)
+shape = (frames.height, frames.width) if frames is not None and hasattr(frames, "height") else (frames.side, frames.side) if frames is not None else (policy.cfg.image_size,) * 2
+rng = np.random.default_rng(0)
+state, done = agent.initial_state(batch), torch.zeros(1, batch)
+times = []
+for i in range(n + 20):
+    obs = torch.from_numpy(rng.integers(0, 256, (batch, *shape, 3), dtype=np.uint8))
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        out = agent(agent.prepare(obs).unsqueeze(0), state, done)
+        state = out.state
+        action = torch.distributions.Categorical(logits=out.logits[0]).sample()
+    action.tolist()
+    if i >= 20:
+        times.append((time.perf_counter() - t0) * 1000)
+print(json.dumps({"file": playtester.__file__, "threads": torch.get_num_threads(), "median": float(np.median(times)),
+                  "p90": float(np.percentile(times, 90))}))
+"""
+
+
+def site_folder(tree: Path, target: Path) -> Path:
+    """`target` laid out as the package is installed from `tree` (symlinks to its files)."""
+    dirs = tomllib.loads((tree / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    sources = {(tree / s).resolve() for s in dirs.values()}
+    for package, source in dirs.items():
+        folder = target.joinpath(*package.split("."))
+        folder.mkdir(parents=True, exist_ok=True)
+        for entry in (tree / source).iterdir():
+            if entry.name == "__pycache__" or entry.resolve() in sources or (folder / entry.name).exists():
+                continue
+            (folder / entry.name).symlink_to(entry.resolve())
+    return target
+
+
+def run_words(site: Path) -> list[str]:
+    """`run explore` since the run was split by purpose; `run` before."""
+    commands = site / "playtester" / "commands" / "run.py"
+    return ["run", "explore"] if commands.exists() and '"explore"' in commands.read_text() else ["run"]
+
+
+def run_loop(site: Path, models: Path, envs: int, episodes: int, steps: int, out: Path) -> dict:
+    """One `playtester run explore`; its steps/s, start-up and the digest of its actions."""
+    shutil.rmtree(out, ignore_errors=True)
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    cmd = [sys.executable, "-c", MAIN, *run_words(site), "--game", "doom:park:1", "--explorer", "ppgta",
+           "--preference", str(models / "path.ckpt"), "--tester", str(models / "inspect.ckpt"),
+           "--detector", str(models / "detector.ckpt"), "--episodes", str(envs * episodes), "--steps", str(steps),
+           "--envs", str(envs), "--out", str(out)]
+    trajectory = out / "trajectory.jsonl"
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, cwd=site, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    first = last = None
+    size = 0
+    while proc.poll() is None:
+        now = time.perf_counter()
+        s = trajectory.stat().st_size if trajectory.exists() else 0
+        if s > size:
+            if first is None:
+                first, first_rows = now, trajectory.read_text().count("\n")
+            size, last = s, now
+        time.sleep(0.05)
+    log = proc.stdout.read()
+    if proc.returncode != 0 or first is None:
+        sys.exit(f"bench_loop: the run failed ({' '.join(cmd)}):\n{log[-3000:]}")
+    rows = [json.loads(line) for line in trajectory.read_text().splitlines()]
+    key = sorted((r["env"], r["episode"], r["t"], r["action"], r["mode"]) for r in rows)
+    tests = (out / "tests.jsonl").read_text().count("\n") if (out / "tests.jsonl").exists() else 0
+    return {"sps": (len(rows) - first_rows) / max(last - first, 1e-9), "startup": first - start, "steps": len(rows),
+            "tests": tests, "digest": hashlib.blake2b(repr(key).encode(), digest_size=6).hexdigest()}
+
+
+def latency(site: Path, models: Path, batch: int, n: int, threads: int) -> dict:
+    done = subprocess.run([sys.executable, "-c", LATENCY, str(models / "path.ckpt"), str(batch), str(n), str(threads)],
+                          env={**os.environ, "PYTHONPATH": str(site)}, cwd=site, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"bench_loop: the latency probe failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def imported(site: Path) -> str:
+    return subprocess.run([sys.executable, "-c", ISOLATE + "import playtester; print(playtester.__file__)"], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(site)}, cwd=site, check=True).stdout.strip()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", type=Path, required=True, help="folder with path.ckpt, inspect.ckpt, detector.ckpt")
+    p.add_argument("--ref", default=None, help="an older commit to run side by side (git worktree)")
+    p.add_argument("--envs", type=int, nargs="+", default=[1, 2, 4])
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--episodes-per-env", type=int, default=1)
+    p.add_argument("--steps", type=int, default=300, help="game steps an episode")
+    p.add_argument("--decisions", type=int, default=200)
+    p.add_argument("--decision-threads", type=int, default=0,
+                   help="torch threads for the decision latency (0: torch's default, the machine's cores)")
+    args = p.parse_args()
+    args.models = args.models.resolve()
+    for name in ("path.ckpt", "inspect.ckpt", "detector.ckpt"):
+        if not (args.models / name).is_file():
+            sys.exit(f"bench_loop: --models {args.models} has no {name}; run `playtester demo` and give its models folder")
+
+    scratch = Path(tempfile.mkdtemp(prefix="bench_loop-"))
+    trees = {"new": ROOT}
+    worktree = None
+    try:
+        if args.ref:
+            worktree = scratch / "ref"
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(worktree), args.ref], check=True,
+                           capture_output=True)
+            trees["ref"] = worktree
+        sites = {name: site_folder(tree, scratch / f"site-{name}") for name, tree in trees.items()}
+        for name, site in sites.items():
+            print(f"{name}: {trees[name]} imports {imported(site)}", flush=True)
+        results: dict[tuple[str, int], list[dict]] = {}
+        for r in range(args.rounds):
+            order = list(sites) if r % 2 == 0 else list(reversed(list(sites)))
+            for envs in args.envs:
+                for name in order:
+                    res = run_loop(sites[name], args.models, envs, args.episodes_per_env, args.steps, scratch / f"run-{name}")
+                    res.update(latency(sites[name], args.models, envs, args.decisions, args.decision_threads))
+                    results.setdefault((name, envs), []).append(res)
+                    print(f"round {r + 1} {name} envs {envs}: {res['sps']:.1f} steps/s ({res['steps']} steps, "
+                          f"{res['tests']} tests), start-up {res['startup']:.1f} s, decision {res['median']:.1f} ms "
+                          f"median / {res['p90']:.1f} p90 ({res['threads']} threads), actions {res['digest']}", flush=True)
+        print("\nmedians over rounds")
+        print(f"{'tree':5} {'envs':>4} {'steps/s':>8} {'start-up s':>10} {'decision ms':>11} {'p90 ms':>7} same run")
+        med = {k: {m: statistics.median(x[m] for x in v) for m in ("sps", "startup", "median", "p90")} for k, v in results.items()}
+        for (name, envs), m in sorted(med.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+            same = ""
+            if name == "new" and ("ref", envs) in results:
+                same = "yes" if {x["digest"] for x in results[(name, envs)]} == {x["digest"] for x in results[("ref", envs)]} else "no"
+            print(f"{name:5} {envs:4d} {m['sps']:8.1f} {m['startup']:10.1f} {m['median']:11.1f} {m['p90']:7.1f} {same}")
+        if "ref" in sites:
+            print("\nratios new / ref")
+            for envs in args.envs:
+                n, o = med[("new", envs)], med[("ref", envs)]
+                print(f"envs {envs}: steps/s ×{n['sps'] / o['sps']:.2f}, start-up ×{n['startup'] / o['startup']:.2f}, "
+                      f"decision median ×{n['median'] / o['median']:.2f}")
+    finally:
+        if worktree is not None:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(worktree)], capture_output=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
