@@ -40,13 +40,13 @@ class LivePolicy:
         self._h: torch.Tensor | None = None
         self._window: deque[torch.Tensor] = deque(maxlen=self.cfg.k)
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def features(self, frame: np.ndarray, box=None) -> torch.Tensor:
         masked = od_mask(frame, box)
         x = to_input(torch.from_numpy(masked)[None], self.cfg.frames).to(self.device)
         return self.policy.encoder(x.contiguous(memory_format=self.memory_format))[0]
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def step_features(self, feat: torch.Tensor) -> torch.Tensor:
         """Logits for the newest frame given its features (D)."""
         if not self._window:
@@ -57,7 +57,7 @@ class LivePolicy:
         logits, _, self._h = self.policy.core.forward_windows(window, self._h)
         return logits[0, 0]
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def step(self, frame: np.ndarray, box=None) -> np.ndarray:
         """The action distribution (probabilities) for the newest frame."""
         logits = self.step_features(self.features(frame, box))

@@ -382,7 +382,7 @@ class Detector(nn.Module):
         """torchvision's contract: losses in train mode (with targets), detections in eval mode."""
         return self.model(images, targets)
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def predict(
         self, frames: np.ndarray | Sequence[np.ndarray], score_threshold: float | None = None
     ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
