@@ -97,3 +97,40 @@ def test_match_ooi_by_bearing():
     # a box at the right edge (45° clockwise) matches nothing there
     assert match_ooi(oois, info, [300, 50, 320, 90], "barrel", 320) is None
     assert match_ooi(oois, {}, [150, 50, 170, 90], "barrel", 320) is None
+
+
+class CountedLabels(GroundTruthDetector):
+    """The engine's labels, counting how often the loop looks."""
+
+    calls = 0
+
+    def __call__(self, frame, info):
+        self.calls += 1
+        return super().__call__(frame, info)
+
+
+def test_track_every_looks_for_the_ooi_under_test_every_kth_step(tmp_path, small_park, tiny_inspect_policy):
+    detector = CountedLabels()
+    env = TesterEnv(make_game(small_park), tester=load_policy(tiny_inspect_policy), detector=detector, oracles=[],
+                    run_dir=tmp_path, game=small_park, config=TesterConfig(test_steps=12, min_box_height=20, seed=1, track_every=3))
+    rng = np.random.default_rng(0)
+    tests, looks = [], 0
+    for episode in range(2):
+        env.reset(seed=100 + episode)
+        for _ in range(120):
+            before = detector.calls
+            _, _, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
+            tests = list(read_jsonl(tmp_path / "tests.jsonl"))
+            if tests:
+                looks = detector.calls - before
+                break
+            if terminated or truncated:
+                break
+        if tests:
+            break
+    env.close()
+    assert tests, "a random walk on the small park sees an OOI close enough to test"
+    steps = tests[0]["steps"]
+    # one look that found the OOI, then one every third test step (and at the test's last step)
+    assert looks == 1 + -(-steps // 3)
+    assert tests[0]["crops"] <= -(-steps // 3)

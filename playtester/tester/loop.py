@@ -69,6 +69,9 @@ class TesterConfig:
     """Frames kept before each finding, and in each test's clip."""
     greedy: bool = False
     """Take the test policy's most likely action instead of sampling it."""
+    track_every: int = 1
+    """During a test, look for the OOI under test (a detector call) every this many steps; in
+    between the test policy keeps the last box and no crop is kept. 1: every step."""
     seed: int = 0
 
 
@@ -420,11 +423,12 @@ class TesterEnv(gym.Wrapper):
             obs, r, terminated, truncated, info = self._step(a, "test", ooi)
             total += r
             frames.append(obs)
-            box = self._track(obs, info, target, box if box is not None else last_seen)
-            last_seen = box if box is not None else last_seen
-            self.detections = [] if box is None else [{**target, "box": box}]
-            if box is not None:
-                crops.append((obs, box))
+            if terminated or truncated or len(actions) % self.cfg.track_every == 0:
+                box = self._track(obs, info, target, box if box is not None else last_seen)
+                last_seen = box if box is not None else last_seen
+                self.detections = [] if box is None else [{**target, "box": box}]
+                if box is not None:
+                    crops.append((obs, box))
             if terminated or truncated:
                 break
         if by_sight and last_seen is not None:
