@@ -35,6 +35,7 @@ import argparse
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -103,14 +104,15 @@ def run_words(site: Path) -> list[str]:
     return ["run", "explore"] if commands.exists() and '"explore"' in commands.read_text() else ["run"]
 
 
-def run_loop(site: Path, models: Path, envs: int, episodes: int, steps: int, out: Path) -> dict:
+def run_loop(site: Path, models: Path, envs: int, episodes: int, steps: int, out: Path, extra: list[str] = (),
+             variables: dict[str, str] | None = None) -> dict:
     """One `playtester run explore`; its steps/s, start-up and the digest of its actions."""
     shutil.rmtree(out, ignore_errors=True)
-    env = {**os.environ, "PYTHONPATH": str(site)}
+    env = {**os.environ, **(variables or {}), "PYTHONPATH": str(site)}
     cmd = [sys.executable, "-c", MAIN, *run_words(site), "--game", "doom:park:1", "--explorer", "ppgta",
            "--preference", str(models / "path.ckpt"), "--tester", str(models / "inspect.ckpt"),
            "--detector", str(models / "detector.ckpt"), "--episodes", str(envs * episodes), "--steps", str(steps),
-           "--envs", str(envs), "--out", str(out)]
+           "--envs", str(envs), "--out", str(out), *extra]
     trajectory = out / "trajectory.jsonl"
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, cwd=site, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -156,6 +158,9 @@ def main() -> None:
     p.add_argument("--episodes-per-env", type=int, default=1)
     p.add_argument("--steps", type=int, default=300, help="game steps an episode")
     p.add_argument("--decisions", type=int, default=200)
+    p.add_argument("--new-args", default="", help="more options for the working tree's run only, e.g. '--config knobs.yaml'")
+    p.add_argument("--new-env", nargs="*", default=[], metavar="NAME=VALUE",
+                   help="environment variables for the working tree's run only, e.g. OMP_NUM_THREADS=1")
     p.add_argument("--decision-threads", type=int, default=0,
                    help="torch threads for the decision latency (0: torch's default, the machine's cores)")
     args = p.parse_args()
@@ -181,7 +186,9 @@ def main() -> None:
             order = list(sites) if r % 2 == 0 else list(reversed(list(sites)))
             for envs in args.envs:
                 for name in order:
-                    res = run_loop(sites[name], args.models, envs, args.episodes_per_env, args.steps, scratch / f"run-{name}")
+                    res = run_loop(sites[name], args.models, envs, args.episodes_per_env, args.steps, scratch / f"run-{name}",
+                                   shlex.split(args.new_args) if name == "new" else [],
+                                   dict(v.split("=", 1) for v in args.new_env) if name == "new" else {})
                     res.update(latency(sites[name], args.models, envs, args.decisions, args.decision_threads))
                     results.setdefault((name, envs), []).append(res)
                     print(f"round {r + 1} {name} envs {envs}: {res['sps']:.1f} steps/s ({res['steps']} steps, "
