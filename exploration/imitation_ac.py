@@ -80,7 +80,9 @@ class ImitationActorCritic(nn.Module):
             raise UserError("the imitation policy's config has no encoder config; retrain it with `playtester train policy`")
         self.num_actions = pcfg.n_actions
         self.num_values = config.num_values
-        self.encoder = build_encoder(pcfg.encoder)
+        # NHWC weights: the frames come in NHWC already (`to_input` permutes B×H×W×3), and the
+        # convolutions run about 20 % faster on a CPU with the same features (scripts/bench_loop.py)
+        self.encoder = build_encoder(pcfg.encoder).to(memory_format=torch.channels_last)
         for p in self.encoder.parameters():
             p.requires_grad = False
         self.encoder.eval()
