@@ -158,6 +158,7 @@ def main() -> None:
     p.add_argument("--episodes-per-env", type=int, default=1)
     p.add_argument("--steps", type=int, default=300, help="game steps an episode")
     p.add_argument("--decisions", type=int, default=200)
+    p.add_argument("--decisions-only", action="store_true", help="time the decision alone (batches of --envs frames), no runs")
     p.add_argument("--new-args", default="", help="more options for the working tree's run only, e.g. '--config knobs.yaml'")
     p.add_argument("--new-env", nargs="*", default=[], metavar="NAME=VALUE",
                    help="environment variables for the working tree's run only, e.g. OMP_NUM_THREADS=1")
@@ -186,6 +187,12 @@ def main() -> None:
             order = list(sites) if r % 2 == 0 else list(reversed(list(sites)))
             for envs in args.envs:
                 for name in order:
+                    if args.decisions_only:
+                        res = latency(sites[name], args.models, envs, args.decisions, args.decision_threads)
+                        results.setdefault((name, envs), []).append({**res, "sps": float("nan"), "startup": float("nan"), "digest": ""})
+                        print(f"round {r + 1} {name} batch {envs}: decision {res['median']:.1f} ms median / {res['p90']:.1f} p90 "
+                              f"({res['threads']} threads)", flush=True)
+                        continue
                     res = run_loop(sites[name], args.models, envs, args.episodes_per_env, args.steps, scratch / f"run-{name}",
                                    shlex.split(args.new_args) if name == "new" else [],
                                    dict(v.split("=", 1) for v in args.new_env) if name == "new" else {})
@@ -199,7 +206,7 @@ def main() -> None:
         med = {k: {m: statistics.median(x[m] for x in v) for m in ("sps", "startup", "median", "p90")} for k, v in results.items()}
         for (name, envs), m in sorted(med.items(), key=lambda kv: (kv[0][1], kv[0][0])):
             same = ""
-            if name == "new" and ("ref", envs) in results:
+            if name == "new" and ("ref", envs) in results and not args.decisions_only:
                 same = "yes" if {x["digest"] for x in results[(name, envs)]} == {x["digest"] for x in results[("ref", envs)]} else "no"
             print(f"{name:5} {envs:4d} {m['sps']:8.1f} {m['startup']:10.1f} {m['median']:11.1f} {m['p90']:7.1f} {same}")
         if "ref" in sites:
