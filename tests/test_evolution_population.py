@@ -148,3 +148,8 @@ def test_playtester_run_explorer_evolve_from_the_command_line(tmp_path, capsys):
     assert "--reward" in capsys.readouterr().err and not (tmp_path / "park").exists()
     assert main(["run", "--game", MAZE, "--explorer", "evolve", "--out", str(out)]) == 2  # exists: not overwritten
     assert "--resume" in capsys.readouterr().err and len(list(read_jsonl(out / "generations.jsonl"))) == 2
+    # `run evolve --resume` needs only the folder: its options come from its config.yaml's evolution section
+    assert main(["run", "evolve", "--out", str(out), "--resume", "--generations", "2"]) == 0
+    assert [r["generation"] for r in read_jsonl(out / "generations.jsonl")] == [0, 1, 2]
+    assert main(["run", "evolve", "--out", str(out), "--resume", "--generations", "3", "--population", "3"]) == 2
+    assert "population_size differs" in capsys.readouterr().err

@@ -130,7 +130,10 @@ def spec_for(sub: Subcommand, on_command_line: dict[str, Any], config: Path | No
     if resume and (out / "config.yaml").is_file():
         from playtester.tester.runlog import read_config
 
-        values.update({k: v for k, v in read_config(out).items() if k in names})
+        saved = read_config(out)
+        values.update({k: v for k, v in saved.items() if k in names})
+        evolution = saved.get("evolution") or {}  # an evolve run keeps its options in its own section
+        values.update({field_name: evolution[key] for key, field_name in EVOLUTION_FIELDS.items() if key in evolution})
     asked = read_run_config(config, names) if config is not None else {}
     asked.update({k: PARSE[k](v) if k in PARSE and v is not None else v for k, v in on_command_line.items()})
     values.update(asked)
@@ -162,6 +165,9 @@ def read_run_config(path: Path, names: set[str]) -> dict[str, Any]:
     return {k: v for k, v in doc.items() if k in names and k != "run_dir"}
 
 
+EVOLUTION_FIELDS = {"reward": "reward", "population_size": "population", "generations": "generations",
+                    "eval_steps": "steps", "num_envs": "num_envs", "seed": "seed"}
+"""An evolve run's config.yaml `evolution` section (`EvolutionConfig`) → the `RunSpec` fields."""
 CONFIG_EXTRAS = ("agent", "found_by", "evolution")
 """Keys a run's config.yaml holds besides its options (what it was, for the report)."""
 

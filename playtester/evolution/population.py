@@ -309,7 +309,7 @@ class Evolution:
         changed = [k for k in ("game", "population_size", "objectives", "evolve", "train_offspring", "policy", "frame_size",
                                "hidden_dim", "rnn_dim", "seed") if getattr(saved, k) != getattr(self.cfg, k)]
         if changed:
-            raise UserError(f"resume {path}: {', '.join(changed)} differ from the saved run; resume with the same options")
+            raise UserError(f"resume {path}: {', '.join(changed)} differ{'s' if len(changed) == 1 else ''} from the saved run; resume with the same options")
         for key in ("generation", "steps", "seconds", "episodes", "states", "history"):
             setattr(self, key, ckpt[key])
         self.population = []
