@@ -196,4 +196,10 @@ def test_run_explore_reads_its_config_file_and_resumes_from_the_folder_alone(sma
     config.write_text(yaml.safe_dump({"game": small_park, "rollouts": 3}))
     assert main(["run", "explore", "--config", str(config), "--out", str(tmp_path / "r2")]) == 2
     assert "unknown option 'rollouts'" in capsys.readouterr().err
+    for bad, words in (({"steps": "abc"}, "steps is 'abc'; give a whole number from 1"),
+                       ({"seed": -1}, "seed is -1; give a whole number from 0"),
+                       ({"oracle_labels": "no"}, "oracle_labels is 'no'; give true or false")):
+        config.write_text(yaml.safe_dump({"game": small_park, **bad}))
+        assert main(["run", "explore", "--config", str(config), "--out", str(tmp_path / "r2")]) == 2
+        assert words in capsys.readouterr().err
     assert not (tmp_path / "r2").exists()

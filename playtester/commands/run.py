@@ -162,7 +162,34 @@ def read_run_config(path: Path, names: set[str]) -> dict[str, Any]:
     if unknown:
         raise UserError(f"--config {path}: unknown option {unknown[0]!r}; the options are "
                         f"{', '.join(sorted(names - {'run_dir'}))}")
-    return {k: v for k, v in doc.items() if k in names and k != "run_dir"}
+    options = {k: v for k, v in doc.items() if k in names and k != "run_dir"}
+    for key, value in options.items():
+        check_config_value(path, key, value)
+    return options
+
+
+def check_config_value(path: Path, key: str, value: Any) -> None:
+    """Refuse a --config value of the wrong kind, or a count out of its option's range, in one
+    line (the command line's own options are checked by typer)."""
+    kind = typing.get_type_hints(RunSpec)[key]
+    allowed = typing.get_args(kind) or (kind,)
+    if value is None and type(None) in allowed:
+        return
+    low, high = next(f for f in fields(RunSpec) if f.name == key).metadata["flag"].limits
+    if int in allowed:
+        ok = isinstance(value, int) and not isinstance(value, bool) and (low is None or value >= low) and (high is None or value <= high)
+        what = "a whole number" + (f" from {low}" if low is not None else "") + (f" to {high}" if high is not None else "")
+    elif bool in allowed:
+        ok, what = isinstance(value, bool), "true or false"
+    elif key == "map_bounds":
+        ok = isinstance(value, list) and len(value) == 4 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+        what = "four numbers [X0, Y0, X1, Y1]"
+    elif key == "assertions":
+        ok, what = isinstance(value, list) and all(isinstance(v, str) for v in value), "a list of module:function texts"
+    else:
+        ok, what = isinstance(value, str), "a text"
+    if not ok:
+        raise UserError(f"--config {path}: {key} is {value!r}; give {what}")
 
 
 EVOLUTION_FIELDS = {"reward": "reward", "population_size": "population", "generations": "generations",
