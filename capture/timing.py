@@ -13,7 +13,7 @@ Where a step's frame time comes from (`info["frame_time_ms"]`, milliseconds):
 
 Habits: `warm_up` plays a few steps first (the first frames load textures and caches),
 `raise_priority` lifts this process's priority when the system allows it, and `replay_timings`
-replays one fixed action sequence several times so that `loadstats.spearman_reliability` can
+replays one fixed action sequence several times so that `playtester.load.stats.spearman_reliability` can
 check that the slow steps stay slow from one replay to the next.
 """
 
