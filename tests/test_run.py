@@ -187,6 +187,11 @@ def test_run_explore_reads_its_config_file_and_resumes_from_the_folder_alone(sma
     assert main(["run", "explore", "--out", str(out), "--resume", "--episodes", "2"]) == 0
     assert {r["episode"] for r in read_jsonl(out / "trajectory.jsonl")} == {0, 1}
     assert json.loads((out / "summary.json").read_text())["steps"] == 40
+    # a run from before --oracle-labels (its config.yaml says detector: ground-truth) resumes from its folder too
+    saved["detector"] = "ground-truth"
+    saved.pop("oracle_labels")
+    (out / "config.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
+    assert main(["run", "explore", "--out", str(out), "--resume", "--episodes", "2"]) == 0, capsys.readouterr().err
     # a changed kept option is refused; a config naming another subcommand's purpose too
     assert main(["run", "explore", "--out", str(out), "--resume", "--episodes", "3", "--seed", "4"]) == 2
     assert "seed=3, now 4" in capsys.readouterr().err

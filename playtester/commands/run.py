@@ -128,12 +128,7 @@ def spec_for(sub: Subcommand, on_command_line: dict[str, Any], config: Path | No
     names = {f.name for f in fields(RunSpec)}
     values: dict[str, Any] = {}
     if resume and (out / "config.yaml").is_file():
-        from playtester.tester.runlog import read_config
-
-        saved = read_config(out)
-        values.update({k: v for k, v in saved.items() if k in names})
-        evolution = saved.get("evolution") or {}  # an evolve run keeps its options in its own section
-        values.update({field_name: evolution[key] for key, field_name in EVOLUTION_FIELDS.items() if key in evolution})
+        values.update({k: v for k, v in saved_options(out).items() if k in names})
     asked = read_run_config(config, names) if config is not None else {}
     asked.update({k: PARSE[k](v) if k in PARSE and v is not None else v for k, v in on_command_line.items()})
     values.update(asked)
@@ -359,6 +354,20 @@ def parse_bounds(text: str | None) -> list[float] | None:
     return values
 
 
+def saved_options(out: Path) -> dict[str, Any]:
+    """The options the run in `out` was started with, read from its config.yaml as today's
+    `RunSpec` names them: a run from before --oracle-labels said `detector: ground-truth`, and an
+    evolve run keeps its options in an `evolution` section (`EvolutionConfig`'s names)."""
+    from playtester.tester.runlog import read_config
+
+    saved = dict(read_config(out))
+    if saved.get("detector") == "ground-truth":
+        saved.update(detector=None, oracle_labels=True)
+    evolution = saved.get("evolution") or {}
+    saved.update({field_name: evolution[key] for key, field_name in EVOLUTION_FIELDS.items() if key in evolution})
+    return saved
+
+
 def check_same_run(out: Path, now: dict) -> None:
     """Refuse a --resume whose options differ from the interrupted run's (except the budget)."""
     from playtester.tester.runlog import read_config
@@ -366,9 +375,7 @@ def check_same_run(out: Path, now: dict) -> None:
     if not (out / "config.yaml").exists():
         raise UserError(f"--resume: {out} holds no run to continue (no config.yaml)")
     saved = read_config(out)
-    was = dict(saved)
-    if was.get("detector") == "ground-truth":  # a run from before --oracle-labels
-        was.update(detector=None, oracle_labels=True)
+    was = saved_options(out)
     for key in kept_on_resume():
         if key in was and was[key] != now[key]:
             raise UserError(f"--resume: {out} was run with {key.replace('_', '-')}={was[key]!r}, now {now[key]!r}; "
