@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import shutil
 import typing
@@ -82,6 +83,17 @@ PARSE = {"map_bounds": lambda text: parse_bounds(text), "map": lambda path: str(
 """Fields whose option text is turned into the field's value."""
 
 
+@functools.cache
+def spec_types() -> dict[str, Any]:
+    """Each `RunSpec` field's type (resolved from its annotation)."""
+    return typing.get_type_hints(RunSpec)
+
+
+def spec_flag(name: str) -> Any:
+    """The `Flag` of `RunSpec`'s field `name`."""
+    return RunSpec.__dataclass_fields__[name].metadata["flag"]
+
+
 def kept_on_resume() -> tuple[str, ...]:
     """The `RunSpec` fields a resumed run must keep: the logs and the explorer's checkpoint were made with them."""
     return tuple(f.name for f in fields(RunSpec) if f.metadata["flag"].kept)
@@ -89,11 +101,10 @@ def kept_on_resume() -> tuple[str, ...]:
 
 def command(sub: Subcommand) -> Callable[..., None]:
     """The typer command of `sub`: its options are its `RunSpec` fields' flags and its launch options."""
-    hints = typing.get_type_hints(RunSpec)
-    by_name = {f.name: f for f in fields(RunSpec)}
+    hints = spec_types()
     params = []
     for name in sub.flags:
-        f, flag = by_name[name], by_name[name].metadata["flag"]
+        f, flag = RunSpec.__dataclass_fields__[name], spec_flag(name)
         low, high = flag.limits
         default = None if name in ("game", "run_dir") or f.default_factory is not MISSING else f.default
         kind = Optional[str] if name in PARSE or name == "game" else hints[name]
@@ -166,11 +177,11 @@ def read_run_config(path: Path, names: set[str]) -> dict[str, Any]:
 def check_config_value(path: Path, key: str, value: Any) -> None:
     """Refuse a --config value of the wrong kind, or a count out of its option's range, in one
     line (the command line's own options are checked by typer)."""
-    kind = typing.get_type_hints(RunSpec)[key]
+    kind = spec_types()[key]
     allowed = typing.get_args(kind) or (kind,)
     if value is None and type(None) in allowed:
         return
-    low, high = next(f for f in fields(RunSpec) if f.name == key).metadata["flag"].limits
+    low, high = spec_flag(key).limits
     if int in allowed:
         ok = isinstance(value, int) and not isinstance(value, bool) and (low is None or value >= low) and (high is None or value <= high)
         what = "a whole number" + (f" from {low}" if low is not None else "") + (f" to {high}" if high is not None else "")
