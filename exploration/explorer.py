@@ -132,7 +132,11 @@ def build_explorer(
         policy = load_policy(preference_ckpt).policy
     frames = policy.cfg.frames if policy is not None else FrameSpec.square(64)  # a policy's frames are its encoder's
 
-    options: dict[str, Any] = {"vector_env": "async", "env_reward_coef": 0.0, "encoder": "conv",
+    # One game instance plays in this process: a worker process would only wait while the explorer
+    # decides and make the explorer wait while it tests, and a forked worker must keep to one torch
+    # thread (OpenMP's threads do not survive a fork), where in here the test policy and detector
+    # use every core the explorer leaves idle during a test.
+    options: dict[str, Any] = {"vector_env": "async" if num_envs > 1 else "sync", "env_reward_coef": 0.0, "encoder": "conv",
                                "num_minibatches": math.gcd(num_envs, 4), **ppo_options}
     try:
         cfg = PPOConfig(env_id=game, run_dir=run_dir, total_timesteps=total_timesteps, num_envs=num_envs,

@@ -131,9 +131,11 @@ def run_loop(site: Path, models: Path, envs: int, episodes: int, steps: int, out
         sys.exit(f"bench_loop: the run failed ({' '.join(cmd)}):\n{log[-3000:]}")
     rows = [json.loads(line) for line in trajectory.read_text().splitlines()]
     key = sorted((r["env"], r["episode"], r["t"], r["action"], r["mode"]) for r in rows)
-    tests = (out / "tests.jsonl").read_text().count("\n") if (out / "tests.jsonl").exists() else 0
+    tests = [json.loads(line) for line in (out / "tests.jsonl").read_text().splitlines()] if (out / "tests.jsonl").exists() else []
     return {"sps": (len(rows) - first_rows) / max(last - first, 1e-9), "startup": first - start, "steps": len(rows),
-            "tests": tests, "digest": hashlib.blake2b(repr(key).encode(), digest_size=6).hexdigest()}
+            "tests": len(tests), "passed": sum(bool(t.get("success")) for t in tests),
+            "jsd": statistics.mean(t["jsd"] for t in tests) if tests else float("nan"),
+            "digest": hashlib.blake2b(repr(key).encode(), digest_size=6).hexdigest()}
 
 
 def latency(site: Path, models: Path, batch: int, n: int, threads: int) -> dict:
@@ -199,7 +201,7 @@ def main() -> None:
                     res.update(latency(sites[name], args.models, envs, args.decisions, args.decision_threads))
                     results.setdefault((name, envs), []).append(res)
                     print(f"round {r + 1} {name} envs {envs}: {res['sps']:.1f} steps/s ({res['steps']} steps, "
-                          f"{res['tests']} tests), start-up {res['startup']:.1f} s, decision {res['median']:.1f} ms "
+                          f"{res['tests']} tests, {res['passed']} passed, mean JSD {res['jsd']:.3f}), start-up {res['startup']:.1f} s, decision {res['median']:.1f} ms "
                           f"median / {res['p90']:.1f} p90 ({res['threads']} threads), actions {res['digest']}", flush=True)
         print("\nmedians over rounds")
         print(f"{'tree':5} {'envs':>4} {'steps/s':>8} {'start-up s':>10} {'decision ms':>11} {'p90 ms':>7} same run")

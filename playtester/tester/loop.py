@@ -43,6 +43,7 @@ from playtester.report.coverage import frame_cell
 from playtester.tester.identity import appearance_signature, best_overlap, nearest_box, same_object
 from playtester.imitation.jsd import action_distribution, jsd
 from playtester.imitation.live import LivePolicy
+from playtester.perception.tracker import BoxTracker
 from playtester.bugs.oracles import Finding, TextureOracle
 from playtester.tester.runlog import JsonlWriter, read_jsonl
 
@@ -71,7 +72,8 @@ class TesterConfig:
     """Take the test policy's most likely action instead of sampling it."""
     track_every: int = 1
     """During a test, look for the OOI under test (a detector call) every this many steps; in
-    between the test policy keeps the last box and no crop is kept. 1: every step."""
+    between the box tracker follows the detector's last box (`playtester.perception.tracker`),
+    and only the detector's boxes give the texture oracle crops. 1: the detector every step."""
     seed: int = 0
 
 
@@ -416,6 +418,8 @@ class TesterEnv(gym.Wrapper):
         start = self.t
         total = 0.0
         terminated = truncated = False
+        tracker = BoxTracker()
+        tracker.anchor(obs, box)
         for _ in range(self.test_steps):
             probs = self.tester.step(obs, box)
             a = int(np.argmax(probs)) if self.cfg.greedy else int(self.rng.choice(len(probs), p=probs / probs.sum()))
@@ -426,9 +430,12 @@ class TesterEnv(gym.Wrapper):
             if terminated or truncated or len(actions) % self.cfg.track_every == 0:
                 box = self._track(obs, info, target, box if box is not None else last_seen)
                 last_seen = box if box is not None else last_seen
-                self.detections = [] if box is None else [{**target, "box": box}]
+                tracker.anchor(obs, box)
                 if box is not None:
                     crops.append((obs, box))
+            elif tracker.patch is not None:
+                box = tracker.follow(obs)
+            self.detections = [] if box is None else [{**target, "box": box}]
             if terminated or truncated:
                 break
         if by_sight and last_seen is not None:

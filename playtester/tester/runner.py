@@ -49,6 +49,21 @@ def make_detector(spec: RunSpec, layout: Any):
     return ModelDetector(model, known)
 
 
+def worker_threads(num_envs: int, cores: int | None = None) -> int:
+    """Torch threads for one game instance's networks (detector, test policy). The explorer waits
+    while an instance runs an OOI test, so a lone instance, which plays in the explorer's own
+    process (`build_explorer`), gets every core: ×1.4 on the test policy's pass on two. Several
+    instances play in forked workers, one thread each: OpenMP's threads do not survive a fork (a
+    forked worker that starts a pool of its own hangs), and more would only fight."""
+    import os
+
+    if num_envs > 1:
+        return 1
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores)
+
+
 def tester_env(spec: RunSpec, env: gym.Env, index: int = 0) -> TesterEnv:
     """Game instance `index` inside its tester loop, carrying on the run folder's logs."""
     import torch
@@ -56,7 +71,7 @@ def tester_env(spec: RunSpec, env: gym.Env, index: int = 0) -> TesterEnv:
     from playtester.imitation.live import load_policy
     from playtester.bugs.oracles import AssertionOracle, CrashOracle, StuckOracle, TextureOracle, load_assertion
 
-    torch.set_num_threads(1)  # one game instance a process: more threads only fight each other
+    torch.set_num_threads(worker_threads(spec.num_envs))
     live = load_policy(spec.tester) if spec.tester else None
     texture = TextureOracle.from_coco(spec.texture_reference) if spec.texture_reference else None
     oracles = [CrashOracle(), StuckOracle(spec.stuck_steps), AssertionOracle([load_assertion(a) for a in spec.assertions])]
