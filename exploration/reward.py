@@ -1,8 +1,12 @@
 """The explorer's reward hook for PPO: ensemble-RND novelty blended with the preference reward.
 
-Per step it records the raw novelty of the frame reached (`EnsembleRND.reward`) and, when a
-preference policy is given, `r^p = −KL(π^e ‖ π^p)` on the frame the action was taken on, the
-preference policy running alongside with its own recurrent state. At the end of the rollout:
+Per step it only keeps what it needs (the frame reached, the explorer's logits, the frame acted on
+as the preference policy's input), so nothing of it waits on the explorer's next decision. At
+the end of the rollout, in one batch over its T × N steps: the raw novelty of every frame reached
+(`EnsembleRND.reward`, with the input statistics as they stood when the rollout began, as
+CleanRL's RND does; the frames then join the statistics and the replay buffer in step order) and,
+when a preference policy is given, `r^p = −KL(π^e ‖ π^p)` on each frame acted on, the preference
+policy run over the rollout's sequence from its recurrent state at the rollout's start. Then:
 
     r^e   = raw novelty / running std of its discounted sum            (EnsembleRND)
     α_t   = AlphaSchedule.step(r^e_t)                                  (per env, in time order)
@@ -118,29 +122,41 @@ class ExplorationReward:
                 )
 
     def _clear(self) -> None:
-        self._intrinsic: list[Tensor] = []
-        self._preference: list[Tensor] = []
+        self._reached: list[np.ndarray] = []
+        self._inputs: list[Tensor] = []
+        self._logits: list[Tensor] = []
         self._episode_start: list[Tensor] = []
 
     @torch.no_grad()
     def step(self, view: StepView) -> None:
-        frames = self.rnd_frames(view.next_obs)
-        self._intrinsic.append(self.rnd.reward(frames))
-        self.rnd.observe(frames)
+        self._reached.append(np.array(view.next_obs))
         self._episode_start.append(view.episode_start.bool().cpu())
         if self.preference_policy is not None:
-            x = self.preference_policy.prepare(torch.as_tensor(view.obs, device=self.device))
-            done = view.episode_start.to(self.device).float().unsqueeze(0)
-            out = self.preference_policy(x.unsqueeze(0), self.preference_state, done)
-            self.preference_state = out.state
-            self._preference.append(preference_reward(view.logits.to(self.device), out.logits[0]).cpu())
+            # the explorer just encoded these frames: with a shared encoder this is a look-up
+            self._inputs.append(self.preference_policy.prepare(torch.as_tensor(view.obs, device=self.device)))
+            self._logits.append(view.logits.to(self.device))
+
+    @torch.no_grad()
+    def _rollout_rewards(self) -> tuple[Tensor, Tensor | None]:
+        """The rollout's raw novelty and preference rewards (T×N each; None without a preference policy)."""
+        steps = len(self._reached)
+        frames = self.rnd_frames(np.concatenate(self._reached))
+        raw = self.rnd.reward(frames).reshape(steps, self.num_envs)
+        self.rnd.observe(frames)
+        if self.preference_policy is None:
+            return raw, None
+        done = torch.stack(self._episode_start).to(self.device).float()
+        out = self.preference_policy(torch.stack(self._inputs), self.preference_state, done)
+        self.preference_state = out.state
+        logits = torch.stack(self._logits)
+        preference = preference_reward(logits.flatten(0, 1), out.logits.flatten(0, 1)).reshape(steps, self.num_envs)
+        return raw, preference.cpu()
 
     def end_rollout(self) -> ShapedRewards:
-        raw = torch.stack(self._intrinsic)
+        raw, preference = self._rollout_rewards()
         intrinsic = self.rnd.normalize_rewards(raw)
         episode_start = torch.stack(self._episode_start)
-        if self.preference_policy is not None:
-            preference = torch.stack(self._preference)
+        if preference is not None:
             alpha = torch.stack([self.alpha.step(intrinsic[t], episode_start[t]) for t in range(intrinsic.shape[0])])
         else:
             preference = torch.zeros_like(intrinsic)

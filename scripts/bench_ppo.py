@@ -29,13 +29,18 @@ episodes (each ± its standard deviation over the seeds), env steps per second o
 ratios ours / SB3 and ours / RecurrentPPO. Needs the `bench` extra (stable-baselines3 and
 sb3-contrib); a contender whose library is missing is skipped with a one-line message.
 
-`--part latency` times one explorer decision on one frame: the explorer actor-critic, the
-preference policy and the 5-predictor RND reward (target ≤ 20 ms), with the real networks at the
-paper's shape (`ImitationActorCritic`: AlexNet trunk at 128×128, local bi-GRU, global GRU 1024).
+`--part latency` times one explorer decision on one frame with the real networks at the paper's
+shape (`ImitationActorCritic`: AlexNet trunk at 128×128, local bi-GRU, global GRU 1024): the
+action path (`action_path`: the explorer's forward and sample, then the reward hook's step, which
+only keeps what the rollout's rewards need) against the rewards' share of a step when they are
+computed in one batch at the rollout's end (`rewards_batched_per_step`, a 128-step rollout) and
+the parts the action path carried when they were computed step by step (`preference`, `rnd`;
+`total` was the whole decision then).
 """
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 import importlib
 import statistics
 import sys
@@ -149,7 +154,7 @@ def available(names: list[str]) -> list[str]:
     return kept
 
 
-def decision_latency(steps: int = 300) -> dict[str, float]:
+def decision_latency(steps: int = 384) -> dict[str, float]:
     """Median milliseconds of one explorer decision on one 240×320 frame, with the real networks.
 
     The explorer is `ImitationActorCritic` at the paper's shape (untrained weights: the cost does
@@ -179,6 +184,18 @@ def decision_latency(steps: int = 300) -> dict[str, float]:
     preference.share_encoder(explorer)  # as build_explorer wires them
     rnd = EnsembleRND(RNDConfig(obs_warmup_frames=0))
     rnd_shared = EnsembleRND(RNDConfig(obs_warmup_frames=0, predictors="shared_trunk"))
+    from lightning.fabric import Fabric
+
+    from playtester.exploration.modes import explorer_preset
+    from playtester.exploration.ppo import StepView
+    from playtester.exploration.reward import ExplorationReward
+
+    preset = explorer_preset("ppgta").reward
+    hook = ExplorationReward(replace(preset, rnd=replace(preset.rnd, obs_warmup_frames=0)), 1, preference_policy=preference)
+    hook.setup(Fabric(accelerator="cpu", devices=1))
+    rollout = 128
+    batched: list[float] = []
+    hook_steps: list[float] = []
     rng = np.random.default_rng(0)
     e_state, p_state, done = explorer.initial_state(1), preference.initial_state(1), torch.zeros(1, 1)
     box = [[100, 60, 160, 140]]  # one OOI in view (its box kept in colour for RND)
@@ -207,6 +224,22 @@ def decision_latency(steps: int = 300) -> dict[str, float]:
         for k, v in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t3 - t0, t4 - t3, t2 - t0 + t4 - t3, t5 - t4)):
             parts[k].append(v * 1000)
         int(action)
+        # the action path now: the decision again (the frames are the explorer's, as in a run), then the hook's step
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            x = explorer.prepare(torch.from_numpy(masked[None]))
+            out = explorer(x.unsqueeze(0), e_state, done)
+            torch.distributions.Categorical(logits=out.logits[0]).sample()
+        t1 = time.perf_counter()
+        hook.step(StepView(masked[None], out.logits[0], done[0].bool(), masked[None]))
+        hook_steps.append((time.perf_counter() - t1) * 1000)
+        parts.setdefault("action_path", []).append((time.perf_counter() - t0) * 1000)
+        if len(hook._reached) == rollout:
+            t0 = time.perf_counter()
+            hook._rollout_rewards()
+            batched.append((time.perf_counter() - t0) * 1000 / rollout)
+            hook._clear()
+    parts["hook_step"], parts["rewards_batched_per_step"] = hook_steps, batched
     medians = {k: statistics.median(v) for k, v in parts.items()}
     # The fastest tenth of the decisions: what the step costs when other jobs leave the core alone.
     medians["total_p10"] = float(np.percentile(parts["total"], 10))

@@ -376,3 +376,38 @@ def test_closing_after_a_ctrl_c_that_cut_the_collection_of_answers_does_not_wait
     close_envs(envs, pending_timeout=1.0)
     assert time.monotonic() - t0 < 15
     assert envs.closed and not any(p.is_alive() for p in envs.processes)
+
+
+def test_the_rollout_rewards_in_one_batch_equal_them_step_by_step(tmp_path):
+    """Novelty with the input statistics of the rollout's start, and the preference policy run over
+    the rollout's sequence from its state at the start, are what a step-by-step pass gives."""
+    import copy
+
+    from playtester.exploration.preference import preference_reward
+
+    _, hook = tiny_explorer(tmp_path)
+    hook.setup(Fabric(accelerator="cpu", devices=1))
+    frames = np.stack([Squares().reset(seed=s)[0] for s in range(2 * 9)]).reshape(9, 2, 64, 64, 3)
+    hook.rnd.observe(hook.rnd_frames(frames[:4].reshape(8, 64, 64, 3)))  # warmed up (8 frames)
+    rnd, preference = copy.deepcopy(hook.rnd), copy.deepcopy(hook.preference_policy)
+    logits = torch.randn(8, 2, 3, generator=torch.Generator().manual_seed(0))
+    starts = [torch.tensor([t == 0, t == 5]) for t in range(8)]  # the second game starts an episode at step 5
+
+    raw_steps, pref_steps, state = [], [], preference.initial_state(2)
+    for t in range(8):
+        raw_steps.append(rnd.reward(hook.rnd_frames(frames[t + 1])))
+        out = preference(preference.prepare(torch.as_tensor(frames[t])).unsqueeze(0), state, starts[t].float().unsqueeze(0))
+        state = out.state
+        pref_steps.append(preference_reward(logits[t], out.logits[0]))
+        hook.step(StepView(frames[t], logits[t], starts[t], frames[t + 1]))
+    for t in range(8):
+        rnd.observe(hook.rnd_frames(frames[t + 1]))
+
+    raw, pref = hook._rollout_rewards()
+    assert raw.shape == pref.shape == (8, 2) and raw.abs().sum() > 0 and pref.abs().sum() > 0
+    torch.testing.assert_close(raw, torch.stack(raw_steps))
+    torch.testing.assert_close(pref, torch.stack(pref_steps))
+    torch.testing.assert_close(hook.preference_state, state)
+    assert int(hook.rnd.frames_seen) == int(rnd.frames_seen) == 24
+    torch.testing.assert_close(hook.rnd.obs_rms.mean, rnd.obs_rms.mean)
+    torch.testing.assert_close(hook.rnd.replay, rnd.replay)
