@@ -224,16 +224,11 @@ def decision_latency(steps: int = 384) -> dict[str, float]:
         for k, v in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t3 - t0, t4 - t3, t2 - t0 + t4 - t3, t5 - t4)):
             parts[k].append(v * 1000)
         int(action)
-        # the action path now: the decision again (the frames are the explorer's, as in a run), then the hook's step
+        # the action path now: the decision above, then the reward hook's step (the frame's features are the explorer's)
         t0 = time.perf_counter()
-        with torch.no_grad():
-            x = explorer.prepare(torch.from_numpy(masked[None]))
-            out = explorer(x.unsqueeze(0), e_state, done)
-            torch.distributions.Categorical(logits=out.logits[0]).sample()
-        t1 = time.perf_counter()
         hook.step(StepView(masked[None], out.logits[0], done[0].bool(), masked[None]))
-        hook_steps.append((time.perf_counter() - t1) * 1000)
-        parts.setdefault("action_path", []).append((time.perf_counter() - t0) * 1000)
+        hook_steps.append((time.perf_counter() - t0) * 1000)
+        parts.setdefault("action_path", []).append(parts["policy"][-1] + hook_steps[-1])
         if len(hook._reached) == rollout:
             t0 = time.perf_counter()
             hook._rollout_rewards()
