@@ -61,7 +61,8 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
     spec = RunSpec(game=args.game, tester=str(args.models / "inspect.ckpt"), run_dir=str(folder), explorer=agent,
                    preference=str(args.models / "path.ckpt"), detector=None if args.oracle_labels else str(args.detector),
                    oracle_labels=args.oracle_labels, episodes=args.episodes,
-                   steps=args.steps, num_envs=args.envs, rollout=args.rollout, test_steps=args.test_steps, seed=seed)
+                   steps=args.steps, num_envs=args.envs, rollout=args.rollout, test_steps=args.test_steps, seed=seed,
+                   track_every=args.track_every)
     import yaml
 
     (folder / "config.yaml").write_text(yaml.safe_dump(spec.to_config(), sort_keys=False))
@@ -176,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--oracle-labels", action="store_true", help="find OOIs through the engine's labels (an ablation)")
     parser.add_argument("--envs", type=int, default=2, help="game instances of the PPO explorers")
     parser.add_argument("--rollout", type=int, default=64)
+    parser.add_argument("--track-every", type=int, default=1,
+                        help="during an OOI test, the detector every this many steps, the tracker in between (the run's track_every)")
     parser.add_argument("--test-steps", type=int, default=None, help="steps of one OOI test (default: the policy's demo length)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of this process")
     parser.add_argument("--out", type=Path, default=Path("runs/bench_agents"))

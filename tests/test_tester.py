@@ -194,3 +194,15 @@ def test_between_detector_passes_the_test_policy_gets_the_tracked_box(tmp_path, 
     # 45 such frames at this seed: tracker 0.51 mean IoU (a third of them lost: 0), the last pass's box 0.32
     assert np.mean(tracked) >= 0.45
     assert np.mean(tracked) > np.mean(held) + 0.1
+
+
+def test_a_lone_game_instance_gets_every_core_and_forked_ones_one_thread(monkeypatch):
+    from playtester.tester.runner import worker_threads
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert worker_threads(1, cores=2) == 2 and worker_threads(1, cores=16) == 16
+    assert worker_threads(2, cores=2) == 1 and worker_threads(4, cores=16) == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert worker_threads(1, cores=16) == 1 and worker_threads(4, cores=16) == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "")
+    assert worker_threads(1, cores=4) == 4

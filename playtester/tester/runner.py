@@ -54,11 +54,16 @@ def worker_threads(num_envs: int, cores: int | None = None) -> int:
     while an instance runs an OOI test, so a lone instance, which plays in the explorer's own
     process (`build_explorer`), gets every core: ×1.4 on the test policy's pass on two. Several
     instances play in forked workers, one thread each: OpenMP's threads do not survive a fork (a
-    forked worker that starts a pool of its own hangs), and more would only fight."""
+    forked worker that starts a pool of its own hangs), and more would only fight. `OMP_NUM_THREADS`,
+    when set, caps the lone instance's threads: on a machine busy with other work (the game under
+    test, another run) two threads that wait on each other lose to one (docs/BENCHMARKS.md)."""
     import os
 
     if num_envs > 1:
         return 1
+    asked = os.environ.get("OMP_NUM_THREADS", "")
+    if asked.isdigit() and int(asked) > 0:
+        return int(asked)
     if cores is None:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, cores)
