@@ -418,8 +418,9 @@ class TesterEnv(gym.Wrapper):
         start = self.t
         total = 0.0
         terminated = truncated = False
-        tracker = BoxTracker()
-        tracker.anchor(obs, box)
+        tracker = BoxTracker() if self.cfg.track_every > 1 else None  # follows the OOI between detector passes
+        if tracker is not None:
+            tracker.anchor(obs, box)
         for _ in range(self.test_steps):
             probs = self.tester.step(obs, box)
             a = int(np.argmax(probs)) if self.cfg.greedy else int(self.rng.choice(len(probs), p=probs / probs.sum()))
@@ -430,10 +431,11 @@ class TesterEnv(gym.Wrapper):
             if terminated or truncated or len(actions) % self.cfg.track_every == 0:
                 box = self._track(obs, info, target, box if box is not None else last_seen)
                 last_seen = box if box is not None else last_seen
-                tracker.anchor(obs, box)
+                if tracker is not None:
+                    tracker.anchor(obs, box)
                 if box is not None:
                     crops.append((obs, box))
-            elif tracker.patch is not None:
+            elif tracker is not None and tracker.patch is not None:
                 box = tracker.follow(obs)
             self.detections = [] if box is None else [{**target, "box": box}]
             if terminated or truncated:
