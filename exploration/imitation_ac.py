@@ -163,6 +163,11 @@ class ImitationActorCritic(nn.Module):
         self._features.update(obs=obs.clone(), features=features)
         return features
 
+    def remember(self, obs: Tensor, features: Tensor) -> None:
+        """Frames whose features were computed already (`free_rollout` assembles a step of the
+        rollout from several decisions): the next `prepare` of these frames is a look-up."""
+        self._features.update(obs=obs.to(device=features.device, dtype=torch.uint8), features=features)
+
     def forward(self, inputs: Tensor, state: Tensor, done: Tensor) -> ActorCriticOutput:
         """`T×B×D` features from `state`; `done[t]` starts an episode at step t."""
         pcfg = self.policy_cfg

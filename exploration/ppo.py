@@ -15,8 +15,9 @@ Rewards come in two streams, each with its own value head and GAE (as in CleanRL
 
 The advantages of the two streams are added with weights `ext_coef` and `int_coef`.
 
-`train` is the loop; its phases are `collect_rollout`, `compute_advantages`, `update` and
-`metrics`, and `RunControl` does what happens around it (checkpoints, Ctrl-C, early stop).
+`train` is the loop; its phases are `collect_rollout` (or, with several game processes,
+`free_rollout.collect_rollout_free`, each game stepping as soon as it answers), `compute_advantages`,
+`update` and `metrics`, and `RunControl` does what happens around it (checkpoints, Ctrl-C, early stop).
 Everything trained runs on one Fabric: the actor-critic, and the reward hook's own models (its
 `setup(fabric)`); Fabric seeds the run, saves the checkpoints and restores them on resume.
 """
@@ -41,6 +42,7 @@ from torch.distributions import Categorical
 from playtester.errors import UserError
 from playtester.exploration.actor_critic import GRUActorCritic, GRUActorCriticConfig
 from playtester.exploration.checkpoints import load_checkpoint, load_into, rng_state, save_checkpoint, set_rng_state
+from playtester.exploration.free_rollout import collect_rollout_free, free_running
 from playtester.exploration.losses import compute_gae, entropy_bonus, explained_variance, policy_loss, value_loss
 from playtester.exploration.ppo_config import PPOConfig, check_resumable
 from playtester.exploration.vector_env import close_envs, make_vector_env
@@ -177,6 +179,7 @@ def train(
             fabric.print(f"resumed from {checkpoint_path} at step {global_step}")
 
         rollout = Rollout(cfg, num_values, fabric.device)
+        collect = collect_rollout_free if free_running(cfg, envs) else collect_rollout
         games = Games(cfg, envs, module, start_iteration, global_step, fabric.device)
         run = RunControl(cfg, fabric, checkpoint_path, agent_spec, module, optimizer, reward_hook, start_iteration, global_step)
         with run.saving_on_interrupt():
@@ -186,7 +189,7 @@ def train(
                     optimizer.param_groups[0]["lr"] = frac * cfg.learning_rate
 
                 # 1. Rollout, then the hook's rewards for the whole of it.
-                episodes = collect_rollout(cfg, envs, agent, module, rollout, games, reward_hook, stop)
+                episodes = collect(cfg, envs, agent, module, rollout, games, reward_hook, stop)
                 if episodes.stopped:  # by `stop`: the rollout in progress is dropped
                     run.stopped = True
                     break

@@ -29,6 +29,10 @@ class PPOConfig:
     """Game instances run at once."""
     vector_env: Literal["async", "sync"] = "sync"
     """`async`: one process per game (`AsyncVectorEnv`, for slow games); `sync`: all in this process."""
+    lockstep: bool = False
+    """With `async` and several games, step them together (`collect_rollout`) instead of each as
+    soon as it answers (`exploration/free_rollout.py`): for comparisons; the rollouts are the same
+    kind either way."""
     frame_size: int = 64
     """Side of the square frames pixel games are resized to (INTER_AREA). Ignored for `state:` envs."""
     num_steps: int = 128
@@ -121,7 +125,7 @@ class PPOConfig:
 
 def check_resumable(saved: PPOConfig, now: PPOConfig) -> None:
     """A resumed run must match the saved one, except that it may train for longer."""
-    free = ("resume", "total_timesteps", "run_dir", "accelerator", "checkpoint_every", "log_every")
+    free = ("resume", "total_timesteps", "run_dir", "accelerator", "checkpoint_every", "log_every", "lockstep")
     changed = [f.name for f in fields(PPOConfig) if f.name not in free and getattr(saved, f.name) != getattr(now, f.name)]
     if changed:
         raise UserError(f"--resume: the options {', '.join(changed)} differ from the saved run in {now.run_dir}; resume with the same training options (total_timesteps may be raised)")
