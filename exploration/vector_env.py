@@ -91,6 +91,14 @@ def close_envs(envs: gym.vector.VectorEnv, pending_timeout: float = 10.0) -> Non
         envs.closed = True
 
 
+def worker_start(accelerator: str) -> str | None:
+    """How the game workers start: forked (None, the platform's default), except on a GPU run,
+    where they are spawned: CUDA set up in this process does not survive a fork, and each worker
+    puts its tester's networks on the GPU itself. Spawned workers get their env factories pickled
+    (`make_env`'s partials pickle)."""
+    return "spawn" if accelerator in ("cuda", "gpu") else None
+
+
 def make_vector_env(
     cfg: "PPOConfig", env_fn: Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]] | None = None,
 ) -> gym.vector.VectorEnv:
@@ -108,8 +116,10 @@ def make_vector_env(
     else:
         if cfg.vector_env == "async":
             env_fns = [functools.partial(in_worker, fn) for fn in env_fns]
-        vector_cls = gym.vector.AsyncVectorEnv if cfg.vector_env == "async" else gym.vector.SyncVectorEnv
-        envs = vector_cls(env_fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+            envs = gym.vector.AsyncVectorEnv(env_fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+                                             context=worker_start(cfg.accelerator))
+        else:
+            envs = gym.vector.SyncVectorEnv(env_fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     if not isinstance(envs.single_action_space, gym.spaces.Discrete):
         envs.close()
         raise UserError(f"env {cfg.env_id!r}: its actions are {envs.single_action_space}; PPO here needs a Discrete action space")

@@ -208,3 +208,66 @@ def test_run_explore_reads_its_config_file_and_resumes_from_the_folder_alone(sma
         assert main(["run", "explore", "--config", str(config), "--out", str(tmp_path / "r2")]) == 2
         assert words in capsys.readouterr().err
     assert not (tmp_path / "r2").exists()
+
+
+def test_a_device_this_machine_lacks_is_one_line(tiny_inspect_policy, small_park, tmp_path, capsys):
+    """--device cuda where torch sees no CUDA device, and a device that is not one, are refused in
+    one line before anything is written."""
+    import torch
+
+    cases = [("tpu", "--device 'tpu': use cpu or cuda")]
+    if not torch.cuda.is_available():
+        cases.append(("cuda", "--device cuda: torch sees no CUDA device"))
+    for device, words in cases:
+        out = tmp_path / device
+        code = main(["run", "--game", small_park, "--tester", str(tiny_inspect_policy), "--oracle-labels", "--explorer", "random",
+                     "--episodes", "1", "--steps", "5", "--device", device, "--out", str(out)])
+        err = capsys.readouterr().err
+        assert code == 2 and words in " ".join(err.split()) and len(err.strip().splitlines()) == 1, err
+        assert not out.exists()
+
+
+def test_a_gpu_run_spawns_its_game_workers_and_the_tester_factories_survive_the_trip(tiny_inspect_policy, small_park, tmp_path):
+    """CUDA set up in the run's process does not survive a fork, so on a GPU the game workers are
+    spawned (`worker_start`), and a spawned worker gets its env factory pickled: the tester loop's
+    factory comes back whole and builds its instance; CartPole's vector env really starts that way."""
+    import functools
+    import pickle
+
+    import gymnasium as gym
+    import numpy as np
+
+    from playtester.capture.frames import FrameSpec
+    from playtester.exploration.ppo import PPOConfig
+    from playtester.exploration.vector_env import make_env, make_vector_env, worker_start
+    from playtester.tester.loop import TesterEnv
+    from playtester.tester.runner import _wrap
+    from playtester.tester.spec import RunSpec
+
+    assert worker_start("cuda") == "spawn" and worker_start("cpu") is None
+    spec = RunSpec(game=small_park, tester=str(tiny_inspect_policy), oracle_labels=True, explorer="random",
+                   run_dir=str(tmp_path / "run"), episodes=1, steps=5, device="cpu")
+    factory = functools.partial(make_env, small_park, FrameSpec.square(64), mask=True, wrap=functools.partial(_wrap, spec), index=0)
+    env = pickle.loads(pickle.dumps(factory))()
+    try:
+        obs, _ = env.reset(seed=0)
+        assert obs.shape == (64, 64, 3)
+        tester = next(e for e in _wrappers(env) if isinstance(e, TesterEnv))
+        assert tester.tester is not None and tester.run_dir == tmp_path / "run"
+    finally:
+        env.close()
+    cfg = PPOConfig(env_id="state:CartPole-v1", num_envs=2, num_minibatches=1, vector_env="async", accelerator="cuda")
+    envs = make_vector_env(cfg)
+    try:
+        assert all(type(p).__name__ == "SpawnProcess" for p in envs.processes)
+        envs.reset(seed=0)
+        assert envs.step(np.zeros(2, dtype=np.int64))[0].shape == (2, 4)
+    finally:
+        envs.close()
+    assert isinstance(envs, gym.vector.AsyncVectorEnv)
+
+
+def _wrappers(env):
+    while env is not None:
+        yield env
+        env = getattr(env, "env", None)

@@ -59,16 +59,16 @@ SUBCOMMANDS = (
                "it plays, the test policy tests every object the detector finds, the oracles watch for crashes, stuck "
                "states, texture bugs and failed assertions; then the report.",
                ("game", "run_dir", "explorer", "preference", "tester", "detector", "texture_reference", "episodes", "steps",
-                "num_envs", "seed"), ("rollout", "oracle_labels", *ORACLE_KNOBS), {"objective": "coverage"},
+                "num_envs", "seed"), ("rollout", "oracle_labels", "device", *ORACLE_KNOBS), {"objective": "coverage"},
                ("config", "resume", "overwrite", "cluster")),
     Subcommand("window", "Test a game in a window of this desktop (or a virtual screen): the same tester, one instance, "
                "with the game's bird's-eye map, telemetry and known objects where its dev build gives them.",
                ("game", "run_dir", "explorer", "preference", "tester", "detector", "episodes", "steps", "map", "map_bounds",
-                "telemetry_port", "oois"), ("seed", "rollout", "texture_reference", *ORACLE_KNOBS), {"objective": "coverage"}),
+                "telemetry_port", "oois"), ("seed", "rollout", "texture_reference", "device", *ORACLE_KNOBS), {"objective": "coverage"}),
     Subcommand("load", "Load-test a game (RELINE): the PPO explorer is also rewarded for frame-rate drops, measured "
                "against a threshold from random play; the report maps where the game slows down.",
                ("game", "run_dir", "explorer", "preference", "tester", "detector", "episodes", "steps", "num_envs", "seed",
-                "load_threshold", "load_area"), ("rollout", "oracle_labels", "texture_reference", *ORACLE_KNOBS),
+                "load_threshold", "load_area"), ("rollout", "oracle_labels", "texture_reference", "device", *ORACLE_KNOBS),
                {"objective": "load"}, ("config", "resume", "overwrite")),
     Subcommand("evolve", "Evolve a population of explorers (Wuji): for exploration and for winning, offspring refined "
                "by PPO; crash, stuck and assertion oracles on every evaluation.",
@@ -298,6 +298,16 @@ def check_run_folder(out: Path, resume: bool, overwrite: bool) -> None:
             console.print(f"--resume: {line}", soft_wrap=True)
 
 
+def check_device(device: str) -> None:
+    """Refuse `--device cuda` where torch sees no CUDA device, before anything is built."""
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UserError("--device cuda: torch sees no CUDA device on this machine (a CPU build of torch, or no GPU); "
+                            "use --device cpu")
+
+
 def check_inputs(spec) -> None:
     """Load every file the run names and check the budget fits, so that bad input is one line
     naming its option before anything is written."""
@@ -306,6 +316,7 @@ def check_inputs(spec) -> None:
     from playtester.bugs.oracles import TextureOracle, load_assertion
     from playtester.tester.runner import make_detector
 
+    check_device(spec.device)
     with about("--tester"):
         live = load_policy(spec.tester) if spec.tester else None
     with about("--preference"):

@@ -43,7 +43,7 @@ def make_detector(spec: RunSpec, layout: Any):
     from playtester.capture.level_map import level_objects
     from playtester.perception.detector import load_detector
 
-    model = load_detector(spec.detector)
+    model = load_detector(spec.detector, map_location=spec.device)
     # the objects it can place by telemetry: the park's OOIs, --oois, or a Doom level's things of its classes
     known = layout.oois if layout else load_known_oois(spec.oois) if spec.oois else level_objects(spec.game, model.classes)
     return ModelDetector(model, known)
@@ -77,7 +77,7 @@ def tester_env(spec: RunSpec, env: gym.Env, index: int = 0) -> TesterEnv:
     from playtester.bugs.oracles import AssertionOracle, CrashOracle, StuckOracle, TextureOracle, load_assertion
 
     torch.set_num_threads(worker_threads(spec.num_envs))
-    live = load_policy(spec.tester) if spec.tester else None
+    live = load_policy(spec.tester, map_location=spec.device) if spec.tester else None
     texture = TextureOracle.from_coco(spec.texture_reference) if spec.texture_reference else None
     oracles = [CrashOracle(), StuckOracle(spec.stuck_steps), AssertionOracle([load_assertion(a) for a in spec.assertions])]
     layout = getattr(getattr(env.unwrapped, "scenario", None), "layout", None)
@@ -177,7 +177,7 @@ def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: 
     explorer = build_explorer(
         spec.game, spec.preference, spec.explorer, run_dir=str(explorer_dir), total_timesteps=budget,
         num_envs=spec.num_envs, num_steps=spec.rollout, seed=spec.seed, checkpoint_every=5, resume=resume_ppo,
-        game_options=spec.game_options(), wrap=wrap,
+        game_options=spec.game_options(), wrap=wrap, accelerator=spec.device,
     )
     if cluster:  # the same instances, each in a Ray actor; this process alone writes the run folder
         explorer = explorer._replace(env_fn=ray_instances(spec, explorer.env_fn))

@@ -19,6 +19,7 @@ from playtester.tester.object_source import FOUND_BY_KEY, NO_OBJECTS, check_obje
 
 EXPLORERS = ("ppgta", "inspector", "random")
 OBJECTIVES = ("coverage", "load")
+DEVICES = ("cpu", "cuda")
 """`ppgta`: RND novelty + the path policy's preference; `inspector`: single-predictor RND only;
 `random`: uniform random actions."""
 
@@ -69,6 +70,7 @@ class RunSpec:
     test_steps: int | None = flag("--test-steps", "Steps of one OOI test (default: the test policy's demo length).", None, limits=(1, MANY))
     track_every: int = flag("--track-every", "During an OOI test, follow the OOI with the detector every this many steps (1: every step; more is faster, the box held in between).", 1, limits=(1, MANY))
     seed: int = flag("--seed", "Seed of starts, action sampling and PPO.", 0, kept=True, limits=(0, None))
+    device: str = flag("--device", "Where the networks run: cpu, or cuda (the explorer, its rewards, and every game instance's detector and test policy on the GPU; the games stay on CPU workers).", "cpu")
     map: str | None = flag("--map", "Bird's-eye map image of a game without built-in ground truth (a window game with telemetry).", None)
     map_bounds: list[float] | None = flag("--map-bounds", "X0,Y0,X1,Y1: the world area (telemetry units) the --map image shows.", None)
     oois: str | None = flag("--oois", "JSON list of the known OOIs ({id, kind, x, y}): detections are matched to them by telemetry and the report draws them.", None)
@@ -99,6 +101,8 @@ class RunSpec:
         for name in ("episodes", "steps", "num_envs", "rollout", "stuck_steps", "track_every"):
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")
+        if self.device not in DEVICES:
+            raise UserError(f"--device {self.device!r}: use {' or '.join(DEVICES)}")
         if self.max_restarts < 0:
             raise UserError(f"--max-restarts {self.max_restarts}: must be 0 (stop at the first crash) or more")
         if self.explorer == "random" or self.game.startswith("window:"):
