@@ -35,6 +35,11 @@ if TYPE_CHECKING:
     from playtester.exploration.ppo import Episodes, Games, Rollout, RewardHook
     from playtester.exploration.ppo_config import PPOConfig
 
+IDLE_KEY = "tester_idle"
+"""An instance whose info says so has nothing left to record (the tester loop past its episode
+budget, `TesterEnv`): it steps only when another instance has answered, as often as it would in
+lockstep, instead of spending a decision a few milliseconds and hurrying the rollout to its end."""
+
 FINAL_KEYS = ("final_obs", "final_info")
 """What a worker adds to the info of a step that ended an episode (`AutoresetMode.SAME_STEP`)."""
 
@@ -130,8 +135,11 @@ def collect_rollout_free(
     returns: list[float] = []
     lengths: list[int] = []
     ready = list(range(N))
+    parked: list[int] = []  # idle instances waiting for an answer from one at work
     try:
-        while ready or workers.pending:
+        while ready or workers.pending or parked:
+            if not ready and not workers.pending:  # only idle instances left to step
+                ready, parked = parked, []
             if ready:
                 steps, rows, logits = act(cfg, agent, module, rollout, games, workers, ready, t, taken_on)
                 if logits_seen is None:
@@ -157,7 +165,10 @@ def collect_rollout_free(
                 t[i] += 1
                 games.next_obs[i] = answer.obs
                 if t[i] < T:
-                    ready.append(i)
+                    (parked if answer.info.get(IDLE_KEY) else ready).append(i)
+                if not answer.info.get(IDLE_KEY) or not workers.pending:
+                    ready += parked  # an answer from an instance at work: the idle ones step once
+                    parked = []
     finally:
         workers.drain()
     if reward_hook is not None:

@@ -24,10 +24,11 @@ class Walk(gym.Env):
     (terminated) where the walk reaches the wall. `delay(index, t)` seconds are slept before step t
     answers; `log` gets a line `index t time` after each step."""
 
-    def __init__(self, index: int, wall: bool = False, delay=None, log: str | None = None, fail_at: int | None = None):
+    def __init__(self, index: int, wall: bool = False, delay=None, log: str | None = None, fail_at: int | None = None,
+                 idle: bool = False):
         self.observation_space = gym.spaces.Box(0.0, 9.0, (2,), np.float32)
         self.action_space = gym.spaces.Discrete(2)
-        self.index, self.wall, self.delay, self.log, self.fail_at = index, wall, delay, log, fail_at
+        self.index, self.wall, self.delay, self.log, self.fail_at, self.idle = index, wall, delay, log, fail_at, idle
         self.length = 5 + 2 * index
         self.steps = 0
 
@@ -37,7 +38,7 @@ class Walk(gym.Env):
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
         self.pos, self.t = float(self.index), 0
-        return self._obs(), {"start": self.index}
+        return self._obs(), {"start": self.index, **({"tester_idle": True} if self.idle else {})}
 
     def step(self, action):
         if self.delay is not None:
@@ -51,7 +52,8 @@ class Walk(gym.Env):
             with open(self.log, "a") as f:
                 f.write(f"{self.index} {self.steps} {time.monotonic()}\n")
         terminated = self.wall and self.pos >= 8
-        return self._obs(), self.pos, terminated, self.t >= self.length, {"t": self.t}
+        info = {"t": self.t, "tester_idle": True} if self.idle else {"t": self.t}
+        return self._obs(), self.pos, terminated, self.t >= self.length, info
 
 
 class Recorder:
@@ -148,6 +150,24 @@ def test_a_slow_game_does_not_hold_the_others_back(tmp_path):
     collect("lockstep", lambda i: make(i, lock_log), n=2, steps=6, rollouts=1)
     assert finished(free_log) == [1, 2, 3, 4, 5, 6]
     assert finished(lock_log) == [1]
+
+
+def test_an_idle_game_steps_only_as_often_as_the_others_answer(tmp_path):
+    """An instance past its episode budget (`tester_idle`) has nothing to record: it is not stepped
+    as fast as decisions come, which would only burn the explorer's core, but once for each answer
+    of an instance at work, as in lockstep."""
+    log = str(tmp_path / "idle.log")
+
+    def make(i):
+        return Walk(i, delay=lambda index, t: 0.05 if index == 0 else 0.0, log=log, idle=i == 1)
+
+    out, _, _ = collect("free", make, n=2, steps=8, rollouts=1)
+    assert not out[0][1].stopped
+    rows = [line.split() for line in open(log)]
+    order = [int(r[0]) for r in sorted(rows, key=lambda r: float(r[2]))]
+    assert order.count(0) == order.count(1) == 9  # 8 in the rollout, then the lockstep step `collect` checks the pipes with
+    for k in range(1, len(order) + 1):  # at any moment the idle one is at most one step ahead
+        assert order[:k].count(1) <= order[:k].count(0) + 1, order
 
 
 def test_stop_cuts_the_rollout_and_leaves_the_pipes_clean():
