@@ -16,6 +16,10 @@ of every instance. With a policy that samples, the run differs from a lockstep o
 numbers are drawn in another order), as a run with several instances always differed from
 another with the same seed (which instance claims an OOI first depends on timing).
 
+While the rollout is collected the explorer decides on one torch thread: its decisions now
+overlap the games' test passes, and two OpenMP threads that wait on each other while a game
+worker holds one of the cores lose to one (the update, when every game waits, gets them all back).
+
 Only for `AsyncVectorEnv` with more than one instance (`free_running`); a single instance, a
 `SyncVectorEnv` or Ray's instances keep `collect_rollout`. `PPOConfig.lockstep` forces it back.
 """
@@ -136,6 +140,8 @@ def collect_rollout_free(
     lengths: list[int] = []
     ready = list(range(N))
     parked: list[int] = []  # idle instances waiting for an answer from one at work
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the cores are the games' now: see the module doc
     try:
         while ready or workers.pending or parked:
             if not ready and not workers.pending:  # only idle instances left to step
@@ -170,6 +176,7 @@ def collect_rollout_free(
                     ready += parked  # an answer from an instance at work: the idle ones step once
                     parked = []
     finally:
+        torch.set_num_threads(threads)
         workers.drain()
     if reward_hook is not None:
         show_hook(reward_hook, envs, module, rollout, taken_on, answers, logits_seen)
