@@ -86,7 +86,8 @@ def test_a_run_on_ray_writes_what_a_local_run_writes(local_ray, small_park, tmp_
     check.write_text(ASSERTION)  # findings from each instance (the file goes to the actors through Ray)
     args = ["run", "--game", small_park, "--explorer", "inspector", "--envs", "2", "--episodes", "3", "--steps", "20",
             "--rollout", "8", "--assert", f"{check}:every_tenth_step_fails"]
-    assert main([*args, "--out", str(tmp_path / "local")]) == 0
+    # Ray's instances step in lockstep; local ones run free unless told (the actions would be drawn in another order)
+    assert main([*args, "--lockstep", "--out", str(tmp_path / "local")]) == 0
     assert main([*args, "--out", str(tmp_path / "ray"), "--cluster", "ray"]) == 0
     assert "report" in capsys.readouterr().out
     local, on_ray = tmp_path / "local", tmp_path / "ray"

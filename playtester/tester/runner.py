@@ -177,7 +177,7 @@ def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: 
     explorer = build_explorer(
         spec.game, spec.preference, spec.explorer, run_dir=str(explorer_dir), total_timesteps=budget,
         num_envs=spec.num_envs, num_steps=spec.rollout, seed=spec.seed, checkpoint_every=5, resume=resume_ppo,
-        game_options=spec.game_options(), wrap=wrap, accelerator=spec.device,
+        game_options=spec.game_options(), wrap=wrap, accelerator=spec.device, lockstep=spec.lockstep,
     )
     if cluster:  # the same instances, each in a Ray actor; this process alone writes the run folder
         explorer = explorer._replace(env_fn=ray_instances(spec, explorer.env_fn))

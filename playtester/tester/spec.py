@@ -70,6 +70,7 @@ class RunSpec:
     test_steps: int | None = flag("--test-steps", "Steps of one OOI test (default: the test policy's demo length).", None, limits=(1, MANY))
     track_every: int = flag("--track-every", "During an OOI test, follow the OOI with the detector every this many steps (1: every step; more is faster, the box held in between).", 1, limits=(1, MANY))
     seed: int = flag("--seed", "Seed of starts, action sampling and PPO.", 0, kept=True, limits=(0, None))
+    lockstep: bool = flag("--lockstep", "Step the game instances together, each waiting for the slowest (as before they ran free): for comparisons; a run on Ray always does.", False)
     device: str = flag("--device", "Where the networks run: cpu, or cuda (the explorer, its rewards, and every game instance's detector and test policy on the GPU; the games stay on CPU workers).", "cpu")
     map: str | None = flag("--map", "Bird's-eye map image of a game without built-in ground truth (a window game with telemetry).", None)
     map_bounds: list[float] | None = flag("--map-bounds", "X0,Y0,X1,Y1: the world area (telemetry units) the --map image shows.", None)
