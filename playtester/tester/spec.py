@@ -19,9 +19,10 @@ from playtester.tester.object_source import FOUND_BY_KEY, NO_OBJECTS, check_obje
 
 EXPLORERS = ("ppgta", "inspector", "random")
 OBJECTIVES = ("coverage", "load")
-DEVICES = ("cpu", "cuda")
 """`ppgta`: RND novelty + the path policy's preference; `inspector`: single-predictor RND only;
 `random`: uniform random actions."""
+DEVICES = ("cpu", "cuda")
+"""Where a run's networks run (`--device`); the games always play on the CPU."""
 
 
 @dataclass(frozen=True)
