@@ -214,14 +214,12 @@ def act(cfg: "PPOConfig", agent: nn.Module, module: nn.Module, rollout: "Rollout
 def record(cfg: "PPOConfig", agent: nn.Module, module: nn.Module, rollout: "Rollout", games: "Games", i: int, step: int,
            answer: Answer) -> None:
     """Instance `i`'s answer to its step `step`, into the rollout (`collect_rollout`'s bookkeeping for one instance)."""
-    device = rollout.device
+    from playtester.exploration.ppo import bootstrap_time_limit
+
     rollout.game_rewards[step, i] = answer.reward
     rollout.rewards[step, i, 0] = cfg.env_reward_coef * answer.reward
-    if answer.truncated and not answer.terminated:  # a time limit: bootstrap the value of the frame reached
-        with torch.no_grad():
-            final_input = module.prepare(torch.as_tensor(answer.reached[None], device=device))
-            final_value = agent(final_input.unsqueeze(0), games.next_state[i : i + 1], torch.zeros(1, 1, device=device)).values[0, 0, 0]
-        rollout.rewards[step, i, 0] += cfg.gamma * final_value
+    if answer.truncated and not answer.terminated:
+        bootstrap_time_limit(cfg, agent, module, rollout, games, step, i, answer.reached)
     games.episode_return[i] += answer.reward
     games.episode_length[i] += 1
     games.next_done[i] = float(answer.done)

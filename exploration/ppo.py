@@ -309,10 +309,7 @@ def collect_rollout(
                 reached_obs[i] = infos["final_obs"][i]
             # Time-limit truncation: the episode did not really end, so bootstrap its value.
             for i in np.flatnonzero(truncations & ~terminations):
-                with torch.no_grad():
-                    final_input = module.prepare(torch.as_tensor(reached_obs[i : i + 1], device=device))
-                    final_value = agent(final_input.unsqueeze(0), games.next_state[i : i + 1], torch.zeros(1, 1, device=device)).values[0, 0, 0]
-                rollout.rewards[step, i, 0] += cfg.gamma * final_value
+                bootstrap_time_limit(cfg, agent, module, rollout, games, step, int(i), reached_obs[i])
         if reward_hook is not None:
             reward_hook.step(StepView(obs_before, logits, rollout.dones[step].bool().cpu(), reached_obs, infos, done))
 
@@ -325,6 +322,18 @@ def collect_rollout(
         games.episode_length[done] = 0
         games.next_done = torch.as_tensor(done, dtype=torch.float32, device=device)
     return Episodes(returns, lengths)
+
+
+def bootstrap_time_limit(cfg: PPOConfig, agent: nn.Module, module: nn.Module, rollout: Rollout, games: Games, step: int,
+                         i: int, final_obs: np.ndarray) -> None:
+    """A time limit cut game `i`'s episode at `step`: the episode did not really end, so the value
+    of the frame it reached (from the state after the step's decision), discounted, joins the
+    step's episodic reward."""
+    device = rollout.device
+    with torch.no_grad():
+        final_input = module.prepare(torch.as_tensor(final_obs[None], device=device))
+        final_value = agent(final_input.unsqueeze(0), games.next_state[i : i + 1], torch.zeros(1, 1, device=device)).values[0, 0, 0]
+    rollout.rewards[step, i, 0] += cfg.gamma * final_value
 
 
 def add_hook_rewards(rollout: Rollout, reward_hook: RewardHook | None) -> dict[str, float]:
