@@ -84,6 +84,31 @@ def tiny_inspect_policy(tiny_parts):
     return tiny_parts("inspect")[2]
 
 
+@pytest.fixture(scope="session")
+def tiny_detector(tmp_path_factory, small_park):
+    """A detector checkpoint for the small park's OOIs, trained one step on a few auto-labelled
+    shots, that keeps every box it finds (score threshold 0): something to run and compare."""
+    from dataclasses import asdict
+
+    import torch
+
+    from playtester.cli import main
+    from playtester.datasets.detection import DetectionDataModule
+    from playtester.perception.detector import DetectorConfig, DetectorModule
+    from playtester.perception.training import make_trainer, save_checkpoint_atomic
+
+    root = tmp_path_factory.mktemp("tiny-detector")
+    assert main(["shots", "--game", small_park, "--n", "6", "--out", str(root / "shots"), "--resolution", "160x120"]) == 0
+    classes = [c["name"] for c in __import__("json").loads((root / "shots" / "labels.json").read_text())["categories"]]
+    torch.manual_seed(0)
+    cfg = DetectorConfig(classes=classes, backbone="compact", pretrained="none", image_size=96, score_threshold=0.0)
+    module = DetectorModule(**asdict(cfg))
+    trainer = make_trainer(name="det", logdir=root / "logs", epochs=1, progress=False, accelerator="cpu",
+                           max_steps=1, limit_val_batches=0)
+    trainer.fit(module, datamodule=DetectionDataModule(root / "shots" / "labels.json", batch_size=2))
+    return save_checkpoint_atomic(trainer, root / "detector.ckpt")
+
+
 @pytest.fixture
 def one_torch_thread():
     """One torch thread: the machine's two cores are shared, and oversubscription is ~6× slower."""

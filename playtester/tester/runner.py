@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import gymnasium as gym
 import numpy as np
@@ -27,10 +27,14 @@ from playtester.errors import UserError
 from playtester.tester.spec import RunSpec, load_known_oois
 from playtester.tester.loop import TesterConfig, TesterEnv
 
-def make_detector(spec: RunSpec, layout: Any):
+if TYPE_CHECKING:
+    from playtester.tester.serving import ServedModels
+
+def make_detector(spec: RunSpec, layout: Any, served: "ServedModels | None" = None):
     """What finds the OOIs in the tester loop: a trained model whose detections are matched to
     the known OOIs (the park's, or `--oois`) by telemetry, or with `oracle_labels` the engine's
-    labels; None without a test policy (nothing to test with). `layout`: the park's (`GameInfo.layout`), else None."""
+    labels; None without a test policy (nothing to test with). `layout`: the park's (`GameInfo.layout`), else None.
+    `served`: the model runs in the run's model server (`playtester/tester/serving.py`)."""
     from playtester.tester.loop import GroundTruthDetector, ModelDetector
 
     if spec.tester is None:
@@ -42,8 +46,9 @@ def make_detector(spec: RunSpec, layout: Any):
         return GroundTruthDetector()
     from playtester.capture.level_map import level_objects
     from playtester.perception.detector import load_detector
+    from playtester.tester.serving import ServedDetector
 
-    model = load_detector(spec.detector, map_location=spec.device)
+    model = ServedDetector(served) if served is not None else load_detector(spec.detector, map_location=spec.device)
     # the objects it can place by telemetry: the park's OOIs, --oois, or a Doom level's things of its classes
     known = layout.oois if layout else load_known_oois(spec.oois) if spec.oois else level_objects(spec.game, model.classes)
     return ModelDetector(model, known)
@@ -69,20 +74,25 @@ def worker_threads(num_envs: int, cores: int | None = None) -> int:
     return max(1, cores)
 
 
-def tester_env(spec: RunSpec, env: gym.Env, index: int = 0) -> TesterEnv:
-    """Game instance `index` inside its tester loop, carrying on the run folder's logs."""
+def tester_env(spec: RunSpec, env: gym.Env, index: int = 0, served: "ServedModels | None" = None) -> TesterEnv:
+    """Game instance `index` inside its tester loop, carrying on the run folder's logs; with
+    `served`, its detector and test policy are the run's model server's."""
     import torch
 
     from playtester.imitation.live import load_policy
     from playtester.bugs.oracles import AssertionOracle, CrashOracle, StuckOracle, TextureOracle, load_assertion
+    from playtester.tester.serving import ServedPolicy
 
     torch.set_num_threads(worker_threads(spec.num_envs))
-    live = load_policy(spec.tester, map_location=spec.device) if spec.tester else None
+    if served is not None:
+        live = ServedPolicy(served)
+    else:
+        live = load_policy(spec.tester, map_location=spec.device) if spec.tester else None
     texture = TextureOracle.from_coco(spec.texture_reference) if spec.texture_reference else None
     oracles = [CrashOracle(), StuckOracle(spec.stuck_steps), AssertionOracle([load_assertion(a) for a in spec.assertions])]
     layout = getattr(getattr(env.unwrapped, "scenario", None), "layout", None)
     wrapped = TesterEnv(
-        env, tester=live, detector=make_detector(spec, layout), oracles=oracles, run_dir=spec.run_dir, game=spec.game,
+        env, tester=live, detector=make_detector(spec, layout, served), oracles=oracles, run_dir=spec.run_dir, game=spec.game,
         game_options=spec.game_options(), texture=texture,
         config=TesterConfig(test_steps=spec.test_steps, seed=spec.seed, track_every=spec.track_every), env_index=index, n_envs=spec.num_envs,
         episodes=spec.episodes, max_restarts=spec.max_restarts,
@@ -91,8 +101,8 @@ def tester_env(spec: RunSpec, env: gym.Env, index: int = 0) -> TesterEnv:
     return wrapped
 
 
-def _wrap(spec: RunSpec, env: gym.Env, index: int) -> gym.Env:
-    return tester_env(spec, env, index)
+def _wrap(spec: RunSpec, env: gym.Env, index: int, served: "ServedModels | None" = None) -> gym.Env:
+    return tester_env(spec, env, index, served)
 
 
 def episodes_left(spec: RunSpec) -> int:
@@ -153,8 +163,8 @@ def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: 
     import functools
 
     from playtester.exploration.checkpoints import load_checkpoint
-    from playtester.exploration.explorer import build_explorer
-    from playtester.exploration.ppo import CHECKPOINT_NAME, train
+    from playtester.exploration.ppo import CHECKPOINT_NAME
+    from playtester.tester.serving import ModelServer, serving
 
     from playtester.bugs.crashes import clear_stop
 
@@ -169,17 +179,37 @@ def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: 
     budget = trained + spec.num_envs * (per_env * spec.steps + 2 * spec.rollout)
     if saved:  # a resumed PPO run may not shrink its budget (its learning-rate schedule hangs on it)
         budget = max(budget, int(saved["config"]["total_timesteps"]))
-    wrap: Callable[[gym.Env, int], gym.Env] = functools.partial(_wrap, spec)
+    server = None
+    if serving(spec):
+        if cluster:
+            raise UserError("--serve: Ray's instances may play on other machines and load their own models; "
+                            "leave serve off with --cluster")
+        server = ModelServer(spec.tester, None if spec.oracle_labels else spec.detector, spec.device, worker_threads(1))
+    wrap: Callable[[gym.Env, int], gym.Env] = functools.partial(_wrap, spec, served=server and server.models)
     if cluster:
         from playtester.tester.cluster import ray_instances, tester_on_worker
 
         wrap = tester_on_worker  # in an actor: the tester loop on its scratch copy of the run folder
+    try:
+        return _train_explorer(spec, wrap, budget, resume_ppo, cluster, explorer_dir, progress)
+    finally:
+        if server is not None:
+            server.close()
+
+
+def _train_explorer(spec: RunSpec, wrap: Callable[[gym.Env, int], gym.Env], budget: int, resume_ppo: bool, cluster: bool,
+                    explorer_dir: Path, progress: Callable[[int], None]):
+    from playtester.exploration.explorer import build_explorer
+    from playtester.exploration.ppo import train
+
     explorer = build_explorer(
         spec.game, spec.preference, spec.explorer, run_dir=str(explorer_dir), total_timesteps=budget,
         num_envs=spec.num_envs, num_steps=spec.rollout, seed=spec.seed, checkpoint_every=5, resume=resume_ppo,
         game_options=spec.game_options(), wrap=wrap, accelerator=spec.device, lockstep=spec.lockstep,
     )
     if cluster:  # the same instances, each in a Ray actor; this process alone writes the run folder
+        from playtester.tester.cluster import ray_instances
+
         explorer = explorer._replace(env_fn=ray_instances(spec, explorer.env_fn))
     if spec.objective == "load":
         from playtester.load.objective import load_objective

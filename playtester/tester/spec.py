@@ -73,6 +73,7 @@ class RunSpec:
     seed: int = flag("--seed", "Seed of starts, action sampling and PPO.", 0, kept=True, limits=(0, None))
     lockstep: bool = flag("--lockstep", "Step the game instances together, each waiting for the slowest (as before they ran free): for comparisons; a run on Ray always does.", False)
     device: str = flag("--device", "Where the networks run: cpu, or cuda (the explorer, its rewards, and every game instance's detector and test policy on the GPU; the games stay on CPU workers).", "cpu")
+    serve: bool = flag("--serve", "Serve every game instance's detector and test policy from one process, batched across the instances (on by itself with --device cuda and more than one instance).", False)
     map: str | None = flag("--map", "Bird's-eye map image of a game without built-in ground truth (a window game with telemetry).", None)
     map_bounds: list[float] | None = flag("--map-bounds", "X0,Y0,X1,Y1: the world area (telemetry units) the --map image shows.", None)
     oois: str | None = flag("--oois", "JSON list of the known OOIs ({id, kind, x, y}): detections are matched to them by telemetry and the report draws them.", None)
@@ -105,6 +106,8 @@ class RunSpec:
                 raise UserError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")
         if self.device not in DEVICES:
             raise UserError(f"--device {self.device!r}: use {' or '.join(DEVICES)}")
+        if self.serve and self.game.startswith("window:"):
+            raise UserError("--serve: a window game plays one instance, with nothing to batch; leave it off")
         if self.max_restarts < 0:
             raise UserError(f"--max-restarts {self.max_restarts}: must be 0 (stop at the first crash) or more")
         if self.explorer == "random" or self.game.startswith("window:"):
