@@ -11,7 +11,7 @@ and the script prints, per agent (mean over seeds): preferred-area (pathway) cov
 tested after each episode, tests and their success rate (JSD under the validation threshold), and
 saves `agents.png` (OOIs tested over episodes) and `agents.json` in `--out`.
 
-    python scripts/bench_agents.py [--models playtester-demo/models] [--seeds 1 2 3] [--profile quick|cpu|paper]
+    python scripts/bench_agents.py [--models playtester-demo/models] [--seeds 1 2 3] [--profile quick|cpu|paper] [--resume]
 
 The models are the inspect (test) and path (preference) policies, e.g. those `playtester demo`
 or `scripts/bench_imitation.py` trains. Profiles:
@@ -182,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--test-steps", type=int, default=None, help="steps of one OOI test (default: the policy's demo length)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of this process")
     parser.add_argument("--out", type=Path, default=Path("runs/bench_agents"))
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the runs already in OUT/results.jsonl (each finished run is written there) and run the rest")
     parser.add_argument("--cluster", default=None, help="the game instances on Ray: ray, auto or ray://HOST:PORT (as `playtester run --cluster`)")
     args = parser.parse_args(argv)
     profile = PROFILES["paper" if args.full else args.profile]
@@ -232,11 +234,29 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_agents(args) -> list[dict]:
-    """Every agent on every seed; agents alternate within each seed, so the machine's noise falls on all alike."""
+    """Every agent on every seed; agents alternate within each seed, so the machine's noise falls on all alike.
+    Each finished run is added to `OUT/results.jsonl`; with `--resume` the runs there are kept."""
+    log = args.out / "results.jsonl"
+    done = {}
+    if args.resume and log.exists():
+        same = {"game": args.game, "episodes": args.episodes, "steps": args.steps}
+        for line in log.read_text().splitlines():
+            row = json.loads(line)
+            if row.get("budget") == same:
+                done[row["agent"], row["seed"]] = row
+        print(f"--resume: {len(done)} runs kept from {log}")
+    elif log.exists():
+        log.unlink()
     results = []
     for seed in args.seeds:
         for agent in args.agents:
+            if (agent, seed) in done:
+                results.append(done[agent, seed])
+                continue
             result = run_agent(agent, seed, args, args.out)
+            result["budget"] = {"game": args.game, "episodes": args.episodes, "steps": args.steps}
+            with log.open("a") as f:
+                f.write(json.dumps(result) + "\n")
             results.append(result)
             print(f"  {agent:9s} seed {seed}: pathway coverage {result['pathway_share']}, OOIs tested "
                   f"{result['tested_per_episode']}, tests {result['tests']}, success {result['success_rate']} "

@@ -27,3 +27,31 @@ def test_one_seed_gives_no_test_and_tied_agents_no_significance():
     assert bench_agents.significance([row("ppgta", 1, 0.5, 3), row("inspector", 1, 0.1, 1)]) == ""
     rows = [row(a, s, 0.3, 5) for a in ("ppgta", "random") for s in (1, 2, 3)]
     assert all(float(line.rsplit("p = ", 1)[1].rstrip(" |")) > 0.5 for line in bench_agents.significance(rows).splitlines()[2:])
+
+
+def test_resume_keeps_the_finished_runs_and_runs_the_rest(tiny_parts, small_park, tmp_path, capsys):
+    """Each finished run is written to results.jsonl; --resume keeps those of the same budget and
+    runs only the missing ones (a run of another budget is run again)."""
+    import json
+    import shutil
+
+    models = tmp_path / "models"
+    models.mkdir()
+    shutil.copy(tiny_parts("inspect")[2], models / "inspect.ckpt")
+    shutil.copy(tiny_parts("path")[2], models / "path.ckpt")
+    out = tmp_path / "out"
+    common = ["--models", str(models), "--game", small_park, "--episodes", "1", "--steps", "15", "--agents", "random",
+              "--oracle-labels", "--test-steps", "4", "--out", str(out)]
+    assert bench_agents.main([*common, "--seeds", "1"]) == 0
+    first = (out / "random-seed1" / "trajectory.jsonl").stat().st_mtime_ns
+    capsys.readouterr()
+    assert bench_agents.main([*common, "--seeds", "1", "2", "--resume"]) == 0
+    printed = capsys.readouterr().out
+    assert "--resume: 1 runs kept" in printed and "random    seed 2" in printed and "random    seed 1" not in printed
+    assert (out / "random-seed1" / "trajectory.jsonl").stat().st_mtime_ns == first, "the kept run is not run again"
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [(r["agent"], r["seed"]) for r in rows] == [("random", 1), ("random", 2)]
+    assert len(json.loads((out / "agents.json").read_text())) == 2
+    common[common.index("--steps") + 1] = "20"
+    assert bench_agents.main([*common, "--seeds", "1", "--resume"]) == 0
+    assert "--resume: 0 runs kept" in capsys.readouterr().out
