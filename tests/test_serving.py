@@ -127,9 +127,12 @@ def test_a_served_run_tests_objects_with_two_instances(tiny_inspect_policy, smal
                  "--out", str(out)]) == 0
     saved = yaml.safe_load((out / "config.yaml").read_text())
     assert saved["serve"] is True
+    served = __import__("json").loads((out / "serving.json").read_text())
     tests = [__import__("json").loads(line) for line in (out / "tests.jsonl").read_text().splitlines()]
     assert tests and {t["env"] for t in tests} <= {0, 1}
     assert all(t["steps"] <= 6 for t in tests)
+    assert served["step_requests"] == sum(t["steps"] for t in tests), "every test step was the server's"
+    assert 0 < served["step_batches"] <= served["step_requests"] and served["detect_requests"] == 0
     assert (out / "report.html").exists()
     capsys.readouterr()
     code = main(["run", "--game", "window:xterm", "--serve", "--tester", str(tiny_inspect_policy), "--oracle-labels",

@@ -194,7 +194,22 @@ def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: 
         return _train_explorer(spec, wrap, budget, resume_ppo, cluster, explorer_dir, progress)
     finally:
         if server is not None:
+            write_serving_stats(Path(spec.run_dir) / "serving.json", server)
             server.close()
+
+
+def write_serving_stats(path: Path, server) -> None:
+    """What the model server answered, in how many batches and seconds, per network (for the
+    run's reader and the benchmarks: the mean batch is requests / batches)."""
+    import json
+
+    from playtester.files import write_text_atomic
+
+    try:
+        stats = server.stats()
+    except (OSError, EOFError):  # the server is gone already: nothing to say
+        return
+    write_text_atomic(path, json.dumps(stats, indent=1))
 
 
 def _train_explorer(spec: RunSpec, wrap: Callable[[gym.Env, int], gym.Env], budget: int, resume_ppo: bool, cluster: bool,

@@ -26,6 +26,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Client, Connection, Listener, wait
 from pathlib import Path
@@ -147,9 +148,9 @@ class ModelServer:
         classes, scoring = value
         self.models = ServedModels(address, authkey, None if classes is None else tuple(classes), scoring)
 
-    def stats(self) -> dict[str, int]:
-        """Requests and batches answered so far, per network: `{"detect_requests": …,
-        "detect_batches": …, "step_requests": …, "step_batches": …}`."""
+    def stats(self) -> dict[str, float]:
+        """Requests and batches answered so far, and the seconds spent computing them, per network:
+        `detect_requests`, `detect_batches`, `detect_seconds`, the same for `step`."""
         self._control.send(("stats",))
         return self._control.recv()
 
@@ -209,7 +210,7 @@ class Answering:
         self.new: list[Connection] = []
         self.lock = threading.Lock()
         self.states: dict[int, Any] = {}
-        self.counts = {"detect_requests": 0, "detect_batches": 0, "step_requests": 0, "step_batches": 0}
+        self.counts = {f"{kind}_{what}": 0 for kind in ("detect", "step") for what in ("requests", "batches", "seconds")}
         self.stopping = threading.Event()
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -244,10 +245,13 @@ class Answering:
                         self.states.pop(id(line), None)
                         continue
                     (detects if request[0] == "detect" else steps).append((line, request))
-                if detects:
-                    self._answer(detects, self._detect)
-                if steps:
-                    self._answer(steps, self._step)
+                for kind, batch, compute in (("detect", detects, self._detect), ("step", steps, self._step)):
+                    if batch:
+                        started = time.perf_counter()
+                        self._answer(batch, compute)
+                        self.counts[f"{kind}_requests"] += len(batch)
+                        self.counts[f"{kind}_batches"] += 1
+                        self.counts[f"{kind}_seconds"] += time.perf_counter() - started
         finally:
             self.stopping.set()
             self.listener.close()
@@ -280,8 +284,6 @@ class Answering:
             raise ValueError("this server has no detector")
         frames = [f for _, request in batch for f in request[1]]
         results = self.detector.predict(frames)
-        self.counts["detect_requests"] += len(batch)
-        self.counts["detect_batches"] += 1
         answers, start = [], 0
         for _, request in batch:
             answers.append(results[start : start + len(request[1])])
@@ -295,6 +297,4 @@ class Answering:
                 self.states[id(line)] = self.policy.new_state()
             states.append(self.states[id(line)])
         probs = self.policy.step_many([r[1] for _, r in batch], [r[2] for _, r in batch], states)
-        self.counts["step_requests"] += len(batch)
-        self.counts["step_batches"] += 1
         return list(probs)
