@@ -139,3 +139,9 @@ def test_a_served_run_tests_objects_with_two_instances(tiny_inspect_policy, smal
                  "--explorer", "random", "--out", str(tmp_path / "w")])
     err = capsys.readouterr().err
     assert code == 2 and "--serve: a window game plays one instance" in " ".join(err.split()), err
+    pytest.importorskip("ray")
+    code = main(["run", "explore", "--config", str(config), "--game", small_park, "--tester", str(tiny_inspect_policy),
+                 "--explorer", "inspector", "--cluster", "ray", "--out", str(tmp_path / "c")])
+    err = capsys.readouterr().err
+    assert code == 2 and "leave serve off with --cluster" in " ".join(err.split()) and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "c").exists()

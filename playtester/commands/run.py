@@ -217,6 +217,9 @@ def start(spec: RunSpec, cluster: str | None, resume: bool, overwrite: bool) -> 
     cluster = check_cluster(cluster)
     if cluster and spec.explorer == "evolve":
         raise UserError(f"--cluster {cluster}: --explorer evolve runs on this machine only; give ppgta, inspector or random")
+    if cluster and spec.serve:
+        raise UserError(f"--cluster {cluster}: Ray's instances may play on other machines and load their own models; "
+                        "leave serve off with --cluster")
     if spec.explorer == "evolve":  # its own loop: no test policy, no detector (playtester/evolution/run.py)
         from playtester.evolution.run import run_evolve_command
 

@@ -179,11 +179,8 @@ def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: 
     budget = trained + spec.num_envs * (per_env * spec.steps + 2 * spec.rollout)
     if saved:  # a resumed PPO run may not shrink its budget (its learning-rate schedule hangs on it)
         budget = max(budget, int(saved["config"]["total_timesteps"]))
-    server = None
-    if serving(spec):
-        if cluster:
-            raise UserError("--serve: Ray's instances may play on other machines and load their own models; "
-                            "leave serve off with --cluster")
+    server = None  # on a cluster each Ray instance loads its own models (`serve` is refused there by `run`)
+    if serving(spec) and not cluster:
         server = ModelServer(spec.tester, None if spec.oracle_labels else spec.detector, spec.device, worker_threads(1))
     wrap: Callable[[gym.Env, int], gym.Env] = functools.partial(_wrap, spec, served=server and server.models)
     if cluster:
