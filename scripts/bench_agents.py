@@ -8,8 +8,9 @@ each with the same test policy and detector:
     random     uniform random actions
 
 and the script prints, per agent (mean over seeds): preferred-area (pathway) coverage, OOIs
-tested after each episode, tests and their success rate (JSD under the validation threshold), and
-saves `agents.png` (OOIs tested over episodes) and `agents.json` in `--out`.
+tested after each episode (the park's known OOIs: a test of a detection that no known OOI matched,
+a false detection, is counted apart), tests and their success rate (JSD under the validation
+threshold), and saves `agents.png` (OOIs tested over episodes) and `agents.json` in `--out`.
 
     python scripts/bench_agents.py [--models playtester-demo/models] [--seeds 1 2 3] [--profile quick|cpu|paper] [--resume]
 
@@ -49,8 +50,6 @@ AGENTS = ("ppgta", "inspector", "random")
 
 def run_agent(agent: str, seed: int, args, out: Path) -> dict:
     """One agent's run in its own folder; its summary and per-episode counts."""
-    from playtester.report.build import build_report, tested_counts
-    from playtester.tester.runlog import read_jsonl
     from playtester.tester.spec import RunSpec
     from playtester.tester.runner import explore_at_random, explore_with_ppo
 
@@ -75,15 +74,27 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
         explore_at_random(spec, say=lambda m: None)
     else:
         explore_with_ppo(spec, cluster=args.cluster is not None)
-    seconds = time.time() - started
+    return score(agent, seed, folder, args.episodes, time.time() - started)
+
+
+def score(agent: str, seed: int, folder: Path, episodes: int, seconds: float) -> dict:
+    """A finished run's figures, from its folder (its report built again): pathway coverage, the
+    known OOIs tested after each episode (a test of a detection no known OOI matched counts
+    apart, in `tests_unmatched`), tests and their success rate."""
+    from playtester.report.build import build_report, known_ids, tested_counts
+    from playtester.report.maps import map_source
+    from playtester.tester.runlog import read_jsonl
+    import yaml
+
     build_report(folder)
     summary = json.loads((folder / "summary.json").read_text())
     tests = list(read_jsonl(folder / "tests.jsonl"))
+    known = known_ids(map_source(folder, yaml.safe_load((folder / "config.yaml").read_text()))[0])
     return {
         "agent": agent, "seed": seed, "seconds": seconds,
         "pathway_share": summary.get("coverage", {}).get("pathway_share"),
-        "tested_per_episode": tested_counts(tests, args.episodes),
-        "tests": len(tests), "success_rate": summary["test_success_rate"],
+        "tested_per_episode": tested_counts(tests, episodes, known),
+        "tests": len(tests), "tests_unmatched": summary.get("tests_unmatched", 0), "success_rate": summary["test_success_rate"],
         "oois_total": summary.get("oois_total"), "objects_found_by": summary["objects_found_by"],
     }
 
@@ -95,7 +106,8 @@ def mean(values):
 
 def table(results: list[dict], episodes: int) -> str:
     marks = sorted({1, max(1, episodes // 2), episodes})
-    head = ["agent", "pathway coverage"] + [f"OOIs tested after {e} ep." for e in marks] + ["tests", "success rate", "minutes"]
+    head = (["agent", "pathway coverage"] + [f"OOIs tested after {e} ep." for e in marks]
+            + ["tests (of no known OOI)", "success rate", "minutes"])
     lines = ["| " + " | ".join(head) + " |", "| " + " | ".join(["---"] + ["---:"] * (len(head) - 1)) + " |"]
     for agent in AGENTS:
         rows = [r for r in results if r["agent"] == agent]
@@ -104,7 +116,8 @@ def table(results: list[dict], episodes: int) -> str:
         share, rate = mean([r["pathway_share"] for r in rows]), mean([r["success_rate"] for r in rows])
         cells = [agent, "–" if share is None else f"{100 * share:.1f} %"]
         cells += [f"{np.mean([r['tested_per_episode'][e - 1] for r in rows]):.1f}" for e in marks]
-        cells += [f"{np.mean([r['tests'] for r in rows]):.1f}", "–" if rate is None else f"{100 * rate:.0f} %",
+        cells += [f"{np.mean([r['tests'] for r in rows]):.1f} ({np.mean([r.get('tests_unmatched', 0) for r in rows]):.1f})",
+                  "–" if rate is None else f"{100 * rate:.0f} %",
                   f"{np.mean([r['seconds'] for r in rows]) / 60:.1f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -250,8 +263,8 @@ def run_agents(args) -> list[dict]:
     results = []
     for seed in args.seeds:
         for agent in args.agents:
-            if (agent, seed) in done:
-                results.append(done[agent, seed])
+            if (agent, seed) in done:  # scored again from its folder: a fix to the scoring reaches it too
+                results.append(score(agent, seed, args.out / f"{agent}-seed{seed}", args.episodes, done[agent, seed]["seconds"]))
                 continue
             result = run_agent(agent, seed, args, args.out)
             result["budget"] = {"game": args.game, "episodes": args.episodes, "steps": args.steps}

@@ -135,3 +135,29 @@ def test_bad_run_folders_are_named(tmp_path):
         build_report(tmp_path / "nope")
     with pytest.raises(UserError, match="config.yaml is missing"):
         build_report(tmp_path)
+
+
+def test_only_known_objects_count_as_tested_where_the_run_knows_them(run):
+    """Tests of detections no known OOI matched (named by sight, `kind@episode:t`) are counted
+    apart, not as OOIs tested: the summary's figure never passes the number of known OOIs."""
+    from playtester.report.build import known_ids, tested_counts
+    from playtester.report.maps import map_source
+
+    folder, layout, _, targets = run
+    tests_file = folder / "tests.jsonl"
+    before = tests_file.read_text()
+    extra = [{"env": 0, "episode": e, "step": 5, "ooi": f"tire@{e}:5", "kind": "tire", "box": [1, 2, 3, 4], "steps": 10,
+              "jsd": 0.5, "success": False, "crops": 0, "texture": None} for e in (0, 1)]
+    tests_file.write_text(before + "".join(json.dumps(t) + "\n" for t in extra))
+    try:
+        build_report(folder)
+        summary = json.loads((folder / "summary.json").read_text())
+        assert summary["oois_tested"] == 3 and summary["tests_unmatched"] == 2 and summary["tests"] == 5
+        html = (folder / "report.html").read_text()
+        assert "no known object matched" in html and "3 of " in html
+        tests = [json.loads(line) for line in tests_file.read_text().splitlines()]
+        known = known_ids(map_source(folder, {"game": layout_game(folder)})[0])
+        assert tested_counts(tests, 2, known)[-1] == 3 and tested_counts(tests, 2)[-1] == 5
+    finally:
+        tests_file.write_text(before)
+        build_report(folder)

@@ -26,7 +26,7 @@ from playtester.report.maps import (AMBER, GREEN, GREY, RED, STATES, MapSource, 
                                     object_states, ooi_map, passed)
 from playtester.tester.runlog import read_config, read_jsonl
 
-__all__ = ["AMBER", "GREEN", "GREY", "RED", "build_report", "passed", "summarise", "tested_counts"]
+__all__ = ["AMBER", "GREEN", "GREY", "RED", "build_report", "known_ids", "passed", "summarise", "tested_counts"]
 
 
 def _png(image: np.ndarray) -> bytes:
@@ -35,24 +35,31 @@ def _png(image: np.ndarray) -> bytes:
     return buf.tobytes()
 
 
-def tested_counts(tests: list[dict[str, Any]], episodes: int) -> list[int]:
-    """Distinct OOIs tested by the end of each episode (cumulative)."""
+def tested_counts(tests: list[dict[str, Any]], episodes: int, known: set[str] | None = None) -> list[int]:
+    """Distinct OOIs tested by the end of each episode (cumulative). With `known`, the ids of the
+    objects the run knows (the park's, `--oois`), only those count: a test of a detection that no
+    known object matched (a false detection, or an object the list lacks) tested no known OOI."""
     seen: set[str] = set()
     counts = []
     for e in range(episodes):
         seen |= {str(t["ooi"]) for t in tests if int(t["episode"]) == e}
-        counts.append(len(seen))
+        counts.append(len(seen if known is None else seen & known))
     return counts
 
 
-def tested_over_episodes(tests: list[dict[str, Any]], episodes: int) -> np.ndarray:
+def known_ids(src: MapSource | None) -> set[str] | None:
+    """The ids of the objects a run's map source knows, as tests name them; None when it knows none."""
+    return {str(o["id"]) for o in src.oois} if src is not None and src.oois else None
+
+
+def tested_over_episodes(tests: list[dict[str, Any]], episodes: int, known: set[str] | None = None) -> np.ndarray:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    counts = tested_counts(tests, episodes)
+    counts = tested_counts(tests, episodes, known)
     fig, ax = plt.subplots(figsize=(5, 3), dpi=100)
     ax.plot(range(1, episodes + 1), counts, marker="o", color="#c0392b")
     ax.set_xlabel("episodes")
@@ -96,6 +103,9 @@ def summarise(config: dict[str, Any], trajectory: list[dict], tests: list[dict],
     if src.oois:
         states = object_states(tests, findings)
         on_map = {o["id"] for o in src.oois}
+        known = known_ids(src)
+        summary["oois_tested"] = len({str(t["ooi"]) for t in tests} & known)
+        summary["tests_unmatched"] = sum(str(t["ooi"]) not in known for t in tests)
         summary["oois_total"] = len(src.oois)
         summary["oois_missed"] = sum(1 for o in src.oois if o["id"] not in states)
         summary["oois_by_state"] = {s.key: sum(1 for i in on_map if states.get(i, "untested") == s.key) for s in STATES}
@@ -130,7 +140,8 @@ def build_report(run: str | Path) -> Path:
         pictures.append(("coverage.png", "Bird's-eye coverage", _png(coverage_map(src, trajectory))))
         if src.oois:
             pictures.append(("ooi_map.png", "Object test map", _png(ooi_map(src, states))))
-    pictures.append(("tested.png", "OOIs tested over episodes", _png(tested_over_episodes(tests, max(1, summary["episodes"])))))
+    pictures.append(("tested.png", "OOIs tested over episodes",
+                     _png(tested_over_episodes(tests, max(1, summary["episodes"]), known_ids(src)))))
     load = load_section(run, trajectory, src.view if src else None, src.cell if src else None, summary["agent"] or "agent")
     if load is not None:  # only when the run recorded frame times
         summary["load"] = load.summary

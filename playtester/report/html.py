@@ -80,6 +80,9 @@ def facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
         out.append(("map", f"missing: {summary['map_missing']}"))
     tested = f"{summary['oois_tested']}" + (f" of {summary['oois_total']}" if "oois_total" in summary else "")
     out.append(("objects tested", tested))
+    if summary.get("tests_unmatched"):
+        out.append(("tests of detections no known object matched (false detections, or objects the list lacks)",
+                    summary["tests_unmatched"]))
     if "oois_by_state" in summary:
         out.append(("objects by state", ", ".join(f"{STATE_BY_KEY[k].label}: {v}" for k, v in summary["oois_by_state"].items())))
     if summary.get("objects_note"):
