@@ -30,6 +30,7 @@ from playtester.tester.loop import TesterConfig, TesterEnv
 if TYPE_CHECKING:
     from playtester.tester.serving import ServedModels
 
+
 def make_detector(spec: RunSpec, layout: Any, served: "ServedModels | None" = None):
     """What finds the OOIs in the tester loop: a trained model whose detections are matched to
     the known OOIs (the park's, or `--oois`) by telemetry, or with `oracle_labels` the engine's
