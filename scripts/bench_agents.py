@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch threads of this process")
     parser.add_argument("--out", type=Path, default=Path("runs/bench_agents"))
     parser.add_argument("--resume", action="store_true",
-                        help="keep the runs already in OUT/results.jsonl (each finished run is written there) and run the rest")
+                        help="keep the runs already in OUT/results.jsonl made with the same settings (each finished run is written there) and run the rest")
     parser.add_argument("--cluster", default=None, help="the game instances on Ray: ray, auto or ray://HOST:PORT (as `playtester run --cluster`)")
     args = parser.parse_args(argv)
     profile = PROFILES["paper" if args.full else args.profile]
@@ -246,17 +246,30 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def settings(args) -> dict:
+    """What makes two runs of an agent and seed the same run: `--resume` keeps a run only if these match."""
+    keys = ("game", "episodes", "steps", "models", "detector", "oracle_labels", "envs", "rollout", "track_every", "test_steps")
+    return {key: str(getattr(args, key)) for key in keys}
+
+
 def run_agents(args) -> list[dict]:
     """Every agent on every seed; agents alternate within each seed, so the machine's noise falls on all alike.
     Each finished run is added to `OUT/results.jsonl`; with `--resume` the runs there are kept."""
     log = args.out / "results.jsonl"
     done = {}
     if args.resume and log.exists():
-        same = {"game": args.game, "episodes": args.episodes, "steps": args.steps}
+        from playtester.files import write_text_atomic
+
+        whole = []
         for line in log.read_text().splitlines():
-            row = json.loads(line)
-            if row.get("budget") == same:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:  # a line torn by a stop while it was written: that run is run again
+                continue
+            whole.append(line + "\n")
+            if row.get("budget") == settings(args):
                 done[row["agent"], row["seed"]] = row
+        write_text_atomic(log, "".join(whole))  # without the torn line, so that the next run's line stands alone
         print(f"--resume: {len(done)} runs kept from {log}")
     elif log.exists():
         log.unlink()
@@ -267,7 +280,7 @@ def run_agents(args) -> list[dict]:
                 results.append(score(agent, seed, args.out / f"{agent}-seed{seed}", args.episodes, done[agent, seed]["seconds"]))
                 continue
             result = run_agent(agent, seed, args, args.out)
-            result["budget"] = {"game": args.game, "episodes": args.episodes, "steps": args.steps}
+            result["budget"] = settings(args)
             with log.open("a") as f:
                 f.write(json.dumps(result) + "\n")
             results.append(result)

@@ -30,8 +30,8 @@ def test_one_seed_gives_no_test_and_tied_agents_no_significance():
 
 
 def test_resume_keeps_the_finished_runs_and_runs_the_rest(tiny_parts, small_park, tmp_path, capsys):
-    """Each finished run is written to results.jsonl; --resume keeps those of the same budget and
-    runs only the missing ones (a run of another budget is run again)."""
+    """Each finished run is written to results.jsonl; --resume keeps those of the same settings and
+    runs only the missing ones (a run with another budget, or a torn last line, is run again)."""
     import json
     import shutil
 
@@ -52,6 +52,12 @@ def test_resume_keeps_the_finished_runs_and_runs_the_rest(tiny_parts, small_park
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert [(r["agent"], r["seed"]) for r in rows] == [("random", 1), ("random", 2)]
     assert len(json.loads((out / "agents.json").read_text())) == 2
+    log = out / "results.jsonl"
+    log.write_text(log.read_text()[:-20])  # seed 2's line torn
+    assert bench_agents.main([*common, "--seeds", "1", "2", "--resume"]) == 0
+    printed = capsys.readouterr().out
+    assert "--resume: 1 runs kept" in printed and "random    seed 2" in printed
+    assert [json.loads(line)["seed"] for line in log.read_text().splitlines()] == [1, 2], "the torn line gone, seed 2's new one whole"
     common[common.index("--steps") + 1] = "20"
     assert bench_agents.main([*common, "--seeds", "1", "--resume"]) == 0
     assert "--resume: 0 runs kept" in capsys.readouterr().out
