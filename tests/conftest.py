@@ -85,10 +85,14 @@ def tiny_inspect_policy(tiny_parts):
 
 
 @pytest.fixture(scope="session")
-def tiny_detector(tmp_path_factory, small_park):
-    """A detector checkpoint for the small park's OOIs, trained one step on a few auto-labelled
-    shots, that keeps every box it finds (score threshold 0): something to run and compare."""
+def one_step_detector():
+    """`make(root, shots, classes=None, **config)` → a detector checkpoint in `root`, trained one
+    step on the shots `playtester shots` makes with the options `shots` (e.g. `--game G --n 6`);
+    `classes` default to the shots' categories, `config` sets the rest of its `DetectorConfig`.
+    Enough to run the loop with: what it finds is not the point."""
     from dataclasses import asdict
+
+    import json
 
     import torch
 
@@ -97,16 +101,27 @@ def tiny_detector(tmp_path_factory, small_park):
     from playtester.perception.detector import DetectorConfig, DetectorModule
     from playtester.perception.training import make_trainer, save_checkpoint_atomic
 
-    root = tmp_path_factory.mktemp("tiny-detector")
-    assert main(["shots", "--game", small_park, "--n", "6", "--out", str(root / "shots"), "--resolution", "160x120"]) == 0
-    classes = [c["name"] for c in __import__("json").loads((root / "shots" / "labels.json").read_text())["categories"]]
-    torch.manual_seed(0)
-    cfg = DetectorConfig(classes=classes, backbone="compact", pretrained="none", image_size=96, score_threshold=0.0)
-    module = DetectorModule(**asdict(cfg))
-    trainer = make_trainer(name="det", logdir=root / "logs", epochs=1, progress=False, accelerator="cpu",
-                           max_steps=1, limit_val_batches=0)
-    trainer.fit(module, datamodule=DetectionDataModule(root / "shots" / "labels.json", batch_size=2))
-    return save_checkpoint_atomic(trainer, root / "detector.ckpt")
+    def make(root, shots: list[str], classes: list[str] | None = None, **config):
+        assert main(["shots", *shots, "--out", str(root / "shots")]) == 0
+        labels = root / "shots" / "labels.json"
+        classes = classes or [c["name"] for c in json.loads(labels.read_text())["categories"]]
+        torch.manual_seed(0)
+        cfg = DetectorConfig(classes=classes, pretrained="none", image_size=96, **config)
+        trainer = make_trainer(name="det", logdir=root / "logs", epochs=1, progress=False, accelerator="cpu",
+                               max_steps=1, limit_val_batches=0)
+        trainer.fit(DetectorModule(**asdict(cfg)), datamodule=DetectionDataModule(labels, batch_size=2))
+        return save_checkpoint_atomic(trainer, root / "detector.ckpt")
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def tiny_detector(tmp_path_factory, small_park, one_step_detector):
+    """A detector checkpoint for the small park's OOIs, trained one step on a few auto-labelled
+    shots, that keeps every box it finds (score threshold 0): something to run and compare."""
+    return one_step_detector(tmp_path_factory.mktemp("tiny-detector"),
+                             ["--game", small_park, "--n", "6", "--resolution", "160x120"],
+                             backbone="compact", score_threshold=0.0)
 
 
 @pytest.fixture

@@ -182,26 +182,12 @@ def _check_run(out, game):
 
 
 @pytest.fixture(scope="module")
-def level_detector(tmp_path_factory):
+def level_detector(tmp_path_factory, one_step_detector):
     """A detector checkpoint for MAP01's barrels and zombies, trained one step on a few auto-labelled
     shots: enough to run the loop with (what it finds is not the point here)."""
-    from dataclasses import asdict
-
-    import torch
-
-    from playtester.datasets.detection import DetectionDataModule
-    from playtester.perception.detector import DetectorConfig, DetectorModule
-    from playtester.perception.training import make_trainer, save_checkpoint_atomic
-
-    root = tmp_path_factory.mktemp("level-detector")
-    assert main(["shots", "--game", MAP01, "--classes", "ExplosiveBarrel,Zombieman", "--n", "6", "--out", str(root / "shots")]) == 0
-    torch.manual_seed(0)
-    cfg = DetectorConfig(classes=["ExplosiveBarrel", "Zombieman"], backbone="mobilenet", pretrained="none", image_size=96)
-    module = DetectorModule(**asdict(cfg))
-    trainer = make_trainer(name="det", logdir=root / "logs", epochs=1, progress=False, accelerator="cpu",
-                           max_steps=1, limit_val_batches=0)
-    trainer.fit(module, datamodule=DetectionDataModule(root / "shots" / "labels.json", batch_size=2))
-    return save_checkpoint_atomic(trainer, root / "detector.ckpt")
+    return one_step_detector(tmp_path_factory.mktemp("level-detector"),
+                             ["--game", MAP01, "--classes", "ExplosiveBarrel,Zombieman", "--n", "6"],
+                             classes=["ExplosiveBarrel", "Zombieman"], backbone="mobilenet")
 
 
 def test_random_run_on_a_stock_level_tests_with_a_level_detector(tiny_inspect_policy, level_detector, tmp_path):

@@ -9,7 +9,7 @@ test steps as one encoder pass and one GRU pass, each game instance's test carry
 state (`imitation/live.py`'s `LiveState`). Nothing waits to fill a batch: the requests that come
 in while a batch is computed make the next one.
 
-    server = ModelServer(spec)                   # spawns the process; the models load there
+    server = ModelServer(spec.tester, spec.detector, spec.device)  # spawns the process; the models load there
     models = server.models                        # pickles into the game workers
     ServedDetector(models), ServedPolicy(models)  # in a worker: what the tester loop calls
     server.close()
