@@ -27,6 +27,11 @@ agent's coverage map of its first seed (`coverage-AGENT.png`). Every agent finds
 (`--detector`, default `MODELS/detector.ckpt`), named with its held-out AP in the output;
 `--oracle-labels` gives them the engine's labels instead (an ablation, so that what differs
 between the agents is only how they explore), and the output says so.
+
+`--device cuda` runs the networks on the GPU (each PPO run's instances served from one process).
+Runs stopped before their budget (a machine lent for a while) are compared at one fixed budget
+with `--cut N`: each run folder in `--out` copied with its first N episodes and scored there, in
+`OUT/first-N`; N must be whole in every run.
 """
 
 from __future__ import annotations
@@ -61,7 +66,7 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
                    preference=str(args.models / "path.ckpt"), detector=None if args.oracle_labels else str(args.detector),
                    oracle_labels=args.oracle_labels, episodes=args.episodes,
                    steps=args.steps, num_envs=args.envs, rollout=args.rollout, test_steps=args.test_steps, seed=seed,
-                   track_every=args.track_every)
+                   track_every=args.track_every, device=args.device)
     import yaml
 
     (folder / "config.yaml").write_text(yaml.safe_dump(spec.to_config(), sort_keys=False))
@@ -118,7 +123,7 @@ def table(results: list[dict], episodes: int) -> str:
         cells += [f"{np.mean([r['tested_per_episode'][e - 1] for r in rows]):.1f}" for e in marks]
         cells += [f"{np.mean([r['tests'] for r in rows]):.1f} ({np.mean([r.get('tests_unmatched', 0) for r in rows]):.1f})",
                   "–" if rate is None else f"{100 * rate:.0f} %",
-                  f"{np.mean([r['seconds'] for r in rows]) / 60:.1f}"]
+                  "–" if any(np.isnan(r["seconds"]) for r in rows) else f"{np.mean([r['seconds'] for r in rows]) / 60:.1f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -194,6 +199,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="during an OOI test, the detector every this many steps, the tracker in between (the run's track_every)")
     parser.add_argument("--test-steps", type=int, default=None, help="steps of one OOI test (default: the policy's demo length)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of this process")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                        help="where the runs' networks run (cuda serves every instance's detector and test policy from one process)")
+    parser.add_argument("--cut", type=int, default=None, metavar="N",
+                        help="run nothing: score the runs already in OUT at their first N episodes (runs stopped early, "
+                             "compared at one fixed budget), in OUT/first-N")
     parser.add_argument("--out", type=Path, default=Path("runs/bench_agents"))
     parser.add_argument("--resume", action="store_true",
                         help="keep the runs already in OUT/results.jsonl made with the same settings (each finished run is written there) and run the rest")
@@ -211,6 +221,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {path} is missing; run `playtester demo` first (it trains all three), give --models DIR "
                   "or --detector CKPT, or --oracle-labels for the engine's labels (an ablation)", file=sys.stderr)
             return 2
+    if args.cut is not None:
+        try:
+            results, args.out = cut_runs(args.out, args.cut), args.out / f"first-{args.cut}"
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        args.episodes = args.cut
+        return report(results, args)
     import torch
 
     torch.set_num_threads(args.threads)
@@ -233,6 +251,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 2
         results = run_agents(args)
+    return report(results, args)
+
+
+def report(results: list[dict], args) -> int:
+    """The table, the significance tests, the coverage maps and the plot of `results` in `args.out`."""
     print()
     print(table(results, args.episodes))
     tests = significance(results)
@@ -248,8 +271,61 @@ def main(argv: list[str] | None = None) -> int:
 
 def settings(args) -> dict:
     """What makes two runs of an agent and seed the same run: `--resume` keeps a run only if these match."""
-    keys = ("game", "episodes", "steps", "models", "detector", "oracle_labels", "envs", "rollout", "track_every", "test_steps")
+    keys = ("game", "episodes", "steps", "models", "detector", "oracle_labels", "envs", "rollout", "track_every", "test_steps",
+            "device")
     return {key: str(getattr(args, key)) for key in keys}
+
+
+def episodes_done(folder: Path, steps: int) -> int:
+    """How many of a run's first episodes were played to their end (a row at step `steps` - 1, or a
+    later episode on the same instance: a crashed episode ends early)."""
+    from playtester.tester.runlog import read_jsonl
+
+    last: dict[int, tuple[int, int]] = {}  # episode -> (instance, last step)
+    for row in read_jsonl(folder / "trajectory.jsonl"):
+        last[row["episode"]] = (row["env"], max(row["t"], last.get(row["episode"], (0, -1))[1]))
+    later = {}
+    for episode, (env, _) in last.items():
+        later[env] = max(later.get(env, -1), episode)
+    n = 0
+    while n in last and (last[n][1] >= steps - 1 or later[last[n][0]] > n):
+        n += 1
+    return n
+
+
+def cut_runs(out: Path, episodes: int) -> list[dict]:
+    """Every run folder in `out` (AGENT-seedS) copied to `out/first-N` with its first `episodes`
+    episodes only (rows, tests, claims and findings of later episodes left out), then scored there.
+    A ValueError names a run that has not played that many."""
+    import yaml
+
+    from playtester.files import write_text_atomic
+
+    dest = out / f"first-{episodes}"
+    results = []
+    for folder in sorted(out.glob("*-seed*")):
+        agent, _, seed = folder.name.rpartition("-seed")
+        if agent not in AGENTS or not seed.isdigit() or not (folder / "config.yaml").exists():
+            continue
+        config = yaml.safe_load((folder / "config.yaml").read_text())
+        done = episodes_done(folder, int(config["steps"]))
+        if done < episodes:
+            raise ValueError(f"--cut {episodes}: {folder} has played {done} whole episodes; cut at {done} or fewer")
+        target = dest / folder.name
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        for path in folder.glob("*.jsonl"):
+            kept = [line for line in path.read_text().splitlines(keepends=True)
+                    if line.strip() and line.endswith("\n") and json.loads(line).get("episode", 0) < episodes]
+            (target / path.name).write_text("".join(kept))
+        for finding in (folder / "findings").glob("*/finding.json") if (folder / "findings").exists() else []:
+            if json.loads(finding.read_text()).get("episode", 0) < episodes:
+                shutil.copytree(finding.parent, target / "findings" / finding.parent.name)
+        write_text_atomic(target / "config.yaml", yaml.safe_dump({**config, "episodes": episodes, "run_dir": str(target)}, sort_keys=False))
+        results.append(score(agent, int(seed), target, episodes, float("nan")))  # its minutes for N episodes are not known
+    if not results:
+        raise ValueError(f"--cut {episodes}: {out} holds no run folders (AGENT-seedS)")
+    return results
 
 
 def run_agents(args) -> list[dict]:
@@ -267,7 +343,7 @@ def run_agents(args) -> list[dict]:
             except json.JSONDecodeError:  # a line torn by a stop while it was written: that run is run again
                 continue
             whole.append(line + "\n")
-            if row.get("budget") == settings(args):
+            if {"device": "cpu", **row.get("budget", {})} == settings(args):  # rows from before --device ran on the CPU
                 done[row["agent"], row["seed"]] = row
         write_text_atomic(log, "".join(whole))  # without the torn line, so that the next run's line stands alone
         print(f"--resume: {len(done)} runs kept from {log}")

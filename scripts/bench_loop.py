@@ -58,20 +58,21 @@ import numpy as np, torch
 import playtester
 from playtester.imitation.live import load_policy
 from playtester.exploration.imitation_ac import ImitationActorCritic
-path, batch, n, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+path, batch, n, threads, device = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 if threads:
     torch.set_num_threads(threads)
 torch.manual_seed(0)
 policy = load_policy(path).policy
-agent = ImitationActorCritic.from_policy(policy, num_values=2).eval()
+agent = ImitationActorCritic.from_policy(policy, num_values=2).eval().to(device)
 frames = getattr(policy.cfg, "frames", None)
 shape = (frames.height, frames.width) if frames is not None and hasattr(frames, "height") else (frames.side, frames.side) if frames is not None else (policy.cfg.image_size,) * 2
 rng = np.random.default_rng(0)
-state, done = agent.initial_state(batch), torch.zeros(1, batch)
+state, done = agent.initial_state(batch), torch.zeros(1, batch, device=device)
 times = []
 for i in range(n + 20):
     obs = torch.from_numpy(rng.integers(0, 256, (batch, *shape, 3), dtype=np.uint8))
     t0 = time.perf_counter()
+    obs = obs.to(device)
     with torch.inference_mode():
         out = agent(agent.prepare(obs).unsqueeze(0), state, done)
         state = out.state
@@ -79,7 +80,7 @@ for i in range(n + 20):
     action.tolist()
     if i >= 20:
         times.append((time.perf_counter() - t0) * 1000)
-print(json.dumps({"file": playtester.__file__, "threads": torch.get_num_threads(), "median": float(np.median(times)),
+print(json.dumps({"file": playtester.__file__, "threads": torch.get_num_threads(), "device": device, "median": float(np.median(times)),
                   "p90": float(np.percentile(times, 90))}))
 """
 
@@ -138,8 +139,8 @@ def run_loop(site: Path, models: Path, envs: int, episodes: int, steps: int, out
             "digest": hashlib.blake2b(repr(key).encode(), digest_size=6).hexdigest()}
 
 
-def latency(site: Path, models: Path, batch: int, n: int, threads: int) -> dict:
-    done = subprocess.run([sys.executable, "-c", LATENCY, str(models / "path.ckpt"), str(batch), str(n), str(threads)],
+def latency(site: Path, models: Path, batch: int, n: int, threads: int, device: str = "cpu") -> dict:
+    done = subprocess.run([sys.executable, "-c", LATENCY, str(models / "path.ckpt"), str(batch), str(n), str(threads), device],
                           env={**os.environ, "PYTHONPATH": str(site)}, cwd=site, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"bench_loop: the latency probe failed:\n{done.stderr[-3000:]}")
@@ -154,7 +155,9 @@ def imported(site: Path) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", type=Path, required=True, help="folder with path.ckpt, inspect.ckpt, detector.ckpt")
-    p.add_argument("--ref", default=None, help="an older commit to run side by side (git worktree)")
+    p.add_argument("--ref", default=None, help="an older commit to run side by side (git worktree), or a folder holding "
+                   "its files where there is no git history (`git archive REF | tar -x -C DIR`; the working tree itself "
+                   "to compare options, with --new-args)")
     p.add_argument("--envs", type=int, nargs="+", default=[1, 2, 4])
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--episodes-per-env", type=int, default=1)
@@ -166,6 +169,8 @@ def main() -> None:
                    help="environment variables for the working tree's run only, e.g. OMP_NUM_THREADS=1")
     p.add_argument("--decision-threads", type=int, default=0,
                    help="torch threads for the decision latency (0: torch's default, the machine's cores)")
+    p.add_argument("--decision-device", default="cpu", choices=("cpu", "cuda"),
+                   help="the working tree's decision latency on this device (the ref's on the CPU); pair with --new-args '--device cuda'")
     args = p.parse_args()
     args.models = args.models.resolve()
     for name in ("path.ckpt", "inspect.ckpt", "detector.ckpt"):
@@ -176,7 +181,9 @@ def main() -> None:
     trees = {"new": ROOT}
     worktree = None
     try:
-        if args.ref:
+        if args.ref and Path(args.ref).is_dir():
+            trees["ref"] = Path(args.ref).resolve()
+        elif args.ref:
             worktree = scratch / "ref"
             subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(worktree), args.ref], check=True,
                            capture_output=True)
@@ -190,7 +197,8 @@ def main() -> None:
             for envs in args.envs:
                 for name in order:
                     if args.decisions_only:
-                        res = latency(sites[name], args.models, envs, args.decisions, args.decision_threads)
+                        res = latency(sites[name], args.models, envs, args.decisions, args.decision_threads,
+                                      args.decision_device if name == "new" else "cpu")
                         results.setdefault((name, envs), []).append({**res, "sps": float("nan"), "startup": float("nan"), "digest": ""})
                         print(f"round {r + 1} {name} batch {envs}: decision {res['median']:.1f} ms median / {res['p90']:.1f} p90 "
                               f"({res['threads']} threads)", flush=True)
@@ -198,7 +206,8 @@ def main() -> None:
                     res = run_loop(sites[name], args.models, envs, args.episodes_per_env, args.steps, scratch / f"run-{name}",
                                    shlex.split(args.new_args) if name == "new" else [],
                                    dict(v.split("=", 1) for v in args.new_env) if name == "new" else {})
-                    res.update(latency(sites[name], args.models, envs, args.decisions, args.decision_threads))
+                    res.update(latency(sites[name], args.models, envs, args.decisions, args.decision_threads,
+                                       args.decision_device if name == "new" else "cpu"))
                     results.setdefault((name, envs), []).append(res)
                     print(f"round {r + 1} {name} envs {envs}: {res['sps']:.1f} steps/s ({res['steps']} steps, "
                           f"{res['tests']} tests, {res['passed']} passed, mean JSD {res['jsd']:.3f}), start-up {res['startup']:.1f} s, decision {res['median']:.1f} ms "

@@ -61,3 +61,47 @@ def test_resume_keeps_the_finished_runs_and_runs_the_rest(tiny_parts, small_park
     common[common.index("--steps") + 1] = "20"
     assert bench_agents.main([*common, "--seeds", "1", "--resume"]) == 0
     assert "--resume: 0 runs kept" in capsys.readouterr().out
+
+
+def test_episodes_done_counts_whole_episodes_and_a_crashed_one_followed_by_the_next():
+    """Two instances, 5 steps an episode: episode 0 (instance 0) whole, episode 1 (instance 1)
+    crashed at step 2 but instance 1 went on to episode 3, episode 2 still playing: 2 done."""
+    import json
+
+    rows = [(0, 0, t) for t in range(5)] + [(1, 1, t) for t in range(3)] + [(0, 2, t) for t in range(4)] + [(1, 3, 0)]
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        folder = Path(d)
+        (folder / "trajectory.jsonl").write_text("".join(json.dumps({"env": e, "episode": ep, "t": t}) + "\n" for e, ep, t in rows))
+        assert bench_agents.episodes_done(folder, 5) == 2
+        assert bench_agents.episodes_done(folder, 4) == 3, "episode 2 ends at step 3 when an episode is 4 steps"
+
+
+def test_cut_scores_runs_at_their_first_episodes(tiny_parts, small_park, tmp_path, capsys):
+    """--cut N copies each run with its first N episodes and scores it there: the same counts as the
+    whole run's first N episodes, nothing later; a cut past what a run played is one line naming it."""
+    import json
+    import shutil
+
+    models = tmp_path / "models"
+    models.mkdir()
+    shutil.copy(tiny_parts("inspect")[2], models / "inspect.ckpt")
+    shutil.copy(tiny_parts("path")[2], models / "path.ckpt")
+    out = tmp_path / "out"
+    common = ["--models", str(models), "--game", small_park, "--steps", "15", "--agents", "random",
+              "--oracle-labels", "--test-steps", "4", "--out", str(out), "--seeds", "1", "2"]
+    assert bench_agents.main([*common, "--episodes", "3"]) == 0
+    whole = {r["seed"]: r for r in json.loads((out / "agents.json").read_text())}
+    capsys.readouterr()
+    assert bench_agents.main([*common, "--cut", "2"]) == 0
+    cut = {r["seed"]: r for r in json.loads((out / "first-2" / "agents.json").read_text())}
+    assert sorted(cut) == [1, 2]
+    for seed in (1, 2):
+        assert cut[seed]["tested_per_episode"] == whole[seed]["tested_per_episode"][:2]
+        rows = [json.loads(line) for line in (out / "first-2" / f"random-seed{seed}" / "trajectory.jsonl").read_text().splitlines()]
+        assert {r["episode"] for r in rows} == {0, 1} and len(rows) == 30
+    assert "OOIs tested after 2 ep." in capsys.readouterr().out
+    assert bench_agents.main([*common, "--cut", "4"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --cut 4: ") and "random-seed1 has played 3 whole episodes" in err and len(err.splitlines()) == 1
