@@ -99,6 +99,11 @@ def site_folder(tree: Path, target: Path) -> Path:
     return target
 
 
+def python_path(site: Path) -> str:
+    """The tree's site folder first, then what PYTHONPATH held already (packages installed with `--target`)."""
+    return os.pathsep.join([str(site), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
+
+
 def run_words(site: Path) -> list[str]:
     """`run explore` since the run was split by purpose; `run` before."""
     commands = site / "playtester" / "commands" / "run.py"
@@ -109,7 +114,7 @@ def run_loop(site: Path, models: Path, envs: int, episodes: int, steps: int, out
              variables: dict[str, str] | None = None) -> dict:
     """One `playtester run explore`; its steps/s, start-up and the digest of its actions."""
     shutil.rmtree(out, ignore_errors=True)
-    env = {**os.environ, **(variables or {}), "PYTHONPATH": str(site)}
+    env = {**os.environ, **(variables or {}), "PYTHONPATH": python_path(site)}
     cmd = [sys.executable, "-c", MAIN, *run_words(site), "--game", "doom:park:1", "--explorer", "ppgta",
            "--preference", str(models / "path.ckpt"), "--tester", str(models / "inspect.ckpt"),
            "--detector", str(models / "detector.ckpt"), "--episodes", str(envs * episodes), "--steps", str(steps),
@@ -141,7 +146,7 @@ def run_loop(site: Path, models: Path, envs: int, episodes: int, steps: int, out
 
 def latency(site: Path, models: Path, batch: int, n: int, threads: int, device: str = "cpu") -> dict:
     done = subprocess.run([sys.executable, "-c", LATENCY, str(models / "path.ckpt"), str(batch), str(n), str(threads), device],
-                          env={**os.environ, "PYTHONPATH": str(site)}, cwd=site, capture_output=True, text=True)
+                          env={**os.environ, "PYTHONPATH": python_path(site)}, cwd=site, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"bench_loop: the latency probe failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -149,7 +154,7 @@ def latency(site: Path, models: Path, batch: int, n: int, threads: int, device: 
 
 def imported(site: Path) -> str:
     return subprocess.run([sys.executable, "-c", ISOLATE + "import playtester; print(playtester.__file__)"], capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": str(site)}, cwd=site, check=True).stdout.strip()
+                          text=True, env={**os.environ, "PYTHONPATH": python_path(site)}, cwd=site, check=True).stdout.strip()
 
 
 def main() -> None:
