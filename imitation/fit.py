@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import tempfile
+import json
+import shutil
 import warnings
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -19,7 +20,8 @@ from playtester.imitation.jsd import action_distribution, success_threshold
 from playtester.imitation.policy import ImitationPolicy, PolicyConfig
 from playtester.imitation.training import BehaviourCloning, TrainConfig, evaluate_offline
 from playtester.perception.encoder import load_encoder
-from playtester.perception.training import make_trainer, read_checkpoint, save_checkpoint_atomic
+from playtester.files import write_text_atomic
+from playtester.perception.training import keep_last, load_torch_file, make_trainer, read_checkpoint, save_checkpoint_atomic
 
 
 @dataclass
@@ -54,7 +56,7 @@ def fit_policy(
     demos: str | Path | Sequence[str | Path], encoder: str | Path, out: str | Path, tcfg: TrainConfig, *,
     behavior: str | None = None, max_minutes: float | None = None, logdir: str | Path | None = None,
     shape: dict[str, Any] | None = None, progress: bool = True, say: Callable[[str], None] = print,
-    init: str | Path | None = None,
+    init: str | Path | None = None, resume: bool = False,
 ) -> FitResult:
     """Split the demos 70/10/20 by episode, encode them with the frozen encoder, train with early
     stopping, keep the best validation epoch's weights, write the checkpoint atomically, score
@@ -65,8 +67,24 @@ def fit_policy(
 
     The checkpoint carries the scoring data: the expert's action distribution (training demos),
     the success threshold (validation demos), the demos' lengths, starts and targets (so that
-    evaluation can pick held-out ones). `init` starts from another policy checkpoint's weights."""
+    evaluation can pick held-out ones). `init` starts from another policy checkpoint's weights.
+
+    The training's state is kept beside `out` (`training_folder`) after every epoch, and removed
+    once `out` is written; `resume` goes on from there, with the same demos, encoder and settings."""
     out = Path(out)
+    folder = training_folder(out)
+    settings = json.loads(json.dumps({
+        "demos": sorted(str(Path(d).resolve()) for d in ([demos] if isinstance(demos, (str, Path)) else demos)),
+        "encoder": str(Path(encoder).resolve()), "behavior": behavior, "shape": shape, "init": init and str(Path(init).resolve()),
+        "train": {k: v for k, v in asdict(tcfg).items() if k != "epochs"},  # more epochs may be asked on resuming
+    }))
+    last = folder / "last.ckpt"
+    if resume:
+        check_resumable(out, folder, settings)
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        write_text_atomic(folder / "settings.json", json.dumps(settings, indent=1))
     L.seed_everything(tcfg.seed, verbose=False)
     enc = load_encoder(encoder)
     shape = {k: v for k, v in (shape or {}).items() if v is not None}
@@ -80,26 +98,60 @@ def fit_policy(
     cfg = replace(cfg, behavior=tag, keymap=dm.keymap.to_dict())
     scoring = scoring_data(dm)
     module = BehaviourCloning(cfg.to_dict(), asdict(tcfg), scoring, encoder=enc)
-    if init is not None:
+    if init is not None and not resume:
         warm_start(module, init)
         say(f"starting from the weights of {init}")
-    with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as kept:
-        best = ModelCheckpoint(kept, filename="best", monitor="val/loss", mode="min", save_weights_only=True,
-                               enable_version_counter=False)
-        trainer = make_trainer(
-            name="policy", logdir=logdir or out.parent / "logs", epochs=tcfg.epochs, max_minutes=max_minutes, progress=progress,
-            callbacks=[EarlyStopping("val/loss", patience=tcfg.patience), best],
-        )
-        with warnings.catch_warnings():  # the frozen encoder and the EMA teacher are in eval mode on purpose
-            warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode.*")
-            trainer.fit(module, datamodule=dm)
-        if best.best_model_path:  # else no validation ran (the time limit came first): the last weights
-            module.model.load_state_dict(read_checkpoint(best.best_model_path, "policy")[1])
-        save_checkpoint_atomic(trainer, out)
+    if resume:
+        finished = int(load_torch_file(last, "the interrupted training's state")["epoch"]) + 1
+        say(f"going on after the {finished} finished epochs of the interrupted training ({last})")
+    best = ModelCheckpoint(folder, filename="best", monitor="val/loss", mode="min", save_weights_only=True,
+                           enable_version_counter=False)
+    trainer = make_trainer(
+        name="policy", logdir=logdir or out.parent / "logs", epochs=tcfg.epochs, max_minutes=max_minutes, progress=progress,
+        callbacks=[EarlyStopping("val/loss", patience=tcfg.patience), best, keep_last(last)],
+    )
+    with warnings.catch_warnings():  # the frozen encoder and the EMA teacher are in eval mode on purpose
+        warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode.*")
+        warnings.filterwarnings("ignore", message=r".*exists and is not empty.*")  # the state folder: its own files
+        trainer.fit(module, datamodule=dm, ckpt_path=last if resume else None)
+    if best.best_model_path:  # else no validation ran (the time limit came first): the last weights
+        module.model.load_state_dict(read_checkpoint(best.best_model_path, "policy")[1])
+    save_checkpoint_atomic(trainer, out)
+    shutil.rmtree(folder, ignore_errors=True)
     test = dm.trajs["test"] or dm.trajs["val"]
     held_out = evaluate_offline(module.model, test)
     best_val = float(best.best_model_score) if best.best_model_score is not None else float("inf")
     return FitResult(module, tag, dm.keymap, scoring, held_out, "test" if dm.trajs["test"] else "validation", best_val)
+
+
+def training_folder(out: str | Path) -> Path:
+    """Where the training of the policy `out` keeps its state until `out` is written."""
+    out = Path(out)
+    return out.parent / f".{out.name}.training"
+
+
+OPTIONS = {"lr_peak": "--lr", "lr_start": "--lr", "batch_size": "--batch-size", "chunk": "--chunk", "teacher": "--no-teacher",
+           "seed": "--seed", "idm_weight": "--idm-weight", "idm_min_confidence": "--idm-min-confidence"}
+"""`train policy`'s option for each training setting it sets."""
+
+
+def check_resumable(out: Path, folder: Path, settings: dict[str, Any]) -> None:
+    """A UserError unless `folder` holds an interrupted training of `out` with these settings."""
+    if not (folder / "last.ckpt").is_file():
+        raise UserError(f"--resume: no interrupted training of {out} to go on from ({folder / 'last.ckpt'} is missing: "
+                        "none was started, or it finished); train without --resume")
+    before = json.loads((folder / "settings.json").read_text()) if (folder / "settings.json").is_file() else {}
+    for key in settings:
+        theirs, ours = before.get(key), settings[key]
+        if key == "train" and isinstance(theirs, dict):
+            changed = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
+            if changed:
+                names = sorted({OPTIONS.get(k, k) for k in changed})
+                raise UserError(f"--resume: {', '.join(names)} differ{'s' if len(names) == 1 else ''} from the interrupted training's "
+                                f"({', '.join(f'{k} {theirs.get(k)} there' for k in changed)}); give the same options or train without --resume")
+        elif theirs != ours:
+            raise UserError(f"--resume: the {key} differ from the interrupted training's ({theirs} there, {ours} now); "
+                            "give the same options or train without --resume")
 
 
 def scoring_data(dm: DemoDataModule) -> dict[str, Any]:

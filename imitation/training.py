@@ -164,8 +164,10 @@ class BehaviourCloning(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         tag_checkpoint(checkpoint, CHECKPOINT_KIND)
-        # the teacher only matters while training; a policy checkpoint holds the student
-        checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items() if not k.startswith("teacher.")}
+        # the teacher only matters while training: a policy checkpoint holds the student, and only
+        # the whole training state (with the optimiser's, for `train policy --resume`) the teacher too
+        if "optimizer_states" not in checkpoint:
+            checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items() if not k.startswith("teacher.")}
 
 
 def weighted_cross_entropy(logits: torch.Tensor, actions: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:

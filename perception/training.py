@@ -100,6 +100,59 @@ def save_checkpoint_atomic(trainer, path: str | Path) -> Path:
     return path
 
 
+def keep_last(path: str | Path):
+    """A Lightning callback that writes the whole training state (weights, optimiser, schedule,
+    the early-stopping and best-checkpoint callbacks' state) to `path` at the end of every epoch,
+    through `path.partial`, so that a training stopped at any moment goes on from its last finished
+    epoch with `trainer.fit(..., ckpt_path=path)`."""
+    from lightning.pytorch.callbacks import Callback
+
+    class KeepLast(Callback):
+        """Also keeps the random streams (dropout, masks) and the training loader's shuffling
+        generator: the first resumed epoch is then the uninterrupted training's (later ones drift
+        slightly: some state is still not restored, docs/ARCHITECTURE.md)."""
+
+        loader_state: torch.Tensor | None = None
+        trainer = None
+
+        def setup(self, trainer, pl_module, stage: str) -> None:
+            self.trainer = trainer
+
+        def on_train_epoch_start(self, trainer, pl_module) -> None:  # the loader exists now; its epoch is not drawn yet
+            generator = getattr(trainer.train_dataloader, "generator", None)
+            if self.loader_state is not None and generator is not None:
+                generator.set_state(self.loader_state)
+            self.loader_state = None
+
+        def on_train_epoch_end(self, trainer, pl_module) -> None:  # after the epoch's validation
+            tmp = partial_path(Path(path))
+            trainer.save_checkpoint(tmp)
+            os.replace(tmp, path)
+
+        def state_dict(self) -> dict[str, Any]:
+            import random
+
+            import numpy as np
+
+            kind, keys, pos, has_gauss, gauss = np.random.get_state()  # as tensors and numbers: loads with weights_only
+            generator = getattr(self.trainer.train_dataloader, "generator", None) if self.trainer is not None else None
+            return {"torch": torch.get_rng_state(), "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss],
+                    "python": random.getstate(), "loader": generator.get_state() if generator is not None else None}
+
+        def load_state_dict(self, state: dict[str, Any]) -> None:
+            import random
+
+            import numpy as np
+
+            torch.set_rng_state(state["torch"])
+            kind, keys, pos, has_gauss, gauss = state["numpy"]
+            np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
+            random.setstate(state["python"])
+            self.loader_state = state.get("loader")
+
+    return KeepLast()
+
+
 def load_torch_file(path: str | Path, what: str = "checkpoint", map_location: str | torch.device = "cpu",
                     allow: tuple[Any, ...] = ()) -> Any:
     """What `torch.save` wrote to `path`, loaded with `weights_only=True`: tensors, numbers,

@@ -66,7 +66,7 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
                    preference=str(args.models / "path.ckpt"), detector=None if args.oracle_labels else str(args.detector),
                    oracle_labels=args.oracle_labels, episodes=args.episodes,
                    steps=args.steps, num_envs=args.envs, rollout=args.rollout, test_steps=args.test_steps, seed=seed,
-                   track_every=args.track_every, device=args.device)
+                   track_every=args.track_every, device=args.device, min_score=args.min_score)
     import yaml
 
     (folder / "config.yaml").write_text(yaml.safe_dump(spec.to_config(), sort_keys=False))
@@ -199,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="during an OOI test, the detector every this many steps, the tracker in between (the run's track_every)")
     parser.add_argument("--test-steps", type=int, default=None, help="steps of one OOI test (default: the policy's demo length)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of this process")
+    parser.add_argument("--min-score", type=float, default=0.6, help="the detections the agents test: confidence at least this (the run's min_score)")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                         help="where the runs' networks run (cuda serves every instance's detector and test policy from one process)")
     parser.add_argument("--cut", type=int, default=None, metavar="N",
@@ -272,7 +273,7 @@ def report(results: list[dict], args) -> int:
 def settings(args) -> dict:
     """What makes two runs of an agent and seed the same run: `--resume` keeps a run only if these match."""
     keys = ("game", "episodes", "steps", "models", "detector", "oracle_labels", "envs", "rollout", "track_every", "test_steps",
-            "device")
+            "device", "min_score")
     return {key: str(getattr(args, key)) for key in keys}
 
 
@@ -343,7 +344,7 @@ def run_agents(args) -> list[dict]:
             except json.JSONDecodeError:  # a line torn by a stop while it was written: that run is run again
                 continue
             whole.append(line + "\n")
-            if {"device": "cpu", **row.get("budget", {})} == settings(args):  # rows from before --device ran on the CPU
+            if {"device": "cpu", "min_score": "0.6", **row.get("budget", {})} == settings(args):  # rows from before these options
                 done[row["agent"], row["seed"]] = row
         write_text_atomic(log, "".join(whole))  # without the torn line, so that the next run's line stands alone
         print(f"--resume: {len(done)} runs kept from {log}")

@@ -129,3 +129,65 @@ def test_bad_demos_are_named(bc_demos_and_encoder, tmp_path):
                 w.add(np.zeros((64, 64, 3), np.uint8), t % 2)
     with pytest.raises(UserError, match="differs from the encoder's"):
         fit_policy(other, encoder, tmp_path / "x.ckpt", TrainConfig(epochs=1), shape=TINY, say=lambda m: None)
+
+
+def test_a_training_killed_mid_way_goes_on_with_resume(bc_demos_and_encoder, tmp_path, capsys):
+    """`train policy` killed (SIGKILL) after its first epoch leaves no policy but its state beside
+    --out; `--resume` goes on from there: the next epoch's validation loss is the uninterrupted
+    training's, it ends at the same step, writes the policy and removes the state. Resuming
+    nothing, or with another option, is one line naming --resume."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    demos, encoder = bc_demos_and_encoder
+    words = ["train", "policy", "--demos", str(demos), "--encoder", str(encoder), "--epochs", "4", "--global-hidden", "32",
+             "--local-hidden", "16", "--batch-size", "2", "--chunk", "16"]
+
+    def val_losses(logdir: Path) -> dict[int, float]:
+        events = EventAccumulator(str(next(logdir.rglob("events.out.tfevents*"))))
+        events.Reload()
+        return {e.step: e.value for e in events.Scalars("val/loss")}
+
+    whole = tmp_path / "whole.ckpt"
+    subprocess.run([sys.executable, "-m", "playtester", *words, "--out", str(whole), "--logdir", str(tmp_path / "w")],
+                   check=True, capture_output=True, cwd=tmp_path)
+    out = tmp_path / "cut.ckpt"
+    state = tmp_path / ".cut.ckpt.training" / "last.ckpt"
+
+    def killed_after_an_epoch(logdir: str) -> None:
+        run = subprocess.Popen([sys.executable, "-m", "playtester", *words, "--out", str(out), "--logdir", str(tmp_path / logdir)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+        while not state.exists() and run.poll() is None:
+            time.sleep(0.01)
+        os.kill(run.pid, signal.SIGKILL)
+        run.wait()
+
+    killed_after_an_epoch("c1")
+    assert not out.exists() and state.exists()
+    finished = int(torch.load(state, weights_only=False)["epoch"]) + 1
+    assert finished < 4, "killed before the end"
+
+    assert main([*words, "--out", str(out), "--logdir", str(tmp_path / "c2"), "--resume"]) == 0
+    assert f"going on after the {finished} finished epochs" in capsys.readouterr().out
+    assert out.exists() and not state.parent.exists()
+    theirs, ours = torch.load(whole, weights_only=False), torch.load(out, weights_only=False)
+    assert ours["global_step"] == theirs["global_step"] and ours["epoch"] == theirs["epoch"]
+    resumed, uninterrupted = val_losses(tmp_path / "c2"), val_losses(tmp_path / "w")
+    first = min(resumed)
+    assert len(resumed) == 4 - finished and first > min(uninterrupted), "only the epochs after the kill"
+    assert resumed[first] == pytest.approx(uninterrupted[first], abs=1e-6), "the first resumed epoch is the uninterrupted one's"
+    load_policy(out)
+
+    assert main([*words, "--out", str(out), "--resume"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --resume: no interrupted training of") and len(err.splitlines()) == 1
+    killed_after_an_epoch("c3")
+    assert main([*words, "--out", str(out), "--resume", "--lr", "0.01"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --resume: --lr differs from the interrupted training's (lr_peak 0.001 there, lr_start 0.0001 there)")
+    assert len(err.splitlines()) == 1 and state.exists(), "the interrupted training is kept"

@@ -271,3 +271,30 @@ def _wrappers(env):
     while env is not None:
         yield env
         env = getattr(env, "env", None)
+
+
+def test_min_score_decides_which_detections_are_tested(tiny_inspect_policy, tiny_detector, small_park, tmp_path, capsys):
+    """The same random play with the tiny detector (it keeps every box, scores spread below 1):
+    `min_score` 0 from --config tests its detections, 1 tests none; outside [0, 1] is one line."""
+    import yaml
+
+    counts = {}
+    for score in (0.0, 1.0):
+        config = tmp_path / f"c{score}.yaml"
+        config.write_text(yaml.safe_dump({"min_score": score, "test_steps": 4}))
+        out = tmp_path / f"r{score}"
+        assert main(["run", "explore", "--game", small_park, "--explorer", "random", "--tester", str(tiny_inspect_policy),
+                     "--detector", str(tiny_detector), "--episodes", "1", "--steps", "60", "--seed", "1", "--config", str(config),
+                     "--out", str(out)]) == 0
+        assert yaml.safe_load((out / "config.yaml").read_text())["min_score"] == score
+        tests = out / "tests.jsonl"
+        counts[score] = len(tests.read_text().splitlines()) if tests.exists() else 0
+
+    assert counts[0.0] > 0 and counts[1.0] == 0, counts
+    config = tmp_path / "bad.yaml"
+    config.write_text(yaml.safe_dump({"min_score": 1.5}))
+    capsys.readouterr()
+    assert main(["run", "explore", "--game", small_park, "--explorer", "random", "--tester", str(tiny_inspect_policy),
+                 "--detector", str(tiny_detector), "--config", str(config), "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("min_score is 1.5; give a number from 0 to 1") and len(err.splitlines()) == 1, err

@@ -44,6 +44,11 @@ def train_policy(
     idm_min_confidence: float = typer.Option(
         0.0, "--idm-min-confidence", help="Drop IDM-labelled steps whose label's probability is below this (their frames stay as context).",
     ),
+    resume: bool = typer.Option(
+        False, "--resume",
+        help="Go on from an interrupted training of --out (its state after every epoch is kept beside it, in .OUT.training/, "
+             "until OUT is written), with the same options; --epochs may be raised.",
+    ),
 ) -> None:
     """Train an imitation policy (memory-augmented GRU + DINO teacher) on demo episodes.
 
@@ -66,7 +71,7 @@ def train_policy(
                        teacher=not no_teacher, seed=seed, idm_weight=idm_weight, idm_min_confidence=idm_min_confidence)
     result = fit_policy(demos, encoder, out, tcfg, behavior=behavior, max_minutes=max_minutes, logdir=logdir,
                         shape={"global_hidden": global_hidden, "local_hidden": local_hidden},
-                        say=lambda msg: console.print(msg), init=init)
+                        say=lambda msg: console.print(msg), init=init, resume=resume)
     tag, keymap, held_out, scoring = result.behavior, result.keymap, result.held_out, result.scoring
     table = Table(title=f"policy {tag}: held-out accuracy per action ({result.held_out_split} episodes)")
     table.add_column("action")

@@ -53,7 +53,7 @@ class Subcommand:
     launch: tuple[str, ...] = ("config", "resume", "overwrite")
 
 
-ORACLE_KNOBS = ("assertions", "stuck_steps", "test_steps", "track_every", "max_restarts")
+ORACLE_KNOBS = ("assertions", "stuck_steps", "test_steps", "track_every", "min_score", "max_restarts")
 SUBCOMMANDS = (
     Subcommand("explore", "Explore a game and test the objects it finds: the PPO explorer (ppgta or inspector) learns as "
                "it plays, the test policy tests every object the detector finds, the oracles watch for crashes, stuck "
@@ -187,6 +187,9 @@ def check_config_value(path: Path, key: str, value: Any) -> None:
         what = "a whole number" + (f" from {low}" if low is not None else "") + (f" to {high}" if high is not None else "")
     elif bool in allowed:
         ok, what = isinstance(value, bool), "true or false"
+    elif float in allowed:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (low is None or value >= low) and (high is None or value <= high)
+        what = "a number" + (f" from {low}" if low is not None else "") + (f" to {high}" if high is not None else "")
     elif key == "map_bounds":
         ok = isinstance(value, list) and len(value) == 4 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
         what = "four numbers [X0, Y0, X1, Y1]"

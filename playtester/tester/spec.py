@@ -69,6 +69,7 @@ class RunSpec:
     assertions: list[str] = flag("--assert", "A user assertion, module:function or file.py:function (repeatable).", factory=list)
     stuck_steps: int = flag("--stuck-steps", "Steps of unchanged picture under input that count as stuck.", 40, limits=(1, MANY))
     test_steps: int | None = flag("--test-steps", "Steps of one OOI test (default: the test policy's demo length).", None, limits=(1, MANY))
+    min_score: float = flag("--min-score", "Detections below this confidence are not tested: each false detection tested costs a test's steps (docs/BENCHMARKS.md).", 0.6, limits=(0, 1))
     track_every: int = flag("--track-every", "During an OOI test, follow the OOI with the detector every this many steps (1: every step; more is faster, the box held in between).", 1, limits=(1, MANY))
     seed: int = flag("--seed", "Seed of starts, action sampling and PPO.", 0, kept=True, limits=(0, None))
     lockstep: bool = flag("--lockstep", "Step the game instances together, each waiting for the slowest (as before they ran free): for comparisons; a run on Ray always does.", False)
@@ -104,6 +105,8 @@ class RunSpec:
         for name in ("episodes", "steps", "num_envs", "rollout", "stuck_steps", "track_every"):
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")
+        if not 0.0 <= self.min_score <= 1.0:
+            raise UserError(f"--min-score {self.min_score}: a detector confidence, between 0 and 1")
         if self.device not in DEVICES:
             raise UserError(f"--device {self.device!r}: use {' or '.join(DEVICES)}")
         if self.serve and self.game.startswith("window:"):
