@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 import lightning as L
 import numpy as np
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Sampler
 
 from playtester.errors import UserError
 from playtester.capture.keymap import KeyMap
@@ -189,9 +189,27 @@ def load_demo_folders(demos: str | Path | Sequence[str | Path], behavior: str | 
     return list(seen.values()), ", ".join(str(r) for r in roots)
 
 
+class EpochShuffle(Sampler[int]):
+    """The trajectories in an order drawn from (seed, epoch) alone: Lightning sets the epoch
+    (`set_epoch`) before each, so a training resumed at an epoch shuffles it as the uninterrupted
+    one did, whatever the random streams went through before."""
+
+    def __init__(self, n: int, seed: int) -> None:
+        self.n, self.seed, self.epoch = n, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self):
+        return iter(torch.randperm(self.n, generator=torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)).tolist())
+
+    def __len__(self) -> int:
+        return self.n
+
+
 def loader(trajs: list[Trajectory], batch_size: int, shuffle: bool, seed: int = 0) -> DataLoader:
-    g = torch.Generator().manual_seed(seed)
-    return DataLoader(trajs, batch_size=batch_size, shuffle=shuffle, collate_fn=collate, generator=g, num_workers=0)
+    return DataLoader(trajs, batch_size=batch_size, sampler=EpochShuffle(len(trajs), seed) if shuffle else None, collate_fn=collate,
+                      generator=torch.Generator().manual_seed(seed), num_workers=0)
 
 
 class DemoDataModule(L.LightningDataModule):

@@ -108,21 +108,9 @@ def keep_last(path: str | Path):
     from lightning.pytorch.callbacks import Callback
 
     class KeepLast(Callback):
-        """Also keeps the random streams (dropout, masks) and the training loader's shuffling
-        generator: the first resumed epoch is then the uninterrupted training's (later ones drift
-        slightly: some state is still not restored, docs/ARCHITECTURE.md)."""
-
-        loader_state: torch.Tensor | None = None
-        trainer = None
-
-        def setup(self, trainer, pl_module, stage: str) -> None:
-            self.trainer = trainer
-
-        def on_train_epoch_start(self, trainer, pl_module) -> None:  # the loader exists now; its epoch is not drawn yet
-            generator = getattr(trainer.train_dataloader, "generator", None)
-            if self.loader_state is not None and generator is not None:
-                generator.set_state(self.loader_state)
-            self.loader_state = None
+        """Also keeps the random streams (dropout, the teacher's masks): with a loader that shuffles
+        by epoch (`playtester.imitation.data.EpochShuffle`) the resumed training is the
+        uninterrupted one's."""
 
         def on_train_epoch_end(self, trainer, pl_module) -> None:  # after the epoch's validation
             tmp = partial_path(Path(path))
@@ -135,9 +123,8 @@ def keep_last(path: str | Path):
             import numpy as np
 
             kind, keys, pos, has_gauss, gauss = np.random.get_state()  # as tensors and numbers: loads with weights_only
-            generator = getattr(self.trainer.train_dataloader, "generator", None) if self.trainer is not None else None
             return {"torch": torch.get_rng_state(), "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss],
-                    "python": random.getstate(), "loader": generator.get_state() if generator is not None else None}
+                    "python": random.getstate()}
 
         def load_state_dict(self, state: dict[str, Any]) -> None:
             import random
@@ -148,7 +135,6 @@ def keep_last(path: str | Path):
             kind, keys, pos, has_gauss, gauss = state["numpy"]
             np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
             random.setstate(state["python"])
-            self.loader_state = state.get("loader")
 
     return KeepLast()
 

@@ -133,9 +133,9 @@ def test_bad_demos_are_named(bc_demos_and_encoder, tmp_path):
 
 def test_a_training_killed_mid_way_goes_on_with_resume(bc_demos_and_encoder, tmp_path, capsys):
     """`train policy` killed (SIGKILL) after its first epoch leaves no policy but its state beside
-    --out; `--resume` goes on from there: the next epoch's validation loss is the uninterrupted
-    training's, it ends at the same step, writes the policy and removes the state. Resuming
-    nothing, or with another option, is one line naming --resume."""
+    --out; `--resume` goes on from there to the very policy the uninterrupted training writes (each
+    epoch's validation loss the same, the same weights), and removes the state. Resuming nothing,
+    or with another option, is one line naming --resume."""
     import os
     import signal
     import subprocess
@@ -178,9 +178,10 @@ def test_a_training_killed_mid_way_goes_on_with_resume(bc_demos_and_encoder, tmp
     theirs, ours = torch.load(whole, weights_only=False), torch.load(out, weights_only=False)
     assert ours["global_step"] == theirs["global_step"] and ours["epoch"] == theirs["epoch"]
     resumed, uninterrupted = val_losses(tmp_path / "c2"), val_losses(tmp_path / "w")
-    first = min(resumed)
-    assert len(resumed) == 4 - finished and first > min(uninterrupted), "only the epochs after the kill"
-    assert resumed[first] == pytest.approx(uninterrupted[first], abs=1e-6), "the first resumed epoch is the uninterrupted one's"
+    assert len(resumed) == 4 - finished and min(resumed) > min(uninterrupted), "only the epochs after the kill"
+    assert resumed == {step: uninterrupted[step] for step in resumed}, "each resumed epoch is the uninterrupted one's"
+    assert ours["state_dict"].keys() == theirs["state_dict"].keys()
+    assert all(torch.equal(ours["state_dict"][k], theirs["state_dict"][k]) for k in ours["state_dict"]), "the same policy"
     load_policy(out)
 
     assert main([*words, "--out", str(out), "--resume"]) == 2
