@@ -3,7 +3,8 @@
 Each round runs `playtester run explore --explorer ppgta` (PPO explorer trained online, the tester
 loop in every game worker: detector, tracking, OOI tests with the test policy) on the park for
 every `--envs` value, once with the working tree and once with `--ref` (checked out with
-`git worktree add` into a temporary folder), alternating which goes first, so that the machine's
+`git worktree add` into a temporary folder, or a folder of its files where there is no git history,
+e.g. on a GPU machine: `git archive REF | tar -x -C DIR`), alternating which goes first, so that the machine's
 noise (another job on the same cores) falls on both alike. Each tree runs as a subprocess with a
 site folder laid out as installed (`pyproject.toml`'s package-dir, by symlinks) first on
 PYTHONPATH; the script prints the `playtester.__file__` each one imported.

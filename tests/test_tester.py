@@ -191,8 +191,9 @@ def test_between_detector_passes_the_test_policy_gets_the_tracked_box(tmp_path, 
                 break
     env.close()
     assert len(tracked) >= 10, "the random walk tests OOIs that stay in view between passes"
-    # 45 such frames at this seed: tracker 0.51 mean IoU (a third of them lost: 0), the last pass's box 0.32
-    assert np.mean(tracked) >= 0.45
+    # 45 such frames at this seed: tracker 0.51 mean IoU (a third of them lost: 0), the last pass's box 0.32;
+    # 38 frames, 0.45 (45 % lost) and 0.28 since the tiny test policy's training shuffles by epoch (it walks elsewhere)
+    assert np.mean(tracked) >= 0.4
     assert np.mean(tracked) > np.mean(held) + 0.1
 
 
