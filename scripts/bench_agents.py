@@ -214,6 +214,14 @@ def main(argv: list[str] | None = None) -> int:
     for key, value in profile.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
+    if args.cut is not None:  # scoring only: no models needed
+        try:
+            results, args.out = cut_runs(args.out, args.cut), args.out / f"first-{args.cut}"
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        args.episodes = args.cut
+        return report(results, args)
     if args.detector is None:
         args.detector = args.models / "detector.ckpt"
     needed = [args.models / "inspect.ckpt", args.models / "path.ckpt"] + ([] if args.oracle_labels else [args.detector])
@@ -222,14 +230,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {path} is missing; run `playtester demo` first (it trains all three), give --models DIR "
                   "or --detector CKPT, or --oracle-labels for the engine's labels (an ablation)", file=sys.stderr)
             return 2
-    if args.cut is not None:
-        try:
-            results, args.out = cut_runs(args.out, args.cut), args.out / f"first-{args.cut}"
-        except ValueError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        args.episodes = args.cut
-        return report(results, args)
     import torch
 
     torch.set_num_threads(args.threads)
