@@ -78,6 +78,7 @@ def tested_over_episodes(tests: list[dict[str, Any]], episodes: int, known: set[
 def summarise(config: dict[str, Any], trajectory: list[dict], tests: list[dict], findings: list[dict],
               src: MapSource | None, map_missing: str = "") -> dict[str, Any]:
     episodes = 1 + max((int(r["episode"]) for r in trajectory), default=-1)
+    tested = {str(t["ooi"]) for t in tests}  # each test's object key: a known OOI's id, or a detection's own key
     summary: dict[str, Any] = {
         "game": config["game"],
         "agent": config.get("agent", ""),
@@ -87,7 +88,7 @@ def summarise(config: dict[str, Any], trajectory: list[dict], tests: list[dict],
         "episodes": episodes,
         "steps": len(trajectory),
         "tests": len(tests),
-        "oois_tested": len({str(t["ooi"]) for t in tests}),
+        "oois_tested": len(tested),
         "test_success_rate": float(np.mean([bool(t.get("success")) for t in tests])) if tests else None,
         "findings": {k: sum(f["kind"] == k for f in findings) for k in sorted({f["kind"] for f in findings})},
     }
@@ -104,7 +105,7 @@ def summarise(config: dict[str, Any], trajectory: list[dict], tests: list[dict],
         states = object_states(tests, findings)
         on_map = {o["id"] for o in src.oois}
         known = known_ids(src)
-        summary["oois_tested"] = len({str(t["ooi"]) for t in tests} & known)
+        summary["oois_tested"] = len(tested & known)  # where the run knows its objects, only those count
         summary["tests_unmatched"] = sum(str(t["ooi"]) not in known for t in tests)
         summary["oois_total"] = len(src.oois)
         summary["oois_missed"] = sum(1 for o in src.oois if o["id"] not in states)
