@@ -20,6 +20,8 @@ The advantages of the two streams are added with weights `ext_coef` and `int_coe
 `update` and `metrics`, and `RunControl` does what happens around it (checkpoints, Ctrl-C, early stop).
 Everything trained runs on one Fabric: the actor-critic, and the reward hook's own models (its
 `setup(fabric)`); Fabric seeds the run, saves the checkpoints and restores them on resume.
+With `acting="int8"` the rollouts are collected by an int8 copy of the actor-critic made anew
+before each one, and the update trains the fp32 network (`exploration/acting.py`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from torch import Tensor
 from torch.distributions import Categorical
 
 from playtester.errors import UserError
+from playtester.exploration.acting import int8_actor
 from playtester.exploration.actor_critic import GRUActorCritic, GRUActorCriticConfig
 from playtester.exploration.checkpoints import load_checkpoint, load_into, rng_state, save_checkpoint, set_rng_state
 from playtester.exploration.free_rollout import collect_rollout_free, free_running
@@ -189,7 +192,8 @@ def train(
                     optimizer.param_groups[0]["lr"] = frac * cfg.learning_rate
 
                 # 1. Rollout, then the hook's rewards for the whole of it.
-                episodes = collect(cfg, envs, agent, module, rollout, games, reward_hook, stop)
+                actor = int8_actor(module) if cfg.acting == "int8" else agent  # anew each rollout: exploration/acting.py
+                episodes = collect(cfg, envs, actor, module, rollout, games, reward_hook, stop)
                 if episodes.stopped:  # by `stop`: the rollout in progress is dropped
                     run.stopped = True
                     break

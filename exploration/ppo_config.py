@@ -33,6 +33,10 @@ class PPOConfig:
     """With `async` and several games, step them together (`collect_rollout`) instead of each as
     soon as it answers (`exploration/free_rollout.py`): for comparisons; the rollouts are the same
     kind either way."""
+    acting: Literal["fp32", "int8"] = "fp32"
+    """Precision of the rollout's decisions: `fp32`, or `int8` (a copy of the actor-critic with
+    its GRUs and linear layers quantised, made after every update; PPO still learns in fp32;
+    CPU only: `exploration/acting.py`)."""
     frame_size: int = 64
     """Side of the square frames pixel games are resized to (INTER_AREA). Ignored for `state:` envs."""
     num_steps: int = 128
@@ -111,6 +115,10 @@ class PPOConfig:
             raise ValueError("learning_rate and clip_coef must be positive, update_epochs at least 1")
         if self.early_stop_patience < 0 or self.max_train_seconds < 0:
             raise ValueError(f"early_stop_patience={self.early_stop_patience} and max_train_seconds={self.max_train_seconds} must be ≥ 0 (0 turns them off)")
+        if self.acting not in ("fp32", "int8"):
+            raise ValueError(f"acting={self.acting!r}: use 'fp32' or 'int8'")
+        if self.acting == "int8" and self.accelerator != "cpu":
+            raise ValueError(f"acting='int8' quantises for the CPU; with accelerator={self.accelerator!r} use 'fp32'")
         if self.frame_size < 36:
             raise ValueError(f"frame_size={self.frame_size}: the conv encoder needs at least 36 pixels")
 
@@ -125,7 +133,7 @@ class PPOConfig:
 
 def check_resumable(saved: PPOConfig, now: PPOConfig) -> None:
     """A resumed run must match the saved one, except that it may train for longer."""
-    free = ("resume", "total_timesteps", "run_dir", "accelerator", "checkpoint_every", "log_every", "lockstep")
+    free = ("resume", "total_timesteps", "run_dir", "accelerator", "checkpoint_every", "log_every", "lockstep", "acting")
     changed = [f.name for f in fields(PPOConfig) if f.name not in free and getattr(saved, f.name) != getattr(now, f.name)]
     if changed:
         raise UserError(f"--resume: the options {', '.join(changed)} differ from the saved run in {now.run_dir}; resume with the same training options (total_timesteps may be raised)")

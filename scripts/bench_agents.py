@@ -66,7 +66,7 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
                    preference=str(args.models / "path.ckpt"), detector=None if args.oracle_labels else str(args.detector),
                    oracle_labels=args.oracle_labels, episodes=args.episodes,
                    steps=args.steps, num_envs=args.envs, rollout=args.rollout, test_steps=args.test_steps, seed=seed,
-                   track_every=args.track_every, device=args.device, min_score=args.min_score)
+                   track_every=args.track_every, device=args.device, min_score=args.min_score, acting=args.acting)
     import yaml
 
     (folder / "config.yaml").write_text(yaml.safe_dump(spec.to_config(), sort_keys=False))
@@ -202,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-score", type=float, default=0.6, help="the detections the agents test: confidence at least this (the run's min_score)")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                         help="where the runs' networks run (cuda serves every instance's detector and test policy from one process)")
+    parser.add_argument("--acting", default="fp32", choices=("fp32", "int8"),
+                        help="the PPO explorers' decisions in fp32, or in an int8 copy (they learn in fp32; the run's acting)")
     parser.add_argument("--cut", type=int, default=None, metavar="N",
                         help="run nothing: score the runs already in OUT at their first N episodes (runs stopped early, "
                              "compared at one fixed budget), in OUT/first-N")
@@ -273,7 +275,7 @@ def report(results: list[dict], args) -> int:
 def settings(args) -> dict:
     """What makes two runs of an agent and seed the same run: `--resume` keeps a run only if these match."""
     keys = ("game", "episodes", "steps", "models", "detector", "oracle_labels", "envs", "rollout", "track_every", "test_steps",
-            "device", "min_score")
+            "device", "min_score", "acting")
     return {key: str(getattr(args, key)) for key in keys}
 
 
@@ -344,7 +346,7 @@ def run_agents(args) -> list[dict]:
             except json.JSONDecodeError:  # a line torn by a stop while it was written: that run is run again
                 continue
             whole.append(line + "\n")
-            if {"device": "cpu", "min_score": "0.6", **row.get("budget", {})} == settings(args):  # rows from before these options
+            if {"device": "cpu", "min_score": "0.6", "acting": "fp32", **row.get("budget", {})} == settings(args):  # rows from before these options
                 done[row["agent"], row["seed"]] = row
         write_text_atomic(log, "".join(whole))  # without the torn line, so that the next run's line stands alone
         print(f"--resume: {len(done)} runs kept from {log}")

@@ -1,0 +1,44 @@
+"""The explorer's decisions in int8 while PPO learns in fp32 (`PPOConfig.acting = "int8"`).
+
+A decision at the paper's network shape reads about 30 MB of recurrent and head weights for one
+frame: on a CPU it waits on memory, not on arithmetic. `int8_actor` copies the actor-critic with
+its GRUs and linear layers dynamically quantised (weights int8, per tensor; activations quantised
+as they come), about a quarter of the bytes; the frozen encoder is shared, not copied, so the
+features the rollout stores, and the preference policy's, stay the fp32 encoder's.
+
+PPO collects with the copy and learns with the fp32 network: the rollout's log-probabilities
+and values are the copy's, so the update's probability ratio starts at the copy's small error
+from the fp32 policy instead of at exactly 1, and PPO's clip bounds it like any other gap
+between the policy that acted and the one being updated. The copy is made again after every
+update. docs/BENCHMARKS.md has the decision's time and how far the copy's actions are from the
+fp32 policy's on the demos.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import torch
+import torch.nn as nn
+
+QUANTISED = {nn.GRU, nn.LSTM, nn.Linear}
+
+
+def int8_actor(module: nn.Module) -> nn.Module:
+    """A copy of the actor-critic `module` for a rollout's decisions: every GRU, LSTM and linear
+    layer outside a frozen encoder dynamically quantised to int8 (the CPU's fbgemm or qnnpack
+    kernels); the frozen encoder (`frozen_trunk`) is the very module of `module`. `module` is
+    not changed."""
+    shared = module.encoder if getattr(module, "frozen_trunk", False) else None
+    memo = {id(shared): shared} if shared is not None else {}
+    actor = copy.deepcopy(module, memo).eval()
+    with warnings.catch_warnings():  # torch.ao.quantization's notice that torchao is its successor
+        warnings.simplefilter("ignore")
+        for name, child in list(actor.named_children()):
+            if child is shared:
+                continue
+            # quantize_dynamic swaps children; a wrapper lets a bare nn.Linear be swapped too
+            wrapped = torch.ao.quantization.quantize_dynamic(nn.Sequential(child), QUANTISED, dtype=torch.qint8, inplace=True)
+            setattr(actor, name, wrapped[0])
+    return actor
