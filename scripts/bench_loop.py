@@ -21,7 +21,9 @@ M holds path.ckpt, inspect.ckpt and detector.ckpt (`playtester demo` writes them
 - decision: one explorer decision on a batch of `--envs` new frames (the frozen encoder, the
   actor-critic's forward, sampling the action) under `torch.inference_mode`, median and p90 ms
   over `--decisions`, in a process of its own with torch's default threads (the machine's cores)
-  or `--decision-threads`;
+  or `--decision-threads`; with `--acting int8`, the working tree's decision is its int8 copy's
+  (`exploration/acting.py`) and so are its runs' (`acting: int8` through a `--config` file);
+  `--ref` at the working tree's own folder then compares int8 with fp32 side by side;
 - same run: whether the two trees' runs played the same actions (a digest of every row's env,
   episode, step, action and mode): a pure speed-up keeps it `yes` at `--envs 1`; with several
   instances the run is not repeatable even on one tree (which instance claims an OOI first, in the
@@ -59,12 +61,16 @@ import numpy as np, torch
 import playtester
 from playtester.imitation.live import load_policy
 from playtester.exploration.imitation_ac import ImitationActorCritic
-path, batch, n, threads, device = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+path, batch, n, threads, device, acting = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
 if threads:
     torch.set_num_threads(threads)
 torch.manual_seed(0)
 policy = load_policy(path).policy
 agent = ImitationActorCritic.from_policy(policy, num_values=2).eval().to(device)
+actor = agent
+if acting == "int8":
+    from playtester.exploration.acting import int8_actor
+    actor = int8_actor(agent)
 frames = getattr(policy.cfg, "frames", None)
 shape = (frames.height, frames.width) if frames is not None and hasattr(frames, "height") else (frames.side, frames.side) if frames is not None else (policy.cfg.image_size,) * 2
 rng = np.random.default_rng(0)
@@ -75,13 +81,13 @@ for i in range(n + 20):
     t0 = time.perf_counter()
     obs = obs.to(device)
     with torch.inference_mode():
-        out = agent(agent.prepare(obs).unsqueeze(0), state, done)
+        out = actor(agent.prepare(obs).unsqueeze(0), state, done)
         state = out.state
         action = torch.distributions.Categorical(logits=out.logits[0]).sample()
     action.tolist()
     if i >= 20:
         times.append((time.perf_counter() - t0) * 1000)
-print(json.dumps({"file": playtester.__file__, "threads": torch.get_num_threads(), "device": device, "median": float(np.median(times)),
+print(json.dumps({"file": playtester.__file__, "threads": torch.get_num_threads(), "device": device, "acting": acting, "median": float(np.median(times)),
                   "p90": float(np.percentile(times, 90))}))
 """
 
@@ -145,8 +151,8 @@ def run_loop(site: Path, models: Path, envs: int, episodes: int, steps: int, out
             "digest": hashlib.blake2b(repr(key).encode(), digest_size=6).hexdigest()}
 
 
-def latency(site: Path, models: Path, batch: int, n: int, threads: int, device: str = "cpu") -> dict:
-    done = subprocess.run([sys.executable, "-c", LATENCY, str(models / "path.ckpt"), str(batch), str(n), str(threads), device],
+def latency(site: Path, models: Path, batch: int, n: int, threads: int, device: str = "cpu", acting: str = "fp32") -> dict:
+    done = subprocess.run([sys.executable, "-c", LATENCY, str(models / "path.ckpt"), str(batch), str(n), str(threads), device, acting],
                           env={**os.environ, "PYTHONPATH": python_path(site)}, cwd=site, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"bench_loop: the latency probe failed:\n{done.stderr[-3000:]}")
@@ -177,6 +183,9 @@ def main() -> None:
                    help="torch threads for the decision latency (0: torch's default, the machine's cores)")
     p.add_argument("--decision-device", default="cpu", choices=("cpu", "cuda"),
                    help="the working tree's decision latency on this device (the ref's on the CPU); pair with --new-args '--device cuda'")
+    p.add_argument("--acting", default="fp32", choices=("fp32", "int8"),
+                   help="the working tree's explorer decides with its int8 copy (the run's acting, through a --config file; "
+                        "the ref's in fp32): in its runs and in its decision latency")
     args = p.parse_args()
     args.models = args.models.resolve()
     for name in ("path.ckpt", "inspect.ckpt", "detector.ckpt"):
@@ -197,6 +206,14 @@ def main() -> None:
         sites = {name: site_folder(tree, scratch / f"site-{name}") for name, tree in trees.items()}
         for name, site in sites.items():
             print(f"{name}: {trees[name]} imports {imported(site)}", flush=True)
+        new_args = shlex.split(args.new_args)
+        if args.acting != "fp32":
+            if "--config" in new_args:
+                sys.exit("bench_loop: --acting writes its own --config file; put `acting: int8` in yours instead")
+            (scratch / "acting.yaml").write_text(f"acting: {args.acting}\n")
+            new_args += ["--config", str(scratch / "acting.yaml")]
+        new = {"device": args.decision_device, "acting": args.acting}
+        old = {"device": "cpu", "acting": "fp32"}
         results: dict[tuple[str, int], list[dict]] = {}
         for r in range(args.rounds):
             order = list(sites) if r % 2 == 0 else list(reversed(list(sites)))
@@ -204,16 +221,16 @@ def main() -> None:
                 for name in order:
                     if args.decisions_only:
                         res = latency(sites[name], args.models, envs, args.decisions, args.decision_threads,
-                                      args.decision_device if name == "new" else "cpu")
+                                      **(new if name == "new" else old))
                         results.setdefault((name, envs), []).append({**res, "sps": float("nan"), "startup": float("nan"), "digest": ""})
                         print(f"round {r + 1} {name} batch {envs}: decision {res['median']:.1f} ms median / {res['p90']:.1f} p90 "
-                              f"({res['threads']} threads)", flush=True)
+                              f"({res['threads']} threads, {res.get('acting', 'fp32')})", flush=True)
                         continue
                     res = run_loop(sites[name], args.models, envs, args.episodes_per_env, args.steps, scratch / f"run-{name}",
-                                   shlex.split(args.new_args) if name == "new" else [],
+                                   new_args if name == "new" else [],
                                    dict(v.split("=", 1) for v in args.new_env) if name == "new" else {})
                     res.update(latency(sites[name], args.models, envs, args.decisions, args.decision_threads,
-                                       args.decision_device if name == "new" else "cpu"))
+                                       **(new if name == "new" else old)))
                     results.setdefault((name, envs), []).append(res)
                     print(f"round {r + 1} {name} envs {envs}: {res['sps']:.1f} steps/s ({res['steps']} steps, "
                           f"{res['tests']} tests, {res['passed']} passed, mean JSD {res['jsd']:.3f}), start-up {res['startup']:.1f} s, decision {res['median']:.1f} ms "

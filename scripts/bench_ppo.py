@@ -35,7 +35,9 @@ action path (`action_path`: the explorer's forward and sample, then the reward h
 only keeps what the rollout's rewards need) against the rewards' share of a step when they are
 computed in one batch at the rollout's end (`rewards_batched_per_step`, a 128-step rollout) and
 the parts the action path carried when they were computed step by step (`preference`, `rnd`;
-`total` was the whole decision then).
+`total` was the whole decision then). `policy_int8` and `action_path_int8` are the same with the
+explorer's int8 copy deciding (`acting: int8`, `exploration/acting.py`), timed on the same frames
+in the same loop, the frame encoded again.
 """
 from __future__ import annotations
 
@@ -167,6 +169,7 @@ def decision_latency(steps: int = 384) -> dict[str, float]:
     from dataclasses import asdict
 
     from playtester.capture.frames import FrameSpec
+    from playtester.exploration.acting import int8_actor
     from playtester.exploration.explorer import mask_known_objects
     from playtester.exploration.imitation_ac import ImitationActorCritic
     from playtester.exploration.preference import preference_reward
@@ -179,6 +182,7 @@ def decision_latency(steps: int = 384) -> dict[str, float]:
     policy_cfg = PolicyConfig(n_actions=9, feature_dim=512, encoder=asdict(encoder_cfg))
     path_policy = ImitationPolicy(policy_cfg, build_encoder(policy_cfg.encoder))
     explorer = ImitationActorCritic.from_policy(path_policy, num_values=2).eval()
+    actor = int8_actor(explorer)
     preference = ImitationActorCritic.from_policy(path_policy, num_values=1).eval()
     separate = ImitationActorCritic.from_policy(path_policy, num_values=1).eval()  # with its own encoder pass
     preference.share_encoder(explorer)  # as build_explorer wires them
@@ -197,7 +201,7 @@ def decision_latency(steps: int = 384) -> dict[str, float]:
     batched: list[float] = []
     hook_steps: list[float] = []
     rng = np.random.default_rng(0)
-    e_state, p_state, done = explorer.initial_state(1), preference.initial_state(1), torch.zeros(1, 1)
+    e_state, p_state, q_state, done = explorer.initial_state(1), preference.initial_state(1), explorer.initial_state(1), torch.zeros(1, 1)
     box = [[100, 60, 160, 140]]  # one OOI in view (its box kept in colour for RND)
     parts: dict[str, list[float]] = {"policy": [], "preference": [], "rnd": [], "total": [], "rnd_shared_trunk": [],
                                      "total_shared_trunk": [], "preference_own_encoder_pass": []}
@@ -229,6 +233,14 @@ def decision_latency(steps: int = 384) -> dict[str, float]:
         hook.step(StepView(masked[None], out.logits[0], done[0].bool(), masked[None]))
         hook_steps.append((time.perf_counter() - t0) * 1000)
         parts.setdefault("action_path", []).append(parts["policy"][-1] + hook_steps[-1])
+        explorer._features.clear()  # the int8 copy's decision encodes the frame again, as a decision does
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            out8 = actor(explorer.prepare(torch.from_numpy(masked[None])).unsqueeze(0), q_state, done)
+            q_state = out8.state
+            int(torch.distributions.Categorical(logits=out8.logits[0]).sample())
+        parts.setdefault("policy_int8", []).append((time.perf_counter() - t0) * 1000)
+        parts.setdefault("action_path_int8", []).append(parts["policy_int8"][-1] + hook_steps[-1])
         if len(hook._reached) == rollout:
             t0 = time.perf_counter()
             hook._rollout_rewards()
@@ -257,6 +269,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.part in ("latency", "all"):
         lat = decision_latency()
         print("explorer decision latency, median ms (imitation-shaped policies, paper shape): " + ", ".join(f"{k} {v:.2f}" for k, v in lat.items()), flush=True)
+        print(f"the int8 copy against fp32: decision ×{lat['policy_int8'] / lat['policy']:.2f}, "
+              f"action path ×{lat['action_path_int8'] / lat['action_path']:.2f}", flush=True)
     if args.part == "latency":
         return
 

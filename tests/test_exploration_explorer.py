@@ -9,6 +9,7 @@ import torch
 
 from playtester.errors import UserError
 from playtester.capture.games import make_game
+from playtester.exploration.acting import int8_actor
 from playtester.exploration.checkpoints import load_agent
 from playtester.exploration.explorer import KnownObjectsMask, build_explorer, mask_known_objects
 from playtester.exploration.imitation_ac import ImitationActorCritic
@@ -91,6 +92,38 @@ def test_actor_critic_starts_as_the_path_policy(path_policy, park_frames):
     torch.testing.assert_close(torch.stack(stepped), whole.logits, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(state, whole.state, atol=1e-5, rtol=1e-5)
     assert whole.values.shape == (T, 2, 2)
+
+
+def test_the_int8_actor_shares_the_encoder_and_acts_as_the_fp32_explorer(path_policy, park_frames):
+    agent = ImitationActorCritic.from_checkpoint(path_policy).eval()
+    weights = {k: v.clone() for k, v in agent.state_dict().items()}
+    actor = int8_actor(agent)
+    assert actor.encoder is agent.encoder  # the features stored and the preference policy's stay fp32
+    quantised = {name for name, m in actor.named_modules() if type(m).__module__.startswith("torch.ao.nn.quantized.dynamic")}
+    assert {"core.local", "core.glob", "core.logits", "critic.0"} <= quantised
+    assert not any(name.startswith("encoder") for name in quantised)
+    # The fp32 network is untouched: same module types, same weights.
+    assert type(agent.core.glob) is torch.nn.GRU and type(agent.critic[0]) is torch.nn.Linear
+    for k, v in agent.state_dict().items():
+        assert torch.equal(v, weights[k]), k
+
+    # The same episode step by step, each network carrying its own state, as a rollout runs it.
+    done = torch.zeros(len(park_frames), 1)
+    done[0] = 1
+    with torch.no_grad():
+        feats = torch.stack([agent.prepare(torch.from_numpy(f[None])) for f in park_frames])
+        fp32, int8 = agent(feats, agent.initial_state(1), done), []
+        state = agent.initial_state(1)
+        for t in range(len(park_frames)):
+            out = actor(feats[t : t + 1], state, done[t : t + 1])
+            state = out.state
+            int8.append(out)
+    logits = torch.cat([o.logits for o in int8])
+    assert logits.shape == fp32.logits.shape and state.shape == fp32.state.shape
+    assert not torch.equal(logits, fp32.logits)  # int8 arithmetic, not the fp32 network again
+    p, q = torch.softmax(fp32.logits, -1), torch.softmax(logits, -1)
+    assert float((p - q).abs().sum(-1).max()) / 2 < 0.05  # total variation: the same actions, near enough
+    torch.testing.assert_close(torch.cat([o.values for o in int8]), fp32.values, atol=0.1, rtol=0)  # the same critic, in int8
 
 
 def test_explorer_trains_on_the_park_and_logs_every_term(path_policy, small_park, tmp_path, park_frames, capsys):

@@ -17,6 +17,7 @@ from playtester.exploration.actor_critic import (
 from playtester.exploration.modes import explorer_preset
 from playtester.exploration.checkpoints import load_agent, load_checkpoint, load_explorer
 from playtester.exploration.ppo import PPOConfig, RolloutBatch, ShapedRewards, StepView, train
+from playtester.exploration.ppo_config import check_resumable
 from playtester.exploration.reward import ExplorationReward
 from playtester.exploration.rnd import RNDConfig
 
@@ -80,11 +81,14 @@ def corridor_config(run_dir, **kwargs) -> PPOConfig:
 
 
 @pytest.mark.slow
-def test_ppo_learns_cartpole(tmp_path):
+@pytest.mark.parametrize("acting", ["fp32", "int8"])
+def test_ppo_learns_cartpole(tmp_path, acting):
+    """With `acting="int8"` the rollouts come from an int8 copy and the update trains the fp32
+    network: it learns as well (exploration/acting.py)."""
     cfg = PPOConfig(
         env_id="state:CartPole-v1", run_dir=str(tmp_path), total_timesteps=15_000, seed=2, num_envs=8, num_steps=32,
         num_minibatches=1, update_epochs=10, learning_rate=1e-3, gamma=0.98, gae_lambda=0.8, ent_coef=0.0,
-        clip_vloss=False, checkpoint_every=0, log_every=5,
+        clip_vloss=False, checkpoint_every=0, log_every=5, acting=acting,
     )
     result = train(cfg)
     returns = result.episode_returns
@@ -215,6 +219,13 @@ def test_config_checks():
         PPOConfig(total_timesteps=10)
     with pytest.raises(UserError, match="Gymnasium cannot make"):
         train(PPOConfig(env_id="state:NoSuchEnv-v0", total_timesteps=1024, run_dir="/nonexistent-unused"))
+    with pytest.raises(ValueError, match="acting='fp16': use 'fp32' or 'int8'"):
+        PPOConfig(acting="fp16")
+    with pytest.raises(ValueError, match="quantises for the CPU"):
+        PPOConfig(acting="int8", accelerator="cuda")
+    check_resumable(PPOConfig(), PPOConfig(acting="int8"))  # how it acts may change on --resume; what it learns may not
+    with pytest.raises(UserError, match="learning_rate"):
+        check_resumable(PPOConfig(), PPOConfig(acting="int8", learning_rate=1e-3))
 
 
 def test_random_agent_is_uniform_and_is_not_trained(tmp_path, corridor):

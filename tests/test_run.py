@@ -210,6 +210,43 @@ def test_run_explore_reads_its_config_file_and_resumes_from_the_folder_alone(sma
     assert not (tmp_path / "r2").exists()
 
 
+def test_acting_int8_from_config_collects_each_rollout_with_an_int8_copy(small_park, tmp_path, capsys, monkeypatch):
+    """`acting: int8` in --config: every rollout of the PPO explorer is collected by a fresh int8
+    copy of it (and it still learns); another value, or int8 with --device cuda, is one line."""
+    import torch
+    import yaml
+
+    import playtester.exploration.ppo as ppo
+    from playtester.exploration.checkpoints import load_agent
+
+    copies, real = [], ppo.int8_actor
+
+    def counting(module):
+        copies.append(real(module))
+        return copies[-1]
+
+    monkeypatch.setattr(ppo, "int8_actor", counting)
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"acting": "int8", "rollout": 8}))
+    out = tmp_path / "r"
+    assert main(["run", "explore", "--game", small_park, "--explorer", "inspector", "--envs", "1", "--episodes", "1",
+                 "--steps", "40", "--config", str(config), "--out", str(out)]) == 0, capsys.readouterr().err
+    assert yaml.safe_load((out / "config.yaml").read_text())["acting"] == "int8"
+    assert len(copies) >= 4 and len({id(c) for c in copies}) == len(copies)  # 40 steps, a rollout of 8: a copy each
+    assert all(type(c.rnn).__module__.startswith("torch.ao.nn.quantized.dynamic") for c in copies)
+    learnt = load_agent(out / "explorer" / "checkpoints" / "last.ckpt")
+    assert type(learnt.rnn) is torch.nn.GRU  # the checkpoint holds the fp32 network that learns
+
+    for bad, words in (({"acting": "fp16"}, "--acting 'fp16': use fp32 or int8"),
+                       ({"acting": "int8", "device": "cuda"}, "--acting int8 quantises the explorer for the CPU")):
+        config.write_text(yaml.safe_dump(bad))
+        assert main(["run", "explore", "--game", small_park, "--explorer", "inspector", "--config", str(config),
+                     "--out", str(tmp_path / "bad")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert words in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "bad").exists()
+
+
 def test_a_device_this_machine_lacks_is_one_line(tiny_inspect_policy, small_park, tmp_path, capsys):
     """--device cuda where torch sees no CUDA device, and a device that is not one, are refused in
     one line before anything is written."""
