@@ -17,28 +17,20 @@ fp32 policy's on the demos.
 from __future__ import annotations
 
 import copy
-import warnings
 
-import torch
 import torch.nn as nn
 
-QUANTISED = {nn.GRU, nn.LSTM, nn.Linear}
+from playtester.imitation.policy import int8_layers
 
 
 def int8_actor(module: nn.Module) -> nn.Module:
     """A copy of the actor-critic `module` for a rollout's decisions: every GRU, LSTM and linear
-    layer outside a frozen encoder dynamically quantised to int8 (the CPU's fbgemm or qnnpack
-    kernels); the frozen encoder (`frozen_trunk`) is the very module of `module`. `module` is
-    not changed."""
+    layer outside a frozen encoder in int8 (`int8_layers`); the frozen encoder (`frozen_trunk`) is
+    the very module of `module`. `module` is not changed."""
     shared = module.encoder if getattr(module, "frozen_trunk", False) else None
     memo = {id(shared): shared} if shared is not None else {}
     actor = copy.deepcopy(module, memo).eval()
-    with warnings.catch_warnings():  # torch.ao.quantization's notice that torchao is its successor
-        warnings.simplefilter("ignore")
-        for name, child in list(actor.named_children()):
-            if child is shared:
-                continue
-            # quantize_dynamic swaps children; a wrapper lets a bare nn.Linear be swapped too
-            wrapped = torch.ao.quantization.quantize_dynamic(nn.Sequential(child), QUANTISED, dtype=torch.qint8, inplace=True)
-            setattr(actor, name, wrapped[0])
+    for name, child in list(actor.named_children()):
+        if child is not shared:
+            setattr(actor, name, int8_layers(child))
     return actor

@@ -126,6 +126,21 @@ def test_the_int8_actor_shares_the_encoder_and_acts_as_the_fp32_explorer(path_po
     torch.testing.assert_close(torch.cat([o.values for o in int8]), fp32.values, atol=0.1, rtol=0)  # the same critic, in int8
 
 
+def test_a_quantised_test_policy_steps_as_the_fp32_one(tiny_inspect_policy, park_frames):
+    """`acting: int8` quantises the live test policy's GRUs and head in place; its encoder stays
+    fp32 and its action distributions stay within 0.05 total variation of fp32's through a test."""
+    fp32, int8 = load_policy(tiny_inspect_policy), load_policy(tiny_inspect_policy)
+    assert int8.quantise() is int8
+    assert type(int8.policy.core.glob).__module__.startswith("torch.ao.nn.quantized.dynamic")
+    assert type(int8.policy.core.logits).__module__.startswith("torch.ao.nn.quantized.dynamic")
+    assert type(int8.policy.encoder.proj) is torch.nn.Linear
+    box = [100.0, 60.0, 160.0, 140.0]
+    p = np.stack([fp32.step(f, box) for f in park_frames])
+    q = np.stack([int8.step(f, box) for f in park_frames])
+    assert not np.array_equal(p, q)
+    assert np.abs(p - q).sum(-1).max() / 2 < 0.05
+
+
 def test_explorer_trains_on_the_park_and_logs_every_term(path_policy, small_park, tmp_path, park_frames, capsys):
     explorer = build_explorer(small_park, path_policy, "ppgta", run_dir=str(tmp_path / "run"), total_timesteps=48,
                               num_envs=2, num_steps=8, num_minibatches=1, update_epochs=2, rnd=SMALL_RND, checkpoint_every=0)

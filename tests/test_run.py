@@ -210,14 +210,17 @@ def test_run_explore_reads_its_config_file_and_resumes_from_the_folder_alone(sma
     assert not (tmp_path / "r2").exists()
 
 
-def test_acting_int8_from_config_collects_each_rollout_with_an_int8_copy(small_park, tmp_path, capsys, monkeypatch):
+def test_acting_int8_from_config_collects_each_rollout_with_an_int8_copy(tiny_inspect_policy, small_park, tmp_path, capsys,
+                                                                         monkeypatch):
     """`acting: int8` in --config: every rollout of the PPO explorer is collected by a fresh int8
-    copy of it (and it still learns); another value, or int8 with --device cuda, is one line."""
+    copy of it (and it still learns), and the test policy is quantised; another value, or int8
+    with --device cuda, is one line."""
     import torch
     import yaml
 
     import playtester.exploration.ppo as ppo
     from playtester.exploration.checkpoints import load_agent
+    from playtester.imitation.live import LivePolicy
 
     copies, real = [], ppo.int8_actor
 
@@ -225,20 +228,23 @@ def test_acting_int8_from_config_collects_each_rollout_with_an_int8_copy(small_p
         copies.append(real(module))
         return copies[-1]
 
+    quantised = []
     monkeypatch.setattr(ppo, "int8_actor", counting)
+    monkeypatch.setattr(LivePolicy, "quantise", lambda live, real=LivePolicy.quantise: quantised.append(real(live)) or live)
     config = tmp_path / "c.yaml"
-    config.write_text(yaml.safe_dump({"acting": "int8", "rollout": 8}))
+    config.write_text(yaml.safe_dump({"acting": "int8", "rollout": 8, "oracle_labels": True, "test_steps": 4}))
     out = tmp_path / "r"
-    assert main(["run", "explore", "--game", small_park, "--explorer", "inspector", "--envs", "1", "--episodes", "1",
-                 "--steps", "40", "--config", str(config), "--out", str(out)]) == 0, capsys.readouterr().err
+    assert main(["run", "explore", "--game", small_park, "--explorer", "inspector", "--tester", str(tiny_inspect_policy),
+                 "--envs", "1", "--episodes", "1", "--steps", "40", "--config", str(config), "--out", str(out)]) == 0, capsys.readouterr().err
     assert yaml.safe_load((out / "config.yaml").read_text())["acting"] == "int8"
+    assert len(quantised) == 1  # the one instance's test policy (it plays in this process)
     assert len(copies) >= 4 and len({id(c) for c in copies}) == len(copies)  # 40 steps, a rollout of 8: a copy each
     assert all(type(c.rnn).__module__.startswith("torch.ao.nn.quantized.dynamic") for c in copies)
     learnt = load_agent(out / "explorer" / "checkpoints" / "last.ckpt")
     assert type(learnt.rnn) is torch.nn.GRU  # the checkpoint holds the fp32 network that learns
 
     for bad, words in (({"acting": "fp16"}, "--acting 'fp16': use fp32 or int8"),
-                       ({"acting": "int8", "device": "cuda"}, "--acting int8 quantises the explorer for the CPU")):
+                       ({"acting": "int8", "device": "cuda"}, "--acting int8 quantises the explorer and the test policy for the CPU")):
         config.write_text(yaml.safe_dump(bad))
         assert main(["run", "explore", "--game", small_park, "--explorer", "inspector", "--config", str(config),
                      "--out", str(tmp_path / "bad")]) == 2

@@ -105,6 +105,22 @@ def test_requests_from_instances_at_once_are_answered_in_batches(tiny_inspect_po
     assert stats["step_batches"] < 120, stats
 
 
+def test_a_server_with_int8_serves_the_quantised_test_policy(tiny_inspect_policy, park_env):
+    """`acting: int8` reaches the served test policy: its answers are a locally quantised
+    policy's, not the fp32 one's."""
+    from playtester.imitation.live import load_policy
+    from playtester.tester.serving import ModelServer, ServedPolicy
+
+    frames = _frames(park_env, 4)
+    fp32, int8 = load_policy(tiny_inspect_policy), load_policy(tiny_inspect_policy).quantise()
+    with ModelServer(str(tiny_inspect_policy), None, threads=1, int8=True) as server:
+        policy = ServedPolicy(server.models)
+        served = [policy.step(frame, None) for frame in frames]
+    local = [int8.step(frame, None) for frame in frames]
+    np.testing.assert_allclose(served, local, atol=1e-6)
+    assert not np.allclose(served, [fp32.step(frame, None) for frame in frames], atol=1e-6)
+
+
 def test_a_server_that_cannot_load_its_model_is_one_line(tmp_path):
     from playtester.errors import UserError
     from playtester.tester.serving import ModelServer

@@ -89,6 +89,8 @@ def tester_env(spec: RunSpec, env: gym.Env, index: int = 0, served: "ServedModel
         live = ServedPolicy(served)
     else:
         live = load_policy(spec.tester, map_location=spec.device) if spec.tester else None
+        if live is not None and spec.acting == "int8":
+            live.quantise()
     texture = TextureOracle.from_coco(spec.texture_reference) if spec.texture_reference else None
     oracles = [CrashOracle(), StuckOracle(spec.stuck_steps), AssertionOracle([load_assertion(a) for a in spec.assertions])]
     layout = getattr(getattr(env.unwrapped, "scenario", None), "layout", None)
@@ -182,7 +184,8 @@ def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: 
         budget = max(budget, int(saved["config"]["total_timesteps"]))
     server = None  # on a cluster each Ray instance loads its own models (`serve` is refused there by `run`)
     if serving(spec) and not cluster:
-        server = ModelServer(spec.tester, None if spec.oracle_labels else spec.detector, spec.device, worker_threads(1))
+        server = ModelServer(spec.tester, None if spec.oracle_labels else spec.detector, spec.device, worker_threads(1),
+                             int8=spec.acting == "int8")
     wrap: Callable[[gym.Env, int], gym.Env] = functools.partial(_wrap, spec, served=server and server.models)
     if cluster:
         from playtester.tester.cluster import ray_instances, tester_on_worker

@@ -123,14 +123,14 @@ class ModelServer:
     """The server process of a run: started here, ready when its models are loaded (a model that
     cannot be loaded is a `UserError` naming its option); `close()` ends it."""
 
-    def __init__(self, tester: str, detector: str | None, device: str = "cpu", threads: int = 1) -> None:
+    def __init__(self, tester: str, detector: str | None, device: str = "cpu", threads: int = 1, int8: bool = False) -> None:
         self._folder = tempfile.mkdtemp(prefix="playtester-serve-")
         address = str(Path(self._folder) / "socket")
         authkey = os.urandom(16)
         context = multiprocessing.get_context("spawn")  # CUDA, and torch's thread pool, do not survive a fork
         ours, theirs = context.Pipe()
         self._control = ours
-        self.process = context.Process(target=_serve, args=(tester, detector, device, threads, address, authkey, theirs),
+        self.process = context.Process(target=_serve, args=(tester, detector, device, threads, int8, address, authkey, theirs),
                                        name="playtester-model-server", daemon=True)
         self.process.start()
         theirs.close()
@@ -174,9 +174,10 @@ class ModelServer:
         self.close()
 
 
-def _serve(tester: str, detector: str | None, device: str, threads: int, address: str, authkey: bytes,
+def _serve(tester: str, detector: str | None, device: str, threads: int, int8: bool, address: str, authkey: bytes,
            control: Connection) -> None:
-    """The server process: load the models, say so, then answer until told to stop."""
+    """The server process: load the models (the test policy's GRUs and head in int8 with `int8`:
+    the run's `acting`), say so, then answer until told to stop."""
     from playtester.capture.engine_guard import die_with_parent, leave_interrupts_to_parent
 
     die_with_parent()
@@ -195,6 +196,8 @@ def _serve(tester: str, detector: str | None, device: str, threads: int, address
             control.send(("error", f"{option} {path}: the model server could not load it: {error}"))
             return
     policy, model = loaded["--tester"], loaded["--detector"]
+    if int8 and policy is not None:
+        policy.quantise()
     listener = Listener(address, family="AF_UNIX", authkey=authkey)
     control.send(("ready", (None if model is None else list(model.classes), dict(policy.scoring))))
     Answering(policy, model, listener, control).run()

@@ -24,7 +24,8 @@ OBJECTIVES = ("coverage", "load")
 DEVICES = ("cpu", "cuda")
 """Where a run's networks run (`--device`); the games always play on the CPU."""
 ACTING = ("fp32", "int8")
-"""The precision of the PPO explorer's decisions (`acting`); it always learns in fp32."""
+"""The precision of the networks that play (`acting`): the PPO explorer's decisions (it always
+learns in fp32) and the test policy's steps."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ class RunSpec:
     seed: int = flag("--seed", "Seed of starts, action sampling and PPO.", 0, kept=True, limits=(0, None))
     lockstep: bool = flag("--lockstep", "Step the game instances together, each waiting for the slowest (as before they ran free): for comparisons; a run on Ray always does.", False)
     device: str = flag("--device", "Where the networks run: cpu, or cuda (the explorer, its rewards, and every game instance's detector and test policy on the GPU; the games stay on CPU workers).", "cpu")
-    acting: str = flag("--acting", "The PPO explorer's decisions: fp32, or int8 (a quantised copy of its GRUs and heads, made anew each rollout; it still learns in fp32): a decision about a fifth faster on a CPU, its actions within about 1 % of fp32's (docs/BENCHMARKS.md). CPU only.", "fp32")
+    acting: str = flag("--acting", "The networks that play, fp32 or int8: with int8 the PPO explorer decides with a copy of itself whose GRUs and heads are quantised (made anew each rollout; it still learns in fp32) and the test policy steps with its GRUs and head quantised; each pass about a fifth faster on a CPU, the actions within about 1 % of fp32's (docs/BENCHMARKS.md). CPU only.", "fp32")
     serve: bool = flag("--serve", "Serve every game instance's detector and test policy from one process, batched across the instances (on by itself with --device cuda and more than one instance).", False)
     map: str | None = flag("--map", "Bird's-eye map image of a game without built-in ground truth (a window game with telemetry).", None)
     map_bounds: list[float] | None = flag("--map-bounds", "X0,Y0,X1,Y1: the world area (telemetry units) the --map image shows.", None)
@@ -115,7 +116,7 @@ class RunSpec:
         if self.acting not in ACTING:
             raise UserError(f"--acting {self.acting!r}: use {' or '.join(ACTING)}")
         if self.acting == "int8" and self.device != "cpu":
-            raise UserError(f"--acting int8 quantises the explorer for the CPU; with --device {self.device} leave it at fp32")
+            raise UserError(f"--acting int8 quantises the explorer and the test policy for the CPU; with --device {self.device} leave it at fp32")
         if self.serve and self.game.startswith("window:"):
             raise UserError("--serve: a window game plays one instance, with nothing to batch; leave it off")
         if self.max_restarts < 0:
