@@ -9,9 +9,9 @@ features the rollout stores, and the preference policy's, stay the fp32 encoder'
 PPO collects with the copy and learns with the fp32 network: the rollout's log-probabilities
 and values are the copy's, so the update's probability ratio starts at the copy's small error
 from the fp32 policy instead of at exactly 1, and PPO's clip bounds it like any other gap
-between the policy that acted and the one being updated. The copy is made again after every
-update. docs/BENCHMARKS.md has the decision's time and how far the copy's actions are from the
-fp32 policy's on the demos.
+between the policy that acted and the one being updated. The copy is made anew before every
+rollout, so it always acts with the weights of the last update. `scripts/bench_int8.py` measures
+how far its actions are from the fp32 policy's on the demos, and its time (docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ class PPOConfig:
     kind either way."""
     acting: Literal["fp32", "int8"] = "fp32"
     """Precision of the rollout's decisions: `fp32`, or `int8` (a copy of the actor-critic with
-    its GRUs and linear layers quantised, made after every update; PPO still learns in fp32;
+    its GRUs and linear layers quantised, made anew before each rollout; PPO still learns in fp32;
     CPU only: `exploration/acting.py`)."""
     frame_size: int = 64
     """Side of the square frames pixel games are resized to (INTER_AREA). Ignored for `state:` envs."""
