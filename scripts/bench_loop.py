@@ -22,8 +22,9 @@ M holds path.ckpt, inspect.ckpt and detector.ckpt (`playtester demo` writes them
   actor-critic's forward, sampling the action) under `torch.inference_mode`, median and p90 ms
   over `--decisions`, in a process of its own with torch's default threads (the machine's cores)
   or `--decision-threads`; with `--acting int8`, the working tree's decision is its int8 copy's
-  (`exploration/acting.py`) and so are its runs' (`acting: int8` through a `--config` file);
-  `--ref` at the working tree's own folder then compares int8 with fp32 side by side;
+  (`exploration/acting.py`), and its runs play with `acting: int8` (added to the `--config` file
+  of `--new-args`, or to one of its own); `--ref` at the working tree's own folder then compares
+  int8 with fp32 side by side;
 - same run: whether the two trees' runs played the same actions (a digest of every row's env,
   episode, step, action and mode): a pure speed-up keeps it `yes` at `--envs 1`; with several
   instances the run is not repeatable even on one tree (which instance claims an OOI first, in the
@@ -184,8 +185,8 @@ def main() -> None:
     p.add_argument("--decision-device", default="cpu", choices=("cpu", "cuda"),
                    help="the working tree's decision latency on this device (the ref's on the CPU); pair with --new-args '--device cuda'")
     p.add_argument("--acting", default="fp32", choices=("fp32", "int8"),
-                   help="the working tree's explorer decides with its int8 copy (the run's acting, through a --config file; "
-                        "the ref's in fp32): in its runs and in its decision latency")
+                   help="the working tree's networks that play in int8 (the run's acting, added to its --config file in "
+                        "--new-args or to one of its own; the ref's in fp32): in its runs and in its decision latency")
     args = p.parse_args()
     args.models = args.models.resolve()
     for name in ("path.ckpt", "inspect.ckpt", "detector.ckpt"):
@@ -207,11 +208,16 @@ def main() -> None:
         for name, site in sites.items():
             print(f"{name}: {trees[name]} imports {imported(site)}", flush=True)
         new_args = shlex.split(args.new_args)
-        if args.acting != "fp32":
+        if args.acting != "fp32":  # the working tree's --config, if any, with `acting` added
+            import yaml
+
+            knobs = {}
             if "--config" in new_args:
-                sys.exit("bench_loop: --acting writes its own --config file; put `acting: int8` in yours instead")
-            (scratch / "acting.yaml").write_text(f"acting: {args.acting}\n")
-            new_args += ["--config", str(scratch / "acting.yaml")]
+                at = new_args.index("--config")
+                knobs = yaml.safe_load(Path(new_args[at + 1]).read_text()) or {}
+                del new_args[at : at + 2]
+            (scratch / "new.yaml").write_text(yaml.safe_dump({**knobs, "acting": args.acting}))
+            new_args += ["--config", str(scratch / "new.yaml")]
         new = {"device": args.decision_device, "acting": args.acting}
         old = {"device": "cpu", "acting": "fp32"}
         results: dict[tuple[str, int], list[dict]] = {}
