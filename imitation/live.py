@@ -37,7 +37,7 @@ class LivePolicy:
 
     def quantise(self) -> "LivePolicy":
         """Its GRUs and action head in int8 from now on (`int8_layers`; the encoder stays fp32): a
-        step about ×0.85 the time on a CPU, its actions within about 1 % of fp32's
+        step about ×0.75 the time on 2 CPU cores, its actions within about 1 % of fp32's
         (docs/BENCHMARKS.md). CPU only; returns itself."""
         if self.device.type != "cpu":
             raise ValueError(f"int8 layers run on the CPU; this policy is on {self.device}")
