@@ -203,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                         help="where the runs' networks run (cuda serves every instance's detector and test policy from one process)")
     parser.add_argument("--acting", default="fp32", choices=("fp32", "int8"),
-                        help="the PPO explorers' decisions in fp32, or in an int8 copy (they learn in fp32; the run's acting)")
+                        help="the networks that play in fp32, or int8: the PPO explorers' decisions (an int8 copy; they learn in "
+                             "fp32) and the test policy (the run's acting)")
     parser.add_argument("--cut", type=int, default=None, metavar="N",
                         help="run nothing: score the runs already in OUT at their first N episodes (runs stopped early, "
                              "compared at one fixed budget), in OUT/first-N")

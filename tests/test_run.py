@@ -242,6 +242,10 @@ def test_acting_int8_from_config_collects_each_rollout_with_an_int8_copy(tiny_in
     assert all(type(c.rnn).__module__.startswith("torch.ao.nn.quantized.dynamic") for c in copies)
     learnt = load_agent(out / "explorer" / "checkpoints" / "last.ckpt")
     assert type(learnt.rnn) is torch.nn.GRU  # the checkpoint holds the fp32 network that learns
+    # ... and learns: the last rollout's copy answers otherwise than the first one's
+    frame = torch.full((1, 1, *learnt.config.obs_shape), 128, dtype=torch.uint8)
+    first, last = (c(frame, learnt.initial_state(1), torch.ones(1, 1)) for c in (copies[0], copies[-1]))
+    assert not torch.allclose(first.values, last.values)
 
     for bad, words in (({"acting": "fp16"}, "--acting 'fp16': use fp32 or int8"),
                        ({"acting": "int8", "device": "cuda"}, "--acting int8 quantises the explorer and the test policy for the CPU")):
