@@ -1,10 +1,17 @@
 """The explorer's decisions in int8 while PPO learns in fp32 (`PPOConfig.acting = "int8"`).
 
-A decision at the paper's network shape reads about 30 MB of recurrent and head weights for one
-frame: on a CPU it waits on memory, not on arithmetic. `int8_actor` copies the actor-critic with
-its GRUs and linear layers dynamically quantised (weights int8, per tensor; activations quantised
-as they come), about a quarter of the bytes; the frozen encoder is shared, not copied, so the
-features the rollout stores, and the preference policy's, stay the fp32 encoder's.
+Two parts, both from perception/int8.py:
+
+- `int8_frozen_encoder`: the actor-critic's frozen encoder, quantised once for the whole run (its
+  convolutions int8 once they have seen the run's first frames). It is the one encoder of the
+  run: the features the rollout stores, the update learns from and the preference policy reads
+  all come from it, so acting and learning see the same features. Its weights, and the
+  checkpoint, stay fp32.
+- `int8_actor`: a copy of the actor-critic with its GRUs and linear layers dynamically quantised
+  (weights int8, per tensor; activations quantised as they come). A decision at the paper's shape
+  reads about 30 MB of recurrent and head weights for one frame: on a CPU it waits on memory,
+  not on arithmetic, and int8 reads a quarter of the bytes. The frozen encoder is shared, not
+  copied.
 
 PPO collects with the copy and learns with the fp32 network: the rollout's log-probabilities
 and values are the copy's, so the update's probability ratio starts at the copy's small error
@@ -20,7 +27,7 @@ import copy
 
 import torch.nn as nn
 
-from playtester.imitation.policy import int8_layers
+from playtester.perception.int8 import CALIBRATION_FRAMES, int8_layers
 
 
 def int8_actor(module: nn.Module) -> nn.Module:
@@ -34,3 +41,13 @@ def int8_actor(module: nn.Module) -> nn.Module:
         if child is not shared:
             setattr(actor, name, int8_layers(child))
     return actor
+
+
+def int8_frozen_encoder(module: nn.Module, calibration_frames: int = CALIBRATION_FRAMES) -> bool:
+    """Quantise `module`'s frozen encoder in place (`FeatureEncoder.quantise`: int8 once it has
+    encoded `calibration_frames` frames), for the rest of the run; False, and nothing done, for a
+    network that trains its whole trunk."""
+    if not getattr(module, "frozen_trunk", False):
+        return False
+    module.encoder.quantise(calibration_frames)
+    return True

@@ -20,8 +20,9 @@ The advantages of the two streams are added with weights `ext_coef` and `int_coe
 `update` and `metrics`, and `RunControl` does what happens around it (checkpoints, Ctrl-C, early stop).
 Everything trained runs on one Fabric: the actor-critic, and the reward hook's own models (its
 `setup(fabric)`); Fabric seeds the run, saves the checkpoints and restores them on resume.
-With `acting="int8"` the rollouts are collected by an int8 copy of the actor-critic made anew
-before each one, and the update trains the fp32 network (`exploration/acting.py`).
+With `acting="int8"` the frozen encoder runs in int8 for the whole run and the rollouts are
+collected by an int8 copy of the actor-critic made anew before each one; the update trains the
+fp32 network (`exploration/acting.py`).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from torch import Tensor
 from torch.distributions import Categorical
 
 from playtester.errors import UserError
-from playtester.exploration.acting import int8_actor
+from playtester.exploration.acting import int8_actor, int8_frozen_encoder
 from playtester.exploration.actor_critic import GRUActorCritic, GRUActorCriticConfig
 from playtester.exploration.checkpoints import load_checkpoint, load_into, rng_state, save_checkpoint, set_rng_state
 from playtester.exploration.free_rollout import collect_rollout_free, free_running
@@ -185,6 +186,8 @@ def train(
         collect = collect_rollout_free if free_running(cfg, envs) else collect_rollout
         games = Games(cfg, envs, module, start_iteration, global_step, fabric.device)
         run = RunControl(cfg, fabric, checkpoint_path, agent_spec, module, optimizer, reward_hook, start_iteration, global_step)
+        if cfg.acting == "int8":
+            int8_frozen_encoder(module)  # once for the run: exploration/acting.py
         with run.saving_on_interrupt():
             for iteration in range(start_iteration, cfg.num_iterations + 1):
                 if cfg.anneal_lr:

@@ -34,9 +34,10 @@ class PPOConfig:
     soon as it answers (`exploration/free_rollout.py`): for comparisons; the rollouts are the same
     kind either way."""
     acting: Literal["fp32", "int8"] = "fp32"
-    """Precision of the rollout's decisions: `fp32`, or `int8` (a copy of the actor-critic with
-    its GRUs and linear layers quantised, made anew before each rollout; PPO still learns in fp32;
-    CPU only: `exploration/acting.py`)."""
+    """Precision of the rollout's decisions: `fp32`, or `int8` (a frozen encoder's convolutions
+    int8 for the whole run, and a copy of the actor-critic with its GRUs and linear layers
+    quantised, made anew before each rollout; PPO still learns in fp32; CPU only:
+    `exploration/acting.py`)."""
     frame_size: int = 64
     """Side of the square frames pixel games are resized to (INTER_AREA). Ignored for `state:` envs."""
     num_steps: int = 128

@@ -18,7 +18,8 @@ import numpy as np
 import torch
 
 from playtester.capture.keymap import KeyMap
-from playtester.imitation.policy import ImitationPolicy, PolicyConfig, build_encoder, int8_layers, to_input
+from playtester.imitation.policy import ImitationPolicy, PolicyConfig, build_encoder, to_input
+from playtester.perception.int8 import CALIBRATION_FRAMES, int8_layers
 from playtester.perception.od_mask import od_mask
 
 
@@ -35,13 +36,15 @@ class LivePolicy:
         self.policy.encoder.to(memory_format=self.memory_format)
         self.reset()
 
-    def quantise(self) -> "LivePolicy":
-        """Its GRUs and action head in int8 from now on (`int8_layers`; the encoder stays fp32): a
-        step about ×0.75 the time on 2 CPU cores, its actions within about 1 % of fp32's
+    def quantise(self, calibration_frames: int = CALIBRATION_FRAMES) -> "LivePolicy":
+        """The whole network in int8 from now on (perception/int8.py): its GRUs and action head
+        at once, its encoder's convolutions once they have seen `calibration_frames` frames. A
+        step about ×0.5 the time on 2 CPU cores, its actions within about 2 % of fp32's
         (docs/BENCHMARKS.md). CPU only; returns itself."""
         if self.device.type != "cpu":
             raise ValueError(f"int8 layers run on the CPU; this policy is on {self.device}")
         self.policy.core = int8_layers(self.policy.core)
+        self.policy.encoder.quantise(calibration_frames)
         return self
 
     @property

@@ -12,7 +12,6 @@ the live policy encodes one frame a step. `PolicyCore` therefore works on featur
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -172,20 +171,3 @@ class ImitationPolicy(nn.Module):
         for i in range(0, len(frames), batch):
             out.append(self.encoder(to_input(frames[i : i + batch], self.cfg.frames)))
         return torch.cat(out) if out else torch.zeros(0, self.cfg.feature_dim)
-
-
-INT8_LAYERS = {nn.GRU, nn.LSTM, nn.Linear}
-
-
-def int8_layers(module: nn.Module) -> nn.Module:
-    """`module` with every GRU, LSTM and linear layer in it dynamically quantised to int8, in place
-    (weights int8 per tensor, activations quantised as they come; the CPU's fbgemm or qnnpack
-    kernels); returned, since a bare layer is replaced, not changed. For networks that act and do
-    not learn: the live test policy (`LivePolicy.quantise`), the explorer's rollout copy
-    (exploration/acting.py). At the paper's shape the GRUs and head are ~27 MB of fp32 weights read
-    for every frame; int8 reads a quarter of that."""
-    with warnings.catch_warnings():  # torch.ao.quantization's notice that torchao is its successor
-        warnings.simplefilter("ignore")
-        # quantize_dynamic swaps children; a wrapper lets a bare layer be swapped too
-        wrapped = torch.ao.quantization.quantize_dynamic(nn.Sequential(module), INT8_LAYERS, dtype=torch.qint8, inplace=True)
-    return wrapped[0].eval()

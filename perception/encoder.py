@@ -28,6 +28,7 @@ from torch.nn import functional as F
 from playtester.errors import UserError
 from playtester.capture.frames import FrameSpec
 from playtester.perception.compact_backbone import BLOCKS, WIDTHS, CompactBody
+from playtester.perception.int8 import CALIBRATION_FRAMES, Int8Convolutions
 from playtester.perception.od_mask import od_mask_torch
 from playtester.perception.training import read_checkpoint, tag_checkpoint
 
@@ -147,15 +148,39 @@ class FeatureEncoder(nn.Module):
         self.out_dim = feature_dim
         self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), persistent=False)
         self.register_buffer("std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1), persistent=False)
+        self._int8: Int8Convolutions | None = None  # `quantise`; a plain attribute, not a submodule
 
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
         if frames.ndim != 4 or frames.shape[1] != 3:
             raise ValueError(f"FeatureEncoder: frames of shape {tuple(frames.shape)}, expected B×3×H×W")
         if min(frames.shape[-2:]) < MIN_INPUT:
             raise ValueError(f"FeatureEncoder: frames of {tuple(frames.shape[-2:])} pixels; the trunk needs {MIN_INPUT} or more")
+        if self._int8 is not None:
+            return self._int8(frames)
+        return self.features(frames)
+
+    def features(self, frames: torch.Tensor) -> torch.Tensor:
+        """The network itself, without `forward`'s checks (what `quantise` traces)."""
         x = (frames - self.mean) / self.std
         x = self.pool(self.trunk(x)).flatten(1)
         return F.relu(self.proj(x))
+
+    @property
+    def int8(self) -> bool:
+        """Whether `quantise` was called (its convolutions int8 once calibrated)."""
+        return self._int8 is not None
+
+    def quantise(self, calibration_frames: int = CALIBRATION_FRAMES) -> "FeatureEncoder":
+        """From now on this encoder's convolutions and projection run in int8 on the CPU, their
+        activation ranges observed on the next `calibration_frames` frames it encodes (answered
+        in fp32 meanwhile): `perception/int8.py`. For an encoder that no longer learns; its
+        parameters and state dict stay fp32. A second call changes nothing. Returns itself."""
+        if self._int8 is None:
+            if self.proj.weight.device.type != "cpu":
+                raise ValueError(f"int8 convolutions run on the CPU; this encoder is on {self.proj.weight.device}")
+            example = torch.zeros(1, 3, MIN_INPUT, MIN_INPUT).contiguous(memory_format=torch.channels_last)
+            self._int8 = Int8Convolutions(_Features(self), example, calibration_frames)
+        return self
 
     def load_imagenet(self) -> bool:
         """Load torchvision's ImageNet AlexNet weights into the trunk; False when they cannot be
@@ -174,6 +199,17 @@ class FeatureEncoder(nn.Module):
         trunk = {k.removeprefix("features."): v for k, v in state.items() if k.startswith("features.")}
         self.trunk.load_state_dict(trunk)
         return True
+
+
+class _Features(nn.Module):
+    """An encoder's `features` as a module's forward: what torch.fx traces for `quantise`."""
+
+    def __init__(self, encoder: FeatureEncoder) -> None:
+        super().__init__()
+        self.encoder = encoder
+
+    def forward(self, frames: torch.Tensor) -> torch.Tensor:
+        return self.encoder.features(frames)
 
 
 def frames_to_float(frames: torch.Tensor) -> torch.Tensor:

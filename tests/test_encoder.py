@@ -182,3 +182,46 @@ def test_episodes_without_ground_truth_take_boxes_from_the_detector_function(dem
     i = data.episodes.index(bare)
     assert data.boxes[i][0].tolist() == pytest.approx([16 * 0.4, 12 * 64 / 120, 48 * 0.4, 36 * 64 / 120])
     assert np.isnan(data.boxes[i][1]).all()
+
+
+def _park_batch(park_env, n: int) -> torch.Tensor:
+    """n park frames of a short random walk as the encoder takes them: float B×3×H×W, NHWC."""
+    obs, _ = park_env.reset(seed=5)
+    frames, rng = [obs], np.random.default_rng(1)
+    while len(frames) < n:
+        obs, *_ = park_env.step(int(rng.integers(park_env.action_space.n)))
+        frames.append(obs)
+    return torch.from_numpy(np.stack(frames)).permute(0, 3, 1, 2).float().div(255.0)
+
+
+@pytest.mark.parametrize("trunk", ["alexnet", "compact"])
+def test_quantise_answers_in_fp32_while_it_calibrates_then_in_int8(trunk, park_env):
+    """`FeatureEncoder.quantise`: the next frames go through fp32 with observers (the same
+    features), then the convolutions run in int8 (other numbers, within a few per cent); the
+    encoder's weights and state dict do not change."""
+    import copy
+
+    torch.manual_seed(0)
+    enc = FeatureEncoder(feature_dim=64, pool=3, trunk=trunk).eval()
+    weights = {k: v.clone() for k, v in enc.state_dict().items()}
+    x = _park_batch(park_env, 16)
+    with torch.inference_mode():
+        fp32 = enc(x)
+    assert not enc.int8 and enc.quantise(calibration_frames=8) is enc and enc.int8
+    with torch.inference_mode():
+        calibrating = torch.cat([enc(x[:4]), enc(x[4:8])])
+        assert enc._int8.calibrated
+        int8 = enc(x)
+    torch.testing.assert_close(calibrating, fp32[:8], atol=1e-5, rtol=1e-5)
+    converted = [type(m).__name__ for m in enc._int8._int8.modules() if ".quantized." in type(m).__module__]
+    assert any("Conv" in name for name in converted), converted
+    assert not torch.equal(int8, fp32)
+    # the compact trunk's GroupNorms stay fp32: a dequantise and a requantise round each of them
+    assert float((int8 - fp32).norm() / fp32.norm()) < (0.05 if trunk == "alexnet" else 0.1)
+    assert enc.state_dict().keys() == weights.keys() and all(torch.equal(v, weights[k]) for k, v in enc.state_dict().items())
+    int8_part = enc._int8
+    assert enc.quantise() is enc and enc._int8 is int8_part  # a second call changes nothing
+    with torch.inference_mode():
+        torch.testing.assert_close(copy.deepcopy(enc)(x), int8)
+    with pytest.raises(ValueError, match="calibration_frames=0"):
+        FeatureEncoder(feature_dim=8).quantise(calibration_frames=0)

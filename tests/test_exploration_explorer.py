@@ -9,7 +9,8 @@ import torch
 
 from playtester.errors import UserError
 from playtester.capture.games import make_game
-from playtester.exploration.acting import int8_actor
+from playtester.exploration.acting import int8_actor, int8_frozen_encoder
+from playtester.exploration.actor_critic import RandomAgent, RandomAgentConfig
 from playtester.exploration.checkpoints import load_agent
 from playtester.exploration.explorer import KnownObjectsMask, build_explorer, mask_known_objects
 from playtester.exploration.imitation_ac import ImitationActorCritic
@@ -98,7 +99,7 @@ def test_the_int8_actor_shares_the_encoder_and_acts_as_the_fp32_explorer(path_po
     agent = ImitationActorCritic.from_checkpoint(path_policy).eval()
     weights = {k: v.clone() for k, v in agent.state_dict().items()}
     actor = int8_actor(agent)
-    assert actor.encoder is agent.encoder  # the features stored and the preference policy's stay fp32
+    assert actor.encoder is agent.encoder and not agent.encoder.int8  # shared, and left as it was
     quantised = {name for name, m in actor.named_modules() if type(m).__module__.startswith("torch.ao.nn.quantized.dynamic")}
     assert {"core.local", "core.glob", "core.logits", "critic.0"} <= quantised
     assert not any(name.startswith("encoder") for name in quantised)
@@ -126,17 +127,40 @@ def test_the_int8_actor_shares_the_encoder_and_acts_as_the_fp32_explorer(path_po
     torch.testing.assert_close(torch.cat([o.values for o in int8]), fp32.values, atol=0.1, rtol=0)  # the same critic, in int8
 
 
+def test_the_frozen_encoder_turns_int8_once_for_the_run(path_policy, park_frames):
+    """`int8_frozen_encoder`: the PPGTA explorer's frozen encoder (shared with the preference
+    policy) runs int8 convolutions once calibrated; its weights and the checkpoint's keys stay
+    fp32's. A network that trains its whole trunk is left alone."""
+    agent = ImitationActorCritic.from_checkpoint(path_policy).eval()
+    preference = ImitationActorCritic.from_checkpoint(path_policy).eval()
+    preference.share_encoder(agent)
+    keys = set(agent.state_dict())
+    with torch.no_grad():
+        fp32 = torch.cat([agent.prepare(torch.from_numpy(f[None])) for f in park_frames])
+    agent._features.clear()
+    assert int8_frozen_encoder(agent, calibration_frames=4) and agent.encoder.int8 and preference.encoder.int8
+    with torch.no_grad():
+        int8 = torch.cat([agent.prepare(torch.from_numpy(f[None])) for f in park_frames])
+    assert agent.encoder._int8.calibrated and set(agent.state_dict()) == keys
+    torch.testing.assert_close(int8[:4], fp32[:4], atol=1e-5, rtol=1e-5)  # observed, answered in fp32
+    assert not torch.equal(int8[4:], fp32[4:])
+    assert float((int8[4:] - fp32[4:]).norm() / fp32[4:].norm()) < 0.05
+    assert not int8_frozen_encoder(RandomAgent(RandomAgentConfig(num_actions=3)))
+
+
 def test_a_quantised_test_policy_steps_as_the_fp32_one(tiny_inspect_policy, park_frames):
-    """`acting: int8` quantises the live test policy's GRUs and head in place; its encoder stays
-    fp32 and its action distributions stay within 0.05 total variation of fp32's through a test."""
+    """`acting: int8` quantises the live test policy in place: its GRUs and head at once, its
+    encoder's convolutions after its calibration frames; its action distributions stay within
+    0.05 total variation of fp32's through a test."""
     fp32, int8 = load_policy(tiny_inspect_policy), load_policy(tiny_inspect_policy)
-    assert int8.quantise() is int8
+    assert int8.quantise(calibration_frames=4) is int8
     assert type(int8.policy.core.glob).__module__.startswith("torch.ao.nn.quantized.dynamic")
     assert type(int8.policy.core.logits).__module__.startswith("torch.ao.nn.quantized.dynamic")
-    assert type(int8.policy.encoder.proj) is torch.nn.Linear
+    assert int8.policy.encoder.int8
     box = [100.0, 60.0, 160.0, 140.0]
     p = np.stack([fp32.step(f, box) for f in park_frames])
     q = np.stack([int8.step(f, box) for f in park_frames])
+    assert int8.policy.encoder._int8.calibrated  # the last 8 of the 12 steps encoded in int8
     assert not np.array_equal(p, q)
     assert np.abs(p - q).sum(-1).max() / 2 < 0.05
 

@@ -213,7 +213,8 @@ def test_run_explore_reads_its_config_file_and_resumes_from_the_folder_alone(sma
 def test_acting_int8_from_config_collects_each_rollout_with_an_int8_copy(tiny_inspect_policy, small_park, tmp_path, capsys,
                                                                          monkeypatch):
     """`acting: int8` in --config: every rollout of the PPO explorer is collected by a fresh int8
-    copy of it (and it still learns), and the test policy is quantised; another value, or int8
+    copy of it (and it still learns), its frozen encoder is offered for int8 once, and the test
+    policy is quantised; another value, or int8
     with --device cuda, is one line."""
     import torch
     import yaml
@@ -228,8 +229,9 @@ def test_acting_int8_from_config_collects_each_rollout_with_an_int8_copy(tiny_in
         copies.append(real(module))
         return copies[-1]
 
-    quantised = []
+    quantised, encoders = [], []
     monkeypatch.setattr(ppo, "int8_actor", counting)
+    monkeypatch.setattr(ppo, "int8_frozen_encoder", lambda module, real=ppo.int8_frozen_encoder: encoders.append(real(module)))
     monkeypatch.setattr(LivePolicy, "quantise", lambda live, real=LivePolicy.quantise: quantised.append(real(live)) or live)
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump({"acting": "int8", "rollout": 8, "oracle_labels": True, "test_steps": 4}))
@@ -239,6 +241,7 @@ def test_acting_int8_from_config_collects_each_rollout_with_an_int8_copy(tiny_in
     assert yaml.safe_load((out / "config.yaml").read_text())["acting"] == "int8"
     assert len(quantised) == 1  # the one instance's test policy (it plays in this process)
     assert len(copies) >= 4 and len({id(c) for c in copies}) == len(copies)  # 40 steps, a rollout of 8: a copy each
+    assert encoders == [False]  # once a run; the inspector's conv GRU trains its whole trunk, so nothing to freeze
     assert all(type(c.rnn).__module__.startswith("torch.ao.nn.quantized.dynamic") for c in copies)
     learnt = load_agent(out / "explorer" / "checkpoints" / "last.ckpt")
     assert type(learnt.rnn) is torch.nn.GRU  # the checkpoint holds the fp32 network that learns
