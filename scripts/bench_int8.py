@@ -63,7 +63,7 @@ def int8_explorer(path_ckpt: Path, calibration: list[np.ndarray]):
     int8_frozen_encoder(agent, calibration_frames=len(calibration))
     with torch.inference_mode():
         for frame in calibration:
-            agent.prepare(torch.from_numpy(np.asarray(frame)[None]))
+            agent.prepare(torch.from_numpy(np.array(frame)[None]))
     return agent, int8_actor(agent)
 
 

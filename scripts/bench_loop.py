@@ -21,8 +21,8 @@ M holds path.ckpt, inspect.ckpt and detector.ckpt (`playtester demo` writes them
 - decision: one explorer decision on a batch of `--envs` new frames (the frozen encoder, the
   actor-critic's forward, sampling the action) under `torch.inference_mode`, median and p90 ms
   over `--decisions`, in a process of its own with torch's default threads (the machine's cores)
-  or `--decision-threads`; with `--acting int8`, the working tree's decision is its int8 copy's
-  (`exploration/acting.py`), and its runs play with `acting: int8` (added to the `--config` file
+  or `--decision-threads`; with `--acting int8`, the working tree's decision is as that knob makes
+  it (its frozen encoder int8 after 64 frames, its int8 copy: `exploration/acting.py`), and its runs play with `acting: int8` (added to the `--config` file
   of `--new-args`, or to one of its own); `--ref` at the working tree's own folder then compares
   int8 with fp32 side by side;
 - same run: whether the two trees' runs played the same actions (a digest of every row's env,
@@ -68,25 +68,28 @@ if threads:
 torch.manual_seed(0)
 policy = load_policy(path).policy
 agent = ImitationActorCritic.from_policy(policy, num_values=2).eval().to(device)
-actor = agent
-if acting == "int8":
-    from playtester.exploration.acting import int8_actor
-    actor = int8_actor(agent)
+actor, encoding, warm = agent, agent, 20
+if acting == "int8":  # as a run with acting int8: the frozen encoder int8 once calibrated, an int8 copy decides
+    from playtester.exploration.acting import int8_actor, int8_frozen_encoder
+    from playtester.perception.int8 import CALIBRATION_FRAMES
+    encoding = ImitationActorCritic.from_policy(policy, num_values=2).eval()
+    int8_frozen_encoder(encoding)
+    actor, warm = int8_actor(encoding), 20 + CALIBRATION_FRAMES // batch + 1
 frames = getattr(policy.cfg, "frames", None)
 shape = (frames.height, frames.width) if frames is not None and hasattr(frames, "height") else (frames.side, frames.side) if frames is not None else (policy.cfg.image_size,) * 2
 rng = np.random.default_rng(0)
 state, done = agent.initial_state(batch), torch.zeros(1, batch, device=device)
 times = []
-for i in range(n + 20):
+for i in range(n + warm):
     obs = torch.from_numpy(rng.integers(0, 256, (batch, *shape, 3), dtype=np.uint8))
     t0 = time.perf_counter()
     obs = obs.to(device)
     with torch.inference_mode():
-        out = actor(agent.prepare(obs).unsqueeze(0), state, done)
+        out = actor(encoding.prepare(obs).unsqueeze(0), state, done)
         state = out.state
         action = torch.distributions.Categorical(logits=out.logits[0]).sample()
     action.tolist()
-    if i >= 20:
+    if i >= warm:
         times.append((time.perf_counter() - t0) * 1000)
 print(json.dumps({"file": playtester.__file__, "threads": torch.get_num_threads(), "device": device, "acting": acting, "median": float(np.median(times)),
                   "p90": float(np.percentile(times, 90))}))

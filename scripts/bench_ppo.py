@@ -35,9 +35,9 @@ action path (`action_path`: the explorer's forward and sample, then the reward h
 only keeps what the rollout's rewards need) against the rewards' share of a step when they are
 computed in one batch at the rollout's end (`rewards_batched_per_step`, a 128-step rollout) and
 the parts the action path carried when they were computed step by step (`preference`, `rnd`;
-`total` was the whole decision then). `policy_int8` and `action_path_int8` are the same with the
-explorer's int8 copy deciding (`acting: int8`, `exploration/acting.py`), timed on the same frames
-in the same loop, the frame encoded again.
+`total` was the whole decision then). `policy_int8` and `action_path_int8` are the same as
+`acting: int8` decides (`exploration/acting.py`): the frozen encoder's convolutions in int8 and
+the explorer's int8 copy, timed on the same frames in the same loop.
 """
 from __future__ import annotations
 
@@ -169,7 +169,7 @@ def decision_latency(steps: int = 384) -> dict[str, float]:
     from dataclasses import asdict
 
     from playtester.capture.frames import FrameSpec
-    from playtester.exploration.acting import int8_actor
+    from playtester.exploration.acting import int8_actor, int8_frozen_encoder
     from playtester.exploration.explorer import mask_known_objects
     from playtester.exploration.imitation_ac import ImitationActorCritic
     from playtester.exploration.preference import preference_reward
@@ -182,7 +182,9 @@ def decision_latency(steps: int = 384) -> dict[str, float]:
     policy_cfg = PolicyConfig(n_actions=9, feature_dim=512, encoder=asdict(encoder_cfg))
     path_policy = ImitationPolicy(policy_cfg, build_encoder(policy_cfg.encoder))
     explorer = ImitationActorCritic.from_policy(path_policy, num_values=2).eval()
-    actor = int8_actor(explorer)
+    explorer8 = ImitationActorCritic.from_policy(path_policy, num_values=2).eval()  # as acting: int8 runs it
+    int8_frozen_encoder(explorer8, calibration_frames=1)  # random frames: one is as good a calibration as 64
+    actor = int8_actor(explorer8)
     preference = ImitationActorCritic.from_policy(path_policy, num_values=1).eval()
     separate = ImitationActorCritic.from_policy(path_policy, num_values=1).eval()  # with its own encoder pass
     preference.share_encoder(explorer)  # as build_explorer wires them
@@ -233,10 +235,10 @@ def decision_latency(steps: int = 384) -> dict[str, float]:
         hook.step(StepView(masked[None], out.logits[0], done[0].bool(), masked[None]))
         hook_steps.append((time.perf_counter() - t0) * 1000)
         parts.setdefault("action_path", []).append(parts["policy"][-1] + hook_steps[-1])
-        explorer._features.clear()  # the int8 copy's decision encodes the frame again, as a decision does
+        explorer8._features.clear()  # a decision encodes its frame
         t0 = time.perf_counter()
         with torch.no_grad():
-            out8 = actor(explorer.prepare(torch.from_numpy(masked[None])).unsqueeze(0), q_state, done)
+            out8 = actor(explorer8.prepare(torch.from_numpy(masked[None])).unsqueeze(0), q_state, done)
             q_state = out8.state
             int(torch.distributions.Categorical(logits=out8.logits[0]).sample())
         parts.setdefault("policy_int8", []).append((time.perf_counter() - t0) * 1000)
