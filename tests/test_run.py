@@ -34,8 +34,9 @@ def test_run_writes_a_report_and_resumes(tiny_inspect_policy, small_park, tmp_pa
 def test_ctrl_c_keeps_what_was_written_and_resume_finishes(tiny_parts, small_park, tmp_path, explorer):
     tester, path = tiny_parts("inspect")[2], tiny_parts("path")[2]
     out = tmp_path / "r2"
+    steps = 250  # an episode: the run is cut at 150 rows of its 500, and the resume plays one more
     args = [sys.executable, "-m", "playtester", "run", "--game", small_park, "--tester", str(tester), "--oracle-labels",
-            "--explorer", explorer, "--steps", "400", "--episodes", "2", "--test-steps", "8", "--out", str(out)]
+            "--explorer", explorer, "--steps", str(steps), "--episodes", "2", "--test-steps", "8", "--out", str(out)]
     if explorer == "ppgta":  # two game processes; the explorer keeps its last update
         args += ["--preference", str(path), "--envs", "2", "--rollout", "16"]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -59,7 +60,7 @@ def test_ctrl_c_keeps_what_was_written_and_resume_finishes(tiny_parts, small_par
     rows = list(read_jsonl(out / "trajectory.jsonl"))
     assert rows[: len(kept)] == kept, "what was written before Ctrl-C is kept as it was"
     assert {r["episode"] for r in rows} == {0, 1, 2}
-    assert [r["t"] for r in rows if r["episode"] == 2] == list(range(400))
+    assert [r["t"] for r in rows if r["episode"] == 2] == list(range(steps))
     assert json.loads((out / "summary.json").read_text())["episodes"] == 3
     again = subprocess.run([*more, "--resume"], capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and "every one of the 3 episodes was played" in " ".join(again.stdout.split())
