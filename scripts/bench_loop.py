@@ -22,9 +22,9 @@ M holds path.ckpt, inspect.ckpt and detector.ckpt (`playtester demo` writes them
   actor-critic's forward, sampling the action) under `torch.inference_mode`, median and p90 ms
   over `--decisions`, in a process of its own with torch's default threads (the machine's cores)
   or `--decision-threads`; with `--acting int8`, the working tree's decision is as that knob makes
-  it (its frozen encoder int8 after 64 frames, its int8 copy: `exploration/acting.py`), and its runs play with `acting: int8` (added to the `--config` file
-  of `--new-args`, or to one of its own); `--ref` at the working tree's own folder then compares
-  int8 with fp32 side by side;
+  it (its frozen encoder int8 after 64 frames, its int8 copy: `exploration/acting.py`), and its
+  runs play with `acting: int8` (added to the `--config` file of `--new-args`, or to one of its
+  own); `--ref` at the working tree's own folder then compares int8 with fp32 side by side;
 - same run: whether the two trees' runs played the same actions (a digest of every row's env,
   episode, step, action and mode): a pure speed-up keeps it `yes` at `--envs 1`; with several
   instances the run is not repeatable even on one tree (which instance claims an OOI first, in the
@@ -195,6 +195,8 @@ def main() -> None:
     for name in ("path.ckpt", "inspect.ckpt", "detector.ckpt"):
         if not (args.models / name).is_file():
             sys.exit(f"bench_loop: --models {args.models} has no {name}; run `playtester demo` and give its models folder")
+    if args.acting == "int8" and args.decision_device != "cpu":
+        sys.exit("bench_loop: --acting int8 quantises for the CPU; time it with --decision-device cpu")
 
     scratch = Path(tempfile.mkdtemp(prefix="bench_loop-"))
     trees = {"new": ROOT}

@@ -215,8 +215,7 @@ def test_acting_int8_from_config_collects_each_rollout_with_an_int8_copy(tiny_in
                                                                          monkeypatch):
     """`acting: int8` in --config: every rollout of the PPO explorer is collected by a fresh int8
     copy of it (and it still learns), its frozen encoder is offered for int8 once, and the test
-    policy is quantised; another value, or int8
-    with --device cuda, is one line."""
+    policy is quantised; another value, or int8 with --device cuda, is one line."""
     import torch
     import yaml
 
