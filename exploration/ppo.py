@@ -4,7 +4,10 @@ The names are CleanRL's (`obs`, `actions`, `logprobs`, `rewards`, `dones`, `valu
 `b_advantages`, `pg_loss`, `v_loss`, `entropy_loss`), and so are the log keys (`charts/…`,
 `losses/…`). Recurrent state is done the way `ppo_atari_lstm.py` does it: the state is reset by the
 done mask inside the forward pass, the state at the start of each rollout is kept, and minibatches
-are cut by environment so that every sequence stays whole.
+are cut by environment so that every sequence stays whole. With `seq_len`, the state before every
+step is kept as well and the update cuts each environment's rollout into sequences of `seq_len`
+steps, each from its stored state (sb3-contrib's RecurrentPPO does the same), so that a minibatch
+runs several sequences side by side.
 
 Rewards come in two streams, each with its own value head and GAE (as in CleanRL's RND PPO):
 
@@ -124,10 +127,29 @@ class RolloutBatch(NamedTuple):
     """`T×N×V` per-stream returns."""
     initial_state: Tensor
     """`N×…` recurrent state at the start of the rollout."""
+    states: Tensor | None = None
+    """`T×N×…` recurrent state before each step's decision (kept where `seq_len` cuts the rollout)."""
 
     def environments(self, envs: Tensor) -> "RolloutBatch":
         """The minibatch holding whole sequences of the environments `envs`."""
-        return RolloutBatch(*(x[envs] if name == "initial_state" else x[:, envs] for name, x in zip(self._fields, self)))
+        return RolloutBatch(*(x if x is None else x[envs] if name == "initial_state" else x[:, envs]
+                              for name, x in zip(self._fields, self)))
+
+    def sequences(self, seq_len: int) -> "RolloutBatch":
+        """The rollout as `T / seq_len × N` sequences of `seq_len` steps side by side (`seq_len×…`),
+        each starting from the state the rollout had at its first step; sequence `c·N + n` is
+        environment n's c-th."""
+        T, N = self.actions.shape[:2]
+        if self.states is None:
+            raise ValueError("sequences: the rollout kept no states (its config's seq_len cuts nothing)")
+        cut = T // seq_len
+
+        def split(x: Tensor) -> Tensor:  # T×N×… → seq_len×(cut·N)×…
+            return x.reshape(cut, seq_len, N, *x.shape[2:]).transpose(0, 1).reshape(seq_len, cut * N, *x.shape[2:])
+
+        starts = self.states[::seq_len].reshape(cut * N, *self.states.shape[2:])
+        fields = {name: split(x) for name, x in zip(self._fields, self) if name not in ("initial_state", "states")}
+        return RolloutBatch(**fields, initial_state=starts)
 
 
 class TrainResult(NamedTuple):
@@ -239,6 +261,18 @@ class Rollout:
         self.values = torch.zeros((T, N, num_values), device=device)
         self.initial_state: Tensor | None = None
         """`N×…` recurrent state at the start of the rollout."""
+        self.states: Tensor | None = None
+        """`T×N×…` recurrent state before each step's decision, where `cfg.seq_len` cuts the
+        rollout for the update (`keep_state`); else None."""
+        self.keeps_states = 0 < cfg.seq_len < T
+
+    def keep_state(self, steps: Tensor | int, rows: Tensor | slice, state: Tensor) -> None:
+        """The recurrent state the decision of `steps` × `rows` starts from (`cfg.seq_len` only)."""
+        if not self.keeps_states:
+            return
+        if self.states is None:
+            self.states = torch.zeros((self.actions.shape[0], *state.shape), dtype=state.dtype, device=self.device)
+        self.states[steps, rows] = state
 
 
 class Games:
@@ -293,6 +327,7 @@ def collect_rollout(
                 rollout.obs = torch.zeros((cfg.num_steps, N, *next_input.shape[1:]), dtype=next_input.dtype, device=device)
             rollout.obs[step] = next_input
             rollout.dones[step] = games.next_done
+            rollout.keep_state(step, slice(None), games.next_state)
             out = agent(next_input.unsqueeze(0), games.next_state, games.next_done.unsqueeze(0))
             logits, games.next_state = out.logits[0], out.state
             dist = Categorical(logits=logits, validate_args=False)
@@ -376,12 +411,16 @@ def compute_advantages(cfg: PPOConfig, agent: nn.Module, module: nn.Module, roll
                 gammas[v], cfg.gae_lambda,
             )
             advantages += adv_coefs[v] * adv_v
-    return RolloutBatch(rollout.obs, rollout.actions, rollout.logprobs, dones, rollout.values, advantages, returns, rollout.initial_state)
+    return RolloutBatch(rollout.obs, rollout.actions, rollout.logprobs, dones, rollout.values, advantages, returns,
+                        rollout.initial_state, rollout.states)
 
 
 def update(cfg: PPOConfig, fabric: Any, agent: nn.Module, optimizer: torch.optim.Optimizer, batch: RolloutBatch) -> UpdateStats:
-    """PPO's epochs over minibatches of whole environment sequences (stopped early past `target_kl`)."""
-    N = cfg.num_envs
+    """PPO's epochs over minibatches of whole environment sequences, or of the rollout cut into
+    sequences of `cfg.seq_len` steps (stopped early past `target_kl`)."""
+    if batch.states is not None and 0 < cfg.seq_len < batch.actions.shape[0]:
+        batch = batch.sequences(cfg.seq_len)
+    N = batch.actions.shape[1]
     num_values = batch.values.shape[-1]
     envs_per_batch = N // cfg.num_minibatches
     clipfracs, approx_kls = [], []

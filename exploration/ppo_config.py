@@ -53,7 +53,14 @@ class PPOConfig:
     gae_lambda: float = 0.95
     """λ of generalised advantage estimation."""
     num_minibatches: int = 4
-    """Minibatches per epoch; each holds `num_envs / num_minibatches` whole environment sequences."""
+    """Minibatches per epoch; each holds `num_envs / num_minibatches` whole environment sequences
+    (with `seq_len`, that many of the rollout's sequences of `seq_len` steps)."""
+    seq_len: int = 0
+    """Cut each environment's `num_steps` into sequences of this many steps for the update, each
+    starting from the recurrent state the rollout had there (truncated backpropagation through
+    time, as sb3-contrib's RecurrentPPO does): a minibatch then holds several short sequences side
+    by side instead of one long one, which a CPU runs far faster for a large GRU. 0 (or
+    `num_steps`): whole rollouts, gradients through all of it (CleanRL)."""
     update_epochs: int = 4
     """Passes over each rollout."""
     norm_adv: bool = True
@@ -120,6 +127,8 @@ class PPOConfig:
             raise ValueError(f"acting={self.acting!r}: use 'fp32' or 'int8'")
         if self.acting == "int8" and self.accelerator != "cpu":
             raise ValueError(f"acting='int8' quantises for the CPU; with accelerator={self.accelerator!r} use 'fp32'")
+        if self.seq_len < 0 or (self.seq_len and self.num_steps % self.seq_len):
+            raise ValueError(f"seq_len={self.seq_len} must divide num_steps={self.num_steps} (or be 0: whole rollouts)")
         if self.frame_size < 36:
             raise ValueError(f"frame_size={self.frame_size}: the conv encoder needs at least 36 pixels")
 

@@ -29,6 +29,11 @@ episodes (each ± its standard deviation over the seeds), env steps per second o
 ratios ours / SB3 and ours / RecurrentPPO. Needs the `bench` extra (stable-baselines3 and
 sb3-contrib); a contender whose library is missing is skipped with a one-line message.
 
+`--part update` times one PPO update of the explorer at the paper's shape (`update_time`) with
+whole rollouts and with `seq_len` sequences, alternating in one process:
+
+    python scripts/bench_ppo.py --part update [--envs 2] [--rollout 64] [--seq-lens 0 16 8] [--rounds 5] [--threads 2]
+
 `--part latency` times one explorer decision on one frame with the real networks at the paper's
 shape (`ImitationActorCritic`: AlexNet trunk at 128×128, local bi-GRU, global GRU 1024): the
 action path (`action_path`: the explorer's forward and sample, then the reward hook's step, which
@@ -256,6 +261,66 @@ def decision_latency(steps: int = 384) -> dict[str, float]:
     return medians
 
 
+def update_time(envs: int = 2, rollout: int = 64, seq_lens: tuple[int, ...] = (0, 16, 8), rounds: int = 5) -> dict[int, list[float]]:
+    """Seconds of one PPO update (`ppo.update`: the epochs, minibatches, backward passes and Adam
+    steps) of the explorer at the paper's shape, for each `seq_len` in turn, `rounds` times.
+
+    The rollout is what `playtester run explore` trains on: `envs` instances × `rollout` steps of
+    the frozen encoder's 512 features (random: the cost does not depend on them), an episode start
+    at the first step, the tester run's PPO settings (4 epochs, `gcd(envs, 4)` minibatches), the
+    recurrent state kept before every step (from the actor-critic's own forward over the rollout,
+    as a rollout keeps it). Each `seq_len` updates its own copy of the same network from the same
+    weights; 0 is whole rollouts.
+    """
+    import copy
+    import math
+    from dataclasses import asdict
+
+    from lightning.fabric import Fabric
+
+    from playtester.exploration.imitation_ac import ImitationActorCritic
+    from playtester.exploration.ppo import RolloutBatch, update
+    from playtester.imitation.policy import ImitationPolicy, PolicyConfig, build_encoder
+    from playtester.perception.encoder import EncoderConfig
+
+    torch.manual_seed(0)
+    encoder_cfg = EncoderConfig(action_names=[f"a{i}" for i in range(9)], image_size=128, feature_dim=512, pretrained="none")
+    policy_cfg = PolicyConfig(n_actions=9, feature_dim=512, encoder=asdict(encoder_cfg))
+    base = ImitationActorCritic.from_policy(ImitationPolicy(policy_cfg, build_encoder(policy_cfg.encoder)), num_values=2)
+    fabric = Fabric(accelerator="cpu", devices=1)
+    T, N = rollout, envs
+    obs = torch.randn(T, N, 512)
+    dones = torch.zeros(T, N)
+    dones[0] = 1.0
+    with torch.no_grad():
+        state, states, logits, values = base.initial_state(N), [], [], []
+        for t in range(T):
+            states.append(state)
+            out = base(obs[t : t + 1], state, dones[t : t + 1])
+            state = out.state
+            logits.append(out.logits[0])
+            values.append(out.values[0])
+    dist = torch.distributions.Categorical(logits=torch.stack(logits))
+    actions = dist.sample()
+    batch = RolloutBatch(obs, actions, dist.log_prob(actions), dones, torch.stack(values), torch.randn(T, N),
+                         torch.randn(T, N, 2), states[0], torch.stack(states))
+    runs = {}
+    for seq_len in seq_lens:
+        agent = copy.deepcopy(base)
+        optimizer = torch.optim.Adam([p for p in agent.parameters() if p.requires_grad], lr=2.5e-4, eps=1e-5)
+        cfg = PPOConfig(num_envs=N, num_steps=T, num_minibatches=math.gcd(N, 4), seq_len=seq_len, total_timesteps=T * N)
+        runs[seq_len] = (cfg, agent, optimizer)
+    times: dict[int, list[float]] = {s: [] for s in seq_lens}
+    for r in range(rounds + 1):  # round 0 warms up
+        for seq_len in seq_lens if r % 2 else reversed(seq_lens):
+            cfg, agent, optimizer = runs[seq_len]
+            t0 = time.perf_counter()
+            update(cfg, fabric, agent, optimizer, batch)
+            if r:
+                times[seq_len].append(time.perf_counter() - t0)
+    return times
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--env", default="CartPole-v1")
@@ -264,9 +329,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--eval-episodes", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 on a shared machine)")
     parser.add_argument("--only", choices=list(CONTENDERS), help="run one contender (for tuning)")
-    parser.add_argument("--part", choices=["ppo", "latency", "all"], default="all")
+    parser.add_argument("--part", choices=["ppo", "latency", "update", "all"], default="all")
+    parser.add_argument("--envs", type=int, default=2, help="--part update: game instances of the rollout")
+    parser.add_argument("--rollout", type=int, default=64, help="--part update: steps per instance")
+    parser.add_argument("--seq-lens", type=int, nargs="+", default=[0, 16, 8], help="--part update: seq_len values (0: whole rollouts)")
+    parser.add_argument("--rounds", type=int, default=5, help="--part update: alternating rounds")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+
+    if args.part == "update":
+        times = update_time(args.envs, args.rollout, tuple(args.seq_lens), args.rounds)
+        whole = statistics.median(times[args.seq_lens[0]])
+        for seq_len, ts in times.items():
+            med = statistics.median(ts)
+            print(f"seq_len {seq_len or 'whole'}: one update of {args.envs} × {args.rollout} steps {med:.3f} s median "
+                  f"({', '.join(f'{t:.3f}' for t in ts)}), ×{med / whole:.2f}", flush=True)
+        return
 
     if args.part in ("latency", "all"):
         lat = decision_latency()

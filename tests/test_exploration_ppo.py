@@ -142,6 +142,32 @@ def test_minibatches_hold_whole_environment_sequences():
     assert mb.initial_state.squeeze(1).tolist() == [4, 1]
 
 
+def test_the_update_cuts_rollouts_into_sequences_from_their_kept_states():
+    """`seq_len` 2 on a rollout of 4 steps × 3 environments: 6 sequences of 2 steps, sequence
+    c·3 + n holding environment n's steps 2c and 2c + 1, starting from the state kept at 2c."""
+    T, N = 4, 3
+    step_env = torch.arange(T * N).view(T, N).float()  # t·N + n at step t of environment n
+    batch = RolloutBatch(
+        obs=step_env.unsqueeze(-1), actions=step_env.long(), logprobs=step_env, dones=torch.zeros(T, N),
+        values=torch.zeros(T, N, 2), advantages=step_env, returns=torch.zeros(T, N, 2),
+        initial_state=torch.full((N, 1), -1.0), states=100 + step_env.unsqueeze(-1),
+    )
+    cut = batch.sequences(2)
+    assert cut.obs.shape == (2, 6, 1) and cut.values.shape == (2, 6, 2) and cut.states is None
+    # env 0: steps 0, 1 (obs 0, 3) then steps 2, 3 (obs 6, 9); env 2's second sequence: obs 8, 11
+    assert cut.obs[:, 0, 0].tolist() == [0, 3] and cut.obs[:, 3, 0].tolist() == [6, 9]
+    assert cut.obs[:, 5, 0].tolist() == [8, 11] and cut.actions[:, 5].tolist() == [8, 11]
+    assert cut.initial_state.squeeze(1).tolist() == [100, 101, 102, 106, 107, 108]
+    mb = cut.environments(torch.tensor([4]))  # a minibatch of the cut rollout: env 1's second sequence
+    assert mb.advantages[:, 0].tolist() == [7, 10] and mb.initial_state.tolist() == [[107]]
+
+
+def test_ppo_with_short_sequences_trains_and_its_logs_and_checkpoint_say_so(tmp_path, corridor):
+    result = train(corridor_config(tmp_path, seq_len=4))
+    assert result.global_step == 64 and np.isfinite(result.episode_returns).all()
+    assert load_checkpoint(result.checkpoint)["config"]["seq_len"] == 4
+
+
 @pytest.fixture
 def corridor():
     gym.register("Corridor", entry_point=Corridor)
@@ -226,6 +252,10 @@ def test_config_checks():
     check_resumable(PPOConfig(), PPOConfig(acting="int8"))  # how it acts may change on --resume; what it learns may not
     with pytest.raises(UserError, match="learning_rate"):
         check_resumable(PPOConfig(), PPOConfig(acting="int8", learning_rate=1e-3))
+    with pytest.raises(ValueError, match="seq_len=48 must divide num_steps=128"):
+        PPOConfig(seq_len=48)
+    with pytest.raises(UserError, match="seq_len"):  # the update differs: a resumed run keeps it
+        check_resumable(PPOConfig(), PPOConfig(seq_len=32))
 
 
 def test_random_agent_is_uniform_and_is_not_trained(tmp_path, corridor):

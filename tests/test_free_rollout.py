@@ -79,9 +79,9 @@ def greedy_agent(num_actions: int = 2) -> GRUActorCritic:
     return agent
 
 
-def collect(kind, make, n=3, steps=9, rollouts=2, stop=None):
+def collect(kind, make, n=3, steps=9, rollouts=2, stop=None, seq_len=0):
     cfg = PPOConfig(env_id="state:Walk", num_envs=n, num_steps=steps, num_minibatches=1, vector_env="async",
-                    lockstep=kind == "lockstep")
+                    lockstep=kind == "lockstep", seq_len=seq_len)
     envs = gym.vector.AsyncVectorEnv([lambda i=i: make(i) for i in range(n)], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     agent, hook = greedy_agent(), Recorder()
     try:
@@ -132,6 +132,36 @@ def test_free_running_rollouts_equal_lockstep_ones(tmp_path):
     torch.testing.assert_close(free_games.next_done, lock_games.next_done)
     np.testing.assert_array_equal(free_games.next_obs, lock_games.next_obs)
     assert free_games.global_step == lock_games.global_step == 2 * 3 * 9
+
+
+@pytest.mark.parametrize("kind", ["lockstep", "free"])
+def test_the_rollout_keeps_the_state_each_decision_started_from(kind):
+    """With `seq_len` the rollout keeps the recurrent state before every step's decision: the state
+    the network reaches replaying the rollout from its start, and the update's sequences of 3 steps,
+    each from its kept state, give the whole rollout's logits (before any weight changes)."""
+    from playtester.exploration.ppo import RolloutBatch
+
+    def make(i):
+        return Walk(i, wall=True, delay=lambda index, t: 0.02 if index == 0 and t % 2 else 0.0)
+
+    out, _, _ = collect(kind, make, seq_len=3)
+    agent = greedy_agent()
+    torch.nn.init.normal_(agent.actor.weight)  # logits that depend on the state (its actions are already played)
+    for rollout, _ in out:
+        assert rollout.states.shape == (9, 3, 8)
+        torch.testing.assert_close(rollout.states[0], rollout.initial_state)
+        with torch.no_grad():
+            state = rollout.initial_state
+            for t in range(9):
+                torch.testing.assert_close(rollout.states[t], state, msg=f"step {t}")
+                state = agent(rollout.obs[t : t + 1], state, rollout.dones[t : t + 1]).state
+            whole = agent(rollout.obs, rollout.initial_state, rollout.dones).logits  # 9×3×2
+            zeros = torch.zeros(9, 3)
+            batch = RolloutBatch(rollout.obs, rollout.actions, zeros, rollout.dones, rollout.values, zeros,
+                                 rollout.values, rollout.initial_state, rollout.states)
+            cut = batch.sequences(3)  # 3 steps × (3 sequences × 3 instances)
+            pieces = agent(cut.obs, cut.initial_state, cut.dones).logits
+        torch.testing.assert_close(pieces.view(3, 3, 3, 2).transpose(0, 1).reshape(9, 3, 2), whole)
 
 
 def test_a_slow_game_does_not_hold_the_others_back(tmp_path):

@@ -68,6 +68,7 @@ class RunSpec:
     steps: int = flag("--steps", "Game steps per episode (test steps included).", 500, kept=True, limits=(1, MANY))
     num_envs: int = flag("--envs", "Game instances played at once, one process each (the PPO explorer and evolve; random and window games play one).", 2, kept=True, limits=(1, 64))
     rollout: int = flag("--rollout", "PPO steps per game instance between updates.", 64, kept=True, limits=(1, MANY))
+    seq_len: int = flag("--seq-len", "PPO's update takes each instance's rollout as sequences of this many steps, each from the recurrent state the rollout had there, several side by side in a minibatch (faster on a CPU, gradients through each sequence only); must divide --rollout; 0: whole rollouts.", 0, kept=True, limits=(0, MANY))
     texture_reference: str | None = flag("--texture-reference", "COCO labels of healthy OOIs for the texture oracle.", None)
     assertions: list[str] = flag("--assert", "A user assertion, module:function or file.py:function (repeatable).", factory=list)
     stuck_steps: int = flag("--stuck-steps", "Steps of unchanged picture under input that count as stuck.", 40, limits=(1, MANY))
@@ -109,6 +110,8 @@ class RunSpec:
         for name in ("episodes", "steps", "num_envs", "rollout", "stuck_steps", "track_every"):
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")
+        if self.seq_len < 0 or (self.seq_len and self.rollout % self.seq_len):
+            raise UserError(f"--seq-len {self.seq_len}: must divide --rollout {self.rollout} (or be 0: whole rollouts)")
         if not 0.0 <= self.min_score <= 1.0:
             raise UserError(f"--min-score {self.min_score}: a detector confidence, between 0 and 1")
         if self.device not in DEVICES:
