@@ -50,3 +50,13 @@ def test_summary_gives_mean_and_spread_over_seeds_and_ratios_to_each_peer():
     assert lines[5].split() == ["RecurrentPPO", "350.0", "±", "141.4", "300.0", "±", "0.0", "250"]
     assert lines[6].split()[:4] == ["ratio", "0.90", "0.98", "0.50"] and lines[6].endswith("(ours / SB3 PPO)")
     assert lines[7].split()[:4] == ["ratio", "1.29", "1.63", "2.00"] and lines[7].endswith("(ours / RecurrentPPO)")
+
+
+def test_the_update_part_times_each_seq_len_in_every_round(capsys):
+    """`--part update` at a tiny budget: a time for each seq_len in each round, printed with the
+    ratio to the first (the whole rollout)."""
+    bench_ppo.main(["--part", "update", "--envs", "1", "--rollout", "8", "--seq-lens", "0", "4", "--rounds", "2"])
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("seq_len")]
+    assert [line.split(":")[0] for line in lines] == ["seq_len whole", "seq_len 4"]
+    rounds = [line.split("(")[1].split(")")[0].split(", ") for line in lines]
+    assert lines[0].endswith("×1.00") and [len(r) for r in rounds] == [2, 2]

@@ -211,6 +211,34 @@ def test_run_explore_reads_its_config_file_and_resumes_from_the_folder_alone(sma
     assert not (tmp_path / "r2").exists()
 
 
+def test_seq_len_from_config_cuts_each_update_and_is_checked(tiny_inspect_policy, small_park, tmp_path, capsys, monkeypatch):
+    """`seq_len: 4` with rollouts of 8: every update takes its rollout as sequences of 4 steps (from
+    the states the rollout kept), the run's config and the explorer's checkpoint keep it; one that
+    does not divide the rollout is one line, before anything runs."""
+    import yaml
+
+    from playtester.exploration.checkpoints import load_checkpoint
+    from playtester.exploration.ppo import RolloutBatch
+
+    cuts, real = [], RolloutBatch.sequences
+    monkeypatch.setattr(RolloutBatch, "sequences", lambda batch, n: cuts.append((batch.states.shape[0], n)) or real(batch, n))
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"seq_len": 4, "rollout": 8, "oracle_labels": True, "test_steps": 4}))
+    out = tmp_path / "r"
+    assert main(["run", "explore", "--game", small_park, "--explorer", "inspector", "--tester", str(tiny_inspect_policy),
+                 "--envs", "1", "--episodes", "1", "--steps", "40", "--config", str(config), "--out", str(out)]) == 0, capsys.readouterr().err
+    assert yaml.safe_load((out / "config.yaml").read_text())["seq_len"] == 4
+    assert load_checkpoint(out / "explorer" / "checkpoints" / "last.ckpt")["config"]["seq_len"] == 4
+    assert len(cuts) >= 3 and set(cuts) == {(8, 4)}  # each update, a rollout of 8 kept states cut in 4s
+
+    config.write_text(yaml.safe_dump({"seq_len": 3, "rollout": 8}))
+    assert main(["run", "explore", "--game", small_park, "--explorer", "inspector", "--config", str(config),
+                 "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--seq-len 3: must divide --rollout 8" in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "bad").exists()
+
+
 def test_acting_int8_from_config_collects_each_rollout_with_an_int8_copy(tiny_inspect_policy, small_park, tmp_path, capsys,
                                                                          monkeypatch):
     """`acting: int8` in --config: every rollout of the PPO explorer is collected by a fresh int8
