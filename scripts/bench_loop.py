@@ -24,7 +24,9 @@ M holds path.ckpt, inspect.ckpt and detector.ckpt (`playtester demo` writes them
   or `--decision-threads`; with `--acting int8`, the working tree's decision is as that knob makes
   it (its frozen encoder int8 after 64 frames, its int8 copy: `exploration/acting.py`), and its
   runs play with `acting: int8` (added to the `--config` file of `--new-args`, or to one of its
-  own); `--ref` at the working tree's own folder then compares int8 with fp32 side by side;
+  own); `--ref` at the working tree's own folder then compares int8 with fp32 side by side, and
+  `--ref-args` gives the ref's runs options of their own (`--ref HEAD --ref-args '--config
+  a.yaml' --new-args '--config b.yaml'`: one knob against another on the same code);
 - same run: whether the two trees' runs played the same actions (a digest of every row's env,
   episode, step, action and mode): a pure speed-up keeps it `yes` at `--envs 1`; with several
   instances the run is not repeatable even on one tree (which instance claims an OOI first, in the
@@ -181,6 +183,8 @@ def main() -> None:
     p.add_argument("--decisions", type=int, default=200)
     p.add_argument("--decisions-only", action="store_true", help="time the decision alone (batches of --envs frames), no runs")
     p.add_argument("--new-args", default="", help="more options for the working tree's run only, e.g. '--config knobs.yaml'")
+    p.add_argument("--ref-args", default="", help="more options for the --ref tree's run only, e.g. '--config knobs.yaml' "
+                   "(with --ref HEAD: the same code with other knobs; its decision is timed in fp32)")
     p.add_argument("--new-env", nargs="*", default=[], metavar="NAME=VALUE",
                    help="environment variables for the working tree's run only, e.g. OMP_NUM_THREADS=1")
     p.add_argument("--decision-threads", type=int, default=0,
@@ -238,7 +242,7 @@ def main() -> None:
                               f"({res['threads']} threads, {res.get('acting', 'fp32')})", flush=True)
                         continue
                     res = run_loop(sites[name], args.models, envs, args.episodes_per_env, args.steps, scratch / f"run-{name}",
-                                   new_args if name == "new" else [],
+                                   new_args if name == "new" else shlex.split(args.ref_args),
                                    dict(v.split("=", 1) for v in args.new_env) if name == "new" else {})
                     res.update(latency(sites[name], args.models, envs, args.decisions, args.decision_threads,
                                        **(new if name == "new" else old)))
