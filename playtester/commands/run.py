@@ -64,7 +64,7 @@ SUBCOMMANDS = (
     Subcommand("window", "Test a game in a window of this desktop (or a virtual screen): the same tester, one instance, "
                "with the game's bird's-eye map, telemetry and known objects where its dev build gives them.",
                ("game", "run_dir", "explorer", "preference", "tester", "detector", "episodes", "steps", "map", "map_bounds",
-                "telemetry_port", "oois"), ("seed", "rollout", "texture_reference", "device", "acting", *ORACLE_KNOBS), {"objective": "coverage"}),
+                "telemetry_port", "oois"), ("seed", "rollout", "seq_len", "texture_reference", "device", "acting", *ORACLE_KNOBS), {"objective": "coverage"}),
     Subcommand("load", "Load-test a game (RELINE): the PPO explorer is also rewarded for frame-rate drops, measured "
                "against a threshold from random play; the report maps where the game slows down.",
                ("game", "run_dir", "explorer", "preference", "tester", "detector", "episodes", "steps", "num_envs", "seed",
