@@ -162,7 +162,7 @@ def test_the_update_cuts_rollouts_into_sequences_from_their_kept_states():
     assert mb.advantages[:, 0].tolist() == [7, 10] and mb.initial_state.tolist() == [[107]]
 
 
-def test_ppo_with_short_sequences_trains_and_its_logs_and_checkpoint_say_so(tmp_path, corridor):
+def test_ppo_with_short_sequences_trains_and_its_checkpoint_keeps_them(tmp_path, corridor):
     result = train(corridor_config(tmp_path, seq_len=4))
     assert result.global_step == 64 and np.isfinite(result.episode_returns).all()
     assert load_checkpoint(result.checkpoint)["config"]["seq_len"] == 4
