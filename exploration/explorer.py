@@ -109,6 +109,7 @@ def build_explorer(
     rnd: RNDConfig | None = None,
     game_options: dict[str, Any] | None = None,
     wrap: GameWrapper | None = None,
+    overlap_rnd: bool = False,
     **ppo_options: Any,
 ) -> Explorer:
     """The explorer of `mode` on `game`, every check done before training (see the module doc).
@@ -117,7 +118,8 @@ def build_explorer(
     by default the games run in separate processes (`async`) and the game's own reward is ignored
     (`env_reward_coef=0`: the explorer is rewarded for novelty and style only). `game_options`
     go to `make_game` (e.g. `max_steps`); `wrap` puts a wrapper on each instance (see
-    `GameWrapper`); the game is probed unwrapped.
+    `GameWrapper`); the game is probed unwrapped. `overlap_rnd`: RND's predictors train while
+    the next rollout is collected (`ExplorationReward.overlap_training`).
     """
     if mode not in MODES:
         raise UserError(f"explorer mode {mode!r}: use one of {', '.join(MODES)}")
@@ -170,7 +172,8 @@ def build_explorer(
         if preset.needs_preference_policy:
             preference = ImitationActorCritic.from_policy(policy, num_values=1, source=str(preference_ckpt))
             preference.share_encoder(agent)
-    hook = ExplorationReward(preset.reward, num_envs, preference_policy=preference)  # on PPO's Fabric once training starts
+    hook = ExplorationReward(preset.reward, num_envs, preference_policy=preference,  # on PPO's Fabric once training starts
+                             overlap_training=overlap_rnd)
     hook.check_game(observation_space, action_space, game)
     return Explorer(cfg, agent, hook, env_fn)
 

@@ -24,6 +24,8 @@ replay buffer after each rollout, on the PPO's Fabric (`setup(fabric)`, called b
 
 from __future__ import annotations
 
+import threading
+
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
@@ -78,6 +80,7 @@ class ExplorationReward:
         preference_policy: nn.Module | None = None,
         rnd_frames: Callable[[np.ndarray], Tensor] | None = None,
         rnd_trunk_factory: Callable[[], nn.Module] | None = None,
+        overlap_training: bool = False,
     ):
         if config.use_preference and preference_policy is None:
             raise UserError("the preference reward is on but no preference policy was given; pass --preference CKPT or use the inspector mode")
@@ -91,6 +94,12 @@ class ExplorationReward:
         self.rebuildable = rnd_frames is None and rnd_trunk_factory is None
         self.rnd_frames = rnd_frames or (lambda obs: frames_to_rnd_input(obs, config.rnd.frame_size))
         self.alpha = AlphaSchedule(num_envs, config.alpha)
+        self.overlap_training = overlap_training
+        """Train the predictors in a thread of their own from one rollout's end until the next
+        rollout's rewards need them (see `end_rollout`), instead of before `end_rollout` returns."""
+        self._training: threading.Thread | None = None
+        self._trained: list[Any] = []  # the thread's loss, or the exception it raised
+        self._last_loss = float("nan")
         self.preference_policy = None
         if config.use_preference:
             self.preference_policy = preference_policy.eval()
@@ -136,9 +145,33 @@ class ExplorationReward:
             self._inputs.append(self.preference_policy.prepare(torch.as_tensor(view.obs, device=self.device)))
             self._logits.append(view.logits.to(self.device))
 
+    def wait_for_training(self) -> None:
+        """Let the predictors' training started at the last rollout's end finish (`overlap_training`;
+        its error, if any, is raised here); at once when none is running."""
+        thread, self._training = self._training, None
+        if thread is None:
+            return
+        thread.join()
+        result = self._trained.pop()
+        if isinstance(result, BaseException):
+            raise result
+        self._last_loss = result
+
+    def _train_in_background(self, seed: int) -> None:
+        def work() -> None:
+            try:
+                generator = torch.Generator(device=self.device).manual_seed(seed)
+                self._trained.append(train_predictors(self.rnd, self.rnd_optimizer, self.fabric, generator=generator))
+            except BaseException as e:  # handed to the thread that waits for it
+                self._trained.append(e)
+
+        self._training = threading.Thread(target=work, name="rnd-training")
+        self._training.start()
+
     @torch.no_grad()
     def _rollout_rewards(self) -> tuple[Tensor, Tensor | None]:
         """The rollout's raw novelty and preference rewards (T×N each; None without a preference policy)."""
+        self.wait_for_training()
         steps = len(self._reached)
         frames = self.rnd_frames(np.concatenate(self._reached))
         raw = self.rnd.reward(frames).reshape(steps, self.num_envs)
@@ -165,7 +198,16 @@ class ExplorationReward:
         non_episodic = (1.0 - alpha) * intrinsic
         if self.fabric is None:
             raise RuntimeError("ExplorationReward.setup(fabric) was not called (ppo.train calls it before training)")
-        rnd_loss = train_predictors(self.rnd, self.rnd_optimizer, self.fabric)
+        if self.overlap_training:
+            # The predictors are next needed for the next rollout's rewards, at its end; until then
+            # they train beside the rollout's collection, on the replay and input statistics as they
+            # stand now (nothing changes them in between), with a generator of their own so that
+            # the run's other random draws keep their order. The loss logged is the last training's.
+            seed = int(torch.randint(0, 2**62, (1,)))
+            rnd_loss = self._last_loss
+            self._train_in_background(seed)
+        else:
+            rnd_loss = train_predictors(self.rnd, self.rnd_optimizer, self.fabric)
         logs = {
             "rewards/intrinsic_raw": float(raw.mean()),
             "rewards/intrinsic": float(intrinsic.mean()),
@@ -180,9 +222,11 @@ class ExplorationReward:
     def state_dict(self) -> dict[str, Any]:
         # The preference policy's recurrent state is left out: a resumed run starts new episodes,
         # and their first step (episode_start) resets it.
+        self.wait_for_training()
         return {"rnd": self.rnd.state_dict(), "rnd_optimizer": self.rnd_optimizer.state_dict(), "alpha": self.alpha.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.wait_for_training()
         rnd = dict(state["rnd"])
         old_optimizer = rnd.pop("_extra_state", {}).get("optimizer")  # before issue 21 the optimiser sat in the RND
         self.rnd.load_state_dict(rnd)

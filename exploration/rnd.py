@@ -326,14 +326,14 @@ class EnsembleRND(nn.Module):
             losses.append(((pred - target[idx]) ** 2).mean())
         return torch.stack(losses).mean()
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """The training loss on prepared inputs (see `predictor_loss`)."""
-        return self.predictor_loss(x)
+        return self.predictor_loss(x, generator)
 
-    def replay_sample(self) -> Tensor:
+    def replay_sample(self, generator: torch.Generator | None = None) -> Tensor:
         """Prepared inputs of a random draw from the replay buffer (twice a predictor's batch)."""
         size = int(self.replay_size)
-        idx = torch.randint(0, size, (min(size, self.config.batch_size * 2),), device=self.replay.device)
+        idx = torch.randint(0, size, (min(size, self.config.batch_size * 2),), generator=generator, device=self.replay.device)
         return self.prepare(self.replay[idx])
 
     # -- checkpoints -----------------------------------------------------------------------------
@@ -345,15 +345,18 @@ class EnsembleRND(nn.Module):
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
 
-def train_predictors(rnd: nn.Module, optimizer: torch.optim.Optimizer, fabric: Any, steps: int | None = None) -> float:
+def train_predictors(rnd: nn.Module, optimizer: torch.optim.Optimizer, fabric: Any, steps: int | None = None,
+                     generator: torch.Generator | None = None) -> float:
     """Train the predictors on the replay buffer under `fabric` (`rnd` and `optimizer` as
-    `fabric.setup` returned them); the mean loss, nan before the warm-up."""
+    `fabric.setup` returned them); the mean loss, nan before the warm-up. `generator` draws the
+    replay samples and the predictors' bootstrap batches (default: torch's global one)."""
     steps = rnd.config.train_steps if steps is None else steps
     if not rnd.warmed_up or int(rnd.replay_size) == 0 or steps == 0:
         return float("nan")
+    module = getattr(rnd, "module", rnd)  # under Fabric: its wrapper has the forward, the module the rest
     total = 0.0
     for _ in range(steps):
-        loss = rnd(rnd.replay_sample())
+        loss = rnd(module.replay_sample(generator), generator)
         optimizer.zero_grad()
         fabric.backward(loss)
         optimizer.step()
