@@ -198,8 +198,9 @@ def act(cfg: "PPOConfig", agent: nn.Module, module: nn.Module, rollout: "Rollout
         rollout.obs[steps, rows] = inputs
         done = games.next_done[rows]
         rollout.dones[steps, rows] = done
-        rollout.keep_state(steps, rows, games.next_state[rows])
-        out = agent(inputs.unsqueeze(0), games.next_state[rows], done.unsqueeze(0))
+        state = games.next_state[rows]
+        rollout.keep_state(steps, rows, state)
+        out = agent(inputs.unsqueeze(0), state, done.unsqueeze(0))
         dist = Categorical(logits=out.logits[0], validate_args=False)
         action = dist.sample()
         rollout.logprobs[steps, rows] = dist.log_prob(action)

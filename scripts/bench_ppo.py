@@ -161,6 +161,19 @@ def available(names: list[str]) -> list[str]:
     return kept
 
 
+def paper_shape_path_policy():
+    """An untrained path policy at the paper's shape (AlexNet trunk at 128×128 → 512 features,
+    K = 4 local bi-GRU 256, global GRU 1024, MLP 512 → 256): timings do not depend on its weights."""
+    from dataclasses import asdict
+
+    from playtester.imitation.policy import ImitationPolicy, PolicyConfig, build_encoder
+    from playtester.perception.encoder import EncoderConfig
+
+    encoder_cfg = EncoderConfig(action_names=[f"a{i}" for i in range(9)], image_size=128, feature_dim=512, pretrained="none")
+    policy_cfg = PolicyConfig(n_actions=9, feature_dim=512, encoder=asdict(encoder_cfg))
+    return ImitationPolicy(policy_cfg, build_encoder(policy_cfg.encoder))
+
+
 def decision_latency(steps: int = 384) -> dict[str, float]:
     """Median milliseconds of one explorer decision on one 240×320 frame, with the real networks.
 
@@ -171,21 +184,15 @@ def decision_latency(steps: int = 384) -> dict[str, float]:
     wires it (`preference_own_encoder_pass`: what it costs when it encodes the frame again). RND
     sees the 64×64 OD-masked frame.
     """
-    from dataclasses import asdict
-
     from playtester.capture.frames import FrameSpec
     from playtester.exploration.acting import int8_actor, int8_frozen_encoder
     from playtester.exploration.explorer import mask_known_objects
     from playtester.exploration.imitation_ac import ImitationActorCritic
     from playtester.exploration.preference import preference_reward
     from playtester.exploration.rnd import EnsembleRND, RNDConfig, frames_to_rnd_input
-    from playtester.imitation.policy import ImitationPolicy, PolicyConfig, build_encoder
-    from playtester.perception.encoder import EncoderConfig
 
     torch.manual_seed(0)
-    encoder_cfg = EncoderConfig(action_names=[f"a{i}" for i in range(9)], image_size=128, feature_dim=512, pretrained="none")
-    policy_cfg = PolicyConfig(n_actions=9, feature_dim=512, encoder=asdict(encoder_cfg))
-    path_policy = ImitationPolicy(policy_cfg, build_encoder(policy_cfg.encoder))
+    path_policy = paper_shape_path_policy()
     explorer = ImitationActorCritic.from_policy(path_policy, num_values=2).eval()
     explorer8 = ImitationActorCritic.from_policy(path_policy, num_values=2).eval()  # as acting: int8 runs it
     int8_frozen_encoder(explorer8, calibration_frames=1)  # random frames: one is as good a calibration as 64
@@ -274,19 +281,14 @@ def update_time(envs: int = 2, rollout: int = 64, seq_lens: tuple[int, ...] = (0
     """
     import copy
     import math
-    from dataclasses import asdict
 
     from lightning.fabric import Fabric
 
     from playtester.exploration.imitation_ac import ImitationActorCritic
     from playtester.exploration.ppo import RolloutBatch, update
-    from playtester.imitation.policy import ImitationPolicy, PolicyConfig, build_encoder
-    from playtester.perception.encoder import EncoderConfig
 
     torch.manual_seed(0)
-    encoder_cfg = EncoderConfig(action_names=[f"a{i}" for i in range(9)], image_size=128, feature_dim=512, pretrained="none")
-    policy_cfg = PolicyConfig(n_actions=9, feature_dim=512, encoder=asdict(encoder_cfg))
-    base = ImitationActorCritic.from_policy(ImitationPolicy(policy_cfg, build_encoder(policy_cfg.encoder)), num_values=2)
+    base = ImitationActorCritic.from_policy(paper_shape_path_policy(), num_values=2)
     fabric = Fabric(accelerator="cpu", devices=1)
     T, N = rollout, envs
     obs = torch.randn(T, N, 512)
