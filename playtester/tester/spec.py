@@ -69,6 +69,7 @@ class RunSpec:
     num_envs: int = flag("--envs", "Game instances played at once, one process each (the PPO explorer and evolve; random and window games play one).", 2, kept=True, limits=(1, 64))
     rollout: int = flag("--rollout", "PPO steps per game instance between updates.", 64, kept=True, limits=(1, MANY))
     seq_len: int = flag("--seq-len", "PPO's update takes each instance's rollout as sequences of this many steps, each from the recurrent state the rollout had there, several side by side in a minibatch (faster on a CPU, gradients through each sequence only); must divide --rollout; 0: whole rollouts.", 0, kept=True, limits=(0, MANY))
+    rnd_train_steps: int = flag("--rnd-train-steps", "RND's predictor training steps after each rollout (each predictor on 128 frames from its replay of the last 1024): fewer is faster (the largest part of a CPU run at 8) and lets novelty fade more slowly; 0 never trains them (their disagreement stays as initialised).", 8, kept=True, limits=(0, MANY))
     overlap_rnd: bool = flag("--overlap-rnd", "RND's predictors train in a thread of their own while the next rollout plays, instead of between rollouts while the games wait: the same training, finished before the next rollout's rewards need it, with a random generator of its own.", False)
     texture_reference: str | None = flag("--texture-reference", "COCO labels of healthy OOIs for the texture oracle.", None)
     assertions: list[str] = flag("--assert", "A user assertion, module:function or file.py:function (repeatable).", factory=list)
