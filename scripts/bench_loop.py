@@ -16,7 +16,14 @@ M holds path.ckpt, inspect.ckpt and detector.ckpt (`playtester demo` writes them
 
 - steps/s: game steps (rows of `trajectory.jsonl`, explorer and test steps alike) over the time
   from the first row to the last, so PPO updates, detector calls and OOI tests in between count
-  and start-up and the report do not (the file is polled every 50 ms);
+  and start-up and the report do not (the file is read every 20 ms, its new rows timed by the look
+  that saw them);
+- explore ms, test ms: an instance's time per explorer step and per test step (`step_costs`: each
+  instance's time between its rows goes to the later row's kind, so a rollout's end, the update
+  and RND's training count toward explorer steps), and "at mix" the steps/s those two give at one
+  share of explorer steps for both trees (the mean over all their runs). A run's steps/s hangs on
+  how many of its steps are tests, which differs from run to run (a test step costs less than an
+  explorer step); the two costs and the steps/s at one mix do not;
 - start-up: seconds from the command's start to the first row;
 - decision: one explorer decision on a batch of `--envs` new frames (the frozen encoder, the
   actor-critic's forward, sampling the action) under `torch.inference_mode`, median and p90 ms
@@ -132,29 +139,79 @@ def run_loop(site: Path, models: Path, envs: int, episodes: int, steps: int, out
            "--preference", str(models / "path.ckpt"), "--tester", str(models / "inspect.ckpt"),
            "--detector", str(models / "detector.ckpt"), "--episodes", str(envs * episodes), "--steps", str(steps),
            "--envs", str(envs), "--out", str(out), *extra]
-    trajectory = out / "trajectory.jsonl"
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, cwd=site, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    first = last = None
-    size = 0
+    tail = TrajectoryTail(out / "trajectory.jsonl")
     while proc.poll() is None:
-        now = time.perf_counter()
-        s = trajectory.stat().st_size if trajectory.exists() else 0
-        if s > size:
-            if first is None:
-                first, first_rows = now, trajectory.read_text().count("\n")
-            size, last = s, now
-        time.sleep(0.05)
+        tail.poll(time.perf_counter())
+        time.sleep(POLL_S)
     log = proc.stdout.read()
-    if proc.returncode != 0 or first is None:
+    if proc.returncode != 0 or not tail.rows:
         sys.exit(f"bench_loop: the run failed ({' '.join(cmd)}):\n{log[-3000:]}")
-    rows = [json.loads(line) for line in trajectory.read_text().splitlines()]
+    first = tail.rows[0][0]
+    first_rows = sum(1 for seen, _ in tail.rows if seen == first)  # those already there at the first look: not timed
+    last = tail.rows[-1][0]
+    rows = [row for _, row in tail.rows]
     key = sorted((r["env"], r["episode"], r["t"], r["action"], r["mode"]) for r in rows)
     tests = [json.loads(line) for line in (out / "tests.jsonl").read_text().splitlines()] if (out / "tests.jsonl").exists() else []
     return {"sps": (len(rows) - first_rows) / max(last - first, 1e-9), "startup": first - start, "steps": len(rows),
             "tests": len(tests), "passed": sum(bool(t.get("success")) for t in tests),
             "jsd": statistics.mean(t["jsd"] for t in tests) if tests else float("nan"),
+            **step_costs(tail.rows),
             "digest": hashlib.blake2b(repr(key).encode(), digest_size=6).hexdigest()}
+
+
+POLL_S = 0.02
+"""How often a run's trajectory is looked at: a row's time is the look that first saw it."""
+
+
+class TrajectoryTail:
+    """The rows of a growing `trajectory.jsonl`, each with the time it was first seen (the run
+    flushes a row a step, so a look reads the steps played since the last one)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.partial = path, 0, b""
+        self.rows: list[tuple[float, dict]] = []
+
+    def poll(self, now: float) -> None:
+        if not self.path.exists():
+            return
+        with self.path.open("rb") as f:
+            f.seek(self.offset)
+            data = f.read()
+        self.offset += len(data)
+        *lines, self.partial = (self.partial + data).split(b"\n")
+        self.rows += [(now, json.loads(line)) for line in lines if line.strip()]
+
+
+def step_costs(timed_rows: list[tuple[float, dict]]) -> dict[str, float]:
+    """Milliseconds of an instance's time per explorer step and per test step.
+
+    Each instance's time between one of its rows and the next goes to the later row's kind
+    (`mode`: explore or test), so waiting at a rollout's end and the update that follows count
+    toward the explorer step after them, and a test's steps toward tests. Rows seen at one look
+    share its time (the first takes the gap, the others none); summed over a run the split is
+    good to a look's period a change of kind. A run's speed hangs on how many of its steps are
+    tests (they cost less than explorer steps), which varies from run to run; these two costs do
+    not, and `mixed_sps` puts two trees at one mix."""
+    last: dict[int, float] = {}
+    spent = {"explore": 0.0, "test": 0.0}
+    count = {"explore": 0, "test": 0}
+    for seen, row in timed_rows:
+        env, kind = row["env"], "test" if row["mode"] == "test" else "explore"
+        if env in last:
+            spent[kind] += seen - last[env]
+            count[kind] += 1
+        last[env] = seen
+    return {f"{kind}_ms": 1000 * spent[kind] / count[kind] if count[kind] else float("nan") for kind in spent} | \
+        {"explore_share": count["explore"] / max(1, sum(count.values()))}
+
+
+def mixed_sps(costs: dict[str, float], envs: int, explore_share: float) -> float:
+    """Game steps a second of `envs` instances whose steps cost `costs` (`step_costs`), at a mix
+    of `explore_share` explorer steps (the rest tests)."""
+    per_step = explore_share * costs["explore_ms"] + (1 - explore_share) * costs["test_ms"]
+    return envs * 1000 / per_step
 
 
 def latency(site: Path, models: Path, batch: int, n: int, threads: int, device: str = "cpu", acting: str = "fp32") -> dict:
@@ -248,21 +305,36 @@ def main() -> None:
                                        **(new if name == "new" else old)))
                     results.setdefault((name, envs), []).append(res)
                     print(f"round {r + 1} {name} envs {envs}: {res['sps']:.1f} steps/s ({res['steps']} steps, "
-                          f"{res['tests']} tests, {res['passed']} passed, mean JSD {res['jsd']:.3f}), start-up {res['startup']:.1f} s, decision {res['median']:.1f} ms "
+                          f"{res['tests']} tests, {res['passed']} passed, mean JSD {res['jsd']:.3f}; an instance's "
+                          f"{res['explore_ms']:.1f} ms an explorer step, {res['test_ms']:.1f} ms a test step, "
+                          f"{100 * res['explore_share']:.0f} % explorer steps), start-up {res['startup']:.1f} s, decision {res['median']:.1f} ms "
                           f"median / {res['p90']:.1f} p90 ({res['threads']} threads), actions {res['digest']}", flush=True)
         print("\nmedians over rounds")
-        print(f"{'tree':5} {'envs':>4} {'steps/s':>8} {'start-up s':>10} {'decision ms':>11} {'p90 ms':>7} same run")
-        med = {k: {m: statistics.median(x[m] for x in v) for m in ("sps", "startup", "median", "p90")} for k, v in results.items()}
+        print(f"{'tree':5} {'envs':>4} {'steps/s':>8} {'explore ms':>10} {'test ms':>8} {'at mix':>7} {'start-up s':>10} "
+              f"{'decision ms':>11} {'p90 ms':>7} same run")
+        measures = ("sps", "startup", "median", "p90") + (() if args.decisions_only else ("explore_ms", "test_ms"))
+        med = {k: {m: statistics.median(x[m] for x in v) for m in measures} for k, v in results.items()}
+        mix = {}  # each --envs value's share of explorer steps over every run of both trees: one mix for both
+        for envs in args.envs:
+            runs = [x for (_, e), v in results.items() if e == envs for x in v]
+            mix[envs] = statistics.mean(x.get("explore_share", float("nan")) for x in runs)
         for (name, envs), m in sorted(med.items(), key=lambda kv: (kv[0][1], kv[0][0])):
             same = ""
             if name == "new" and ("ref", envs) in results and not args.decisions_only:
                 same = "yes" if {x["digest"] for x in results[(name, envs)]} == {x["digest"] for x in results[("ref", envs)]} else "no"
-            print(f"{name:5} {envs:4d} {m['sps']:8.1f} {m['startup']:10.1f} {m['median']:11.1f} {m['p90']:7.1f} {same}")
+            m["mixed"] = float("nan") if args.decisions_only else mixed_sps(m, envs, mix[envs])
+            print(f"{name:5} {envs:4d} {m['sps']:8.1f} {m.get('explore_ms', float('nan')):10.1f} {m.get('test_ms', float('nan')):8.1f} "
+                  f"{m['mixed']:7.1f} {m['startup']:10.1f} {m['median']:11.1f} {m['p90']:7.1f} {same}")
+        if not args.decisions_only:
+            print("(explore ms, test ms: an instance's time per explorer step and per test step, medians over rounds; at mix: "
+                  "the steps/s those give at one mix for both trees, " + ", ".join(f"{100 * mix[e]:.0f} % explorer steps at envs {e}" for e in args.envs) + ")")
         if "ref" in sites:
             print("\nratios new / ref")
             for envs in args.envs:
                 n, o = med[("new", envs)], med[("ref", envs)]
-                print(f"envs {envs}: steps/s ×{n['sps'] / o['sps']:.2f}, start-up ×{n['startup'] / o['startup']:.2f}, "
+                steps = "" if args.decisions_only else (f", explorer step ×{n['explore_ms'] / o['explore_ms']:.2f}, test step "
+                                                        f"×{n['test_ms'] / o['test_ms']:.2f}, steps/s at one mix ×{n['mixed'] / o['mixed']:.2f}")
+                print(f"envs {envs}: steps/s ×{n['sps'] / o['sps']:.2f}{steps}, start-up ×{n['startup'] / o['startup']:.2f}, "
                       f"decision median ×{n['median'] / o['median']:.2f}")
     finally:
         if worktree is not None:
