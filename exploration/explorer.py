@@ -29,6 +29,7 @@ from typing import Any, Callable, NamedTuple
 
 import gymnasium as gym
 import numpy as np
+import torch
 import torch.nn as nn
 
 from playtester.errors import UserError
@@ -166,14 +167,20 @@ def build_explorer(
     if not preset.trained:
         return Explorer(cfg, RandomAgent(RandomAgentConfig(num_actions=int(n), num_values=1)), None, env_fn)
 
-    agent = preference = None
-    if policy is not None:
-        agent = ImitationActorCritic.from_policy(policy, num_values=2, source=str(preference_ckpt))
-        if preset.needs_preference_policy:
-            preference = ImitationActorCritic.from_policy(policy, num_values=1, source=str(preference_ckpt))
-            preference.share_encoder(agent)
-    hook = ExplorationReward(preset.reward, num_envs, preference_policy=preference,  # on PPO's Fabric once training starts
-                             overlap_training=overlap_rnd)
+    # The networks drawn at random here (the value heads, RND's target and predictors) come from the
+    # run's seed: `ppo.train` seeds the run only after they are built, so without this two runs of
+    # one seed started from different novelty targets and played differently from the first update.
+    # They are drawn from a fork of torch's generator, so that the caller's stream is not reseeded.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        agent = preference = None
+        if policy is not None:
+            agent = ImitationActorCritic.from_policy(policy, num_values=2, source=str(preference_ckpt))
+            if preset.needs_preference_policy:
+                preference = ImitationActorCritic.from_policy(policy, num_values=1, source=str(preference_ckpt))
+                preference.share_encoder(agent)
+        hook = ExplorationReward(preset.reward, num_envs, preference_policy=preference,  # on PPO's Fabric once training starts
+                                 overlap_training=overlap_rnd)
     hook.check_game(observation_space, action_space, game)
     return Explorer(cfg, agent, hook, env_fn)
 

@@ -283,3 +283,25 @@ def test_park_frames_are_masked_with_the_known_boxes(small_park):
     finally:
         env.close()
     assert seen, "no frame kept an OOI in colour"
+
+
+def test_a_seed_draws_the_same_networks(path_policy, small_park, tmp_path):
+    """The value heads and RND's target and predictors are drawn before `train` seeds the run: they
+    come from the run's seed, so two runs of one seed start alike (they did not: each played its own
+    way from the first update), and another seed draws others."""
+    def build(seed):
+        return build_explorer(small_park, path_policy, "ppgta", run_dir=str(tmp_path), total_timesteps=512, num_envs=2,
+                              rnd=SMALL_RND, seed=seed)
+
+    def weights(explorer):
+        return {**{f"agent.{k}": v for k, v in explorer.agent.state_dict().items()},
+                **{f"rnd.{k}": v for k, v in explorer.hook.rnd.state_dict().items()}}
+
+    torch.manual_seed(123)
+    one = weights(build(7))
+    torch.manual_seed(456)  # whatever the caller's stream holds
+    again, other = weights(build(7)), weights(build(8))
+    assert one.keys() == again.keys() and all(torch.equal(one[k], again[k]) for k in one)
+    drawn = [k for k in one if not torch.equal(one[k], other[k])]
+    assert any(k.startswith("rnd.target") for k in drawn) and any(k.startswith("rnd.predictors") for k in drawn)
+    assert any(k.startswith("agent.") for k in drawn)  # the value heads
