@@ -60,7 +60,8 @@ def in_worker(env_fn: Callable[[], gym.Env]) -> gym.Env:
     """Build the env in an `AsyncVectorEnv` worker that dies with the process that started it:
     SIGKILL the run and the workers go too, and with them (their watchdogs) their games' engines.
     Ctrl-C is left to the starting process, which closes the workers.
-    In the starting process itself (the vector env's first look at the spaces) nothing changes."""
+    In the starting process itself (the vector env's first look at the spaces) nothing changes,
+    torch's thread count included."""
     import multiprocessing
 
     if multiprocessing.parent_process() is not None:
@@ -68,7 +69,17 @@ def in_worker(env_fn: Callable[[], gym.Env]) -> gym.Env:
 
         die_with_parent()
         leave_interrupts_to_parent()
-    return env_fn()
+        return env_fn()
+    # The starting process builds one instance to read the spaces and closes it. What the instance
+    # sets for its own networks (a worker's one torch thread: `tester_env`) must not stay with the
+    # explorer: its update and RND's training run while every game waits, on all the cores.
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        return env_fn()
+    finally:
+        torch.set_num_threads(threads)
 
 
 def close_envs(envs: gym.vector.VectorEnv, pending_timeout: float = 10.0) -> None:

@@ -66,15 +66,29 @@ def test_ctrl_c_keeps_what_was_written_and_resume_finishes(tiny_parts, small_par
     assert again.returncode == 0 and "every one of the 3 episodes was played" in " ".join(again.stdout.split())
 
 
-def test_ppo_explorer_run_on_two_instances(tiny_parts, small_park, tmp_path, capsys):
+def test_ppo_explorer_run_on_two_instances(tiny_parts, small_park, tmp_path, capsys, monkeypatch):
     """The PPGTA explorer trained online on two game instances in their own processes: the run
     plays exactly its episode budget, numbers episodes without clashes, tests each OOI once
-    across both instances, saves the explorer, and --resume with a larger budget goes on."""
+    across both instances, saves the explorer, and --resume with a larger budget goes on. Its
+    updates run on the process's torch threads (the games wait meanwhile), not on the one thread
+    of a game worker (the instance the vector env builds in this process to read the spaces)."""
+    import torch
+
+    from playtester.exploration import ppo
+
+    threads, real_update = torch.get_num_threads(), ppo.update
+    update_threads = []
+    monkeypatch.setattr(ppo, "update", lambda *a: update_threads.append(torch.get_num_threads()) or real_update(*a))
+    torch.set_num_threads(2)
     tester, path = tiny_parts("inspect")[2], tiny_parts("path")[2]
     out = tmp_path / "ppo"
     args = ["run", "--game", small_park, "--tester", str(tester), "--oracle-labels", "--preference", str(path), "--envs", "2",
             "--rollout", "16", "--steps", "48", "--test-steps", "8", "--out", str(out)]
-    assert main([*args, "--episodes", "3"]) == 0
+    try:
+        assert main([*args, "--episodes", "3"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    assert update_threads and set(update_threads) == {2}, update_threads
     printed = capsys.readouterr().out
     assert "explorer:" in printed and "report" in printed
     rows = list(read_jsonl(out / "trajectory.jsonl"))
