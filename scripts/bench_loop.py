@@ -190,8 +190,8 @@ def step_costs(timed_rows: list[tuple[float, dict]]) -> dict[str, float]:
     Each instance's time between one of its rows and the next goes to the later row's kind
     (`mode`: explore or test), so waiting at a rollout's end and the update that follows count
     toward the explorer step after them, and a test's steps toward tests. Rows seen at one look
-    share its time (the first takes the gap, the others none); summed over a run the split is
-    good to a look's period a change of kind. A run's speed hangs on how many of its steps are
+    share its time (the first takes the gap, the others none); summed over a run the split errs
+    by at most a look's period at each change of kind. A run's speed hangs on how many of its steps are
     tests (they cost less than explorer steps), which varies from run to run; these two costs do
     not, and `mixed_sps` puts two trees at one mix."""
     last: dict[int, float] = {}

@@ -148,3 +148,19 @@ def test_frames_to_rnd_input_resizes_and_moves_channels_first():
 def test_config_rejects_bad_values(kwargs):
     with pytest.raises(ValueError):
         RNDConfig(**kwargs)
+
+
+@pytest.mark.parametrize("train_steps", [0, 3])
+def test_a_training_takes_the_configs_number_of_steps(train_steps, monkeypatch):
+    """`train_steps` (a run's `rnd_train_steps`) is how many optimiser steps one training takes,
+    each on a new draw from the replay; 0 leaves the predictors as they are."""
+    torch.manual_seed(0)
+    rnd, optimizer, train = on_fabric(EnsembleRND(small_config(train_steps=train_steps, obs_warmup_frames=16, batch_size=16)))
+    rnd.observe(smooth_frames(16, seed=1))
+    draws, real = [], EnsembleRND.replay_sample
+    monkeypatch.setattr(EnsembleRND, "replay_sample", lambda self, generator=None: draws.append(1) or real(self, generator))
+    before = [p.detach().clone() for p in rnd.module.predictors.parameters()]
+    loss = train()
+    assert len(draws) == train_steps
+    changed = any(not torch.equal(a, b) for a, b in zip(before, rnd.module.predictors.parameters()))
+    assert changed == (train_steps > 0) and (np.isnan(loss) == (train_steps == 0))

@@ -230,7 +230,8 @@ def test_seq_len_rnd_train_steps_and_overlap_rnd_from_config(tiny_inspect_policy
     the states the rollout kept), the run's config and the explorer's checkpoint keep it; one that
     does not divide the rollout is one line, before anything runs. `overlap_rnd`: every rollout's
     RND training is started beside the next one. `rnd_train_steps: 3`: the inspector's RND (one
-    predictor) trains 3 steps a rollout, and the checkpoint's reward rebuilds with it."""
+    predictor) is built with 3 training steps a rollout, and the checkpoint's reward rebuilds with
+    it (40 steps do not warm RND up: `train_predictors` uses the number from its config)."""
     import yaml
 
     from playtester.exploration.checkpoints import load_checkpoint
