@@ -294,7 +294,8 @@ def main() -> None:
                     if args.decisions_only:
                         res = latency(sites[name], args.models, envs, args.decisions, args.decision_threads,
                                       **(new if name == "new" else old))
-                        results.setdefault((name, envs), []).append({**res, "sps": float("nan"), "startup": float("nan"), "digest": ""})
+                        no_run = dict.fromkeys(("sps", "startup", "explore_ms", "test_ms", "explore_share"), float("nan"))
+                        results.setdefault((name, envs), []).append({**res, **no_run, "digest": ""})
                         print(f"round {r + 1} {name} batch {envs}: decision {res['median']:.1f} ms median / {res['p90']:.1f} p90 "
                               f"({res['threads']} threads, {res.get('acting', 'fp32')})", flush=True)
                         continue
@@ -312,18 +313,18 @@ def main() -> None:
         print("\nmedians over rounds")
         print(f"{'tree':5} {'envs':>4} {'steps/s':>8} {'explore ms':>10} {'test ms':>8} {'at mix':>7} {'start-up s':>10} "
               f"{'decision ms':>11} {'p90 ms':>7} same run")
-        measures = ("sps", "startup", "median", "p90") + (() if args.decisions_only else ("explore_ms", "test_ms"))
+        measures = ("sps", "startup", "median", "p90", "explore_ms", "test_ms")
         med = {k: {m: statistics.median(x[m] for x in v) for m in measures} for k, v in results.items()}
         mix = {}  # each --envs value's share of explorer steps over every run of both trees: one mix for both
         for envs in args.envs:
             runs = [x for (_, e), v in results.items() if e == envs for x in v]
-            mix[envs] = statistics.mean(x.get("explore_share", float("nan")) for x in runs)
+            mix[envs] = statistics.mean(x["explore_share"] for x in runs)
         for (name, envs), m in sorted(med.items(), key=lambda kv: (kv[0][1], kv[0][0])):
             same = ""
             if name == "new" and ("ref", envs) in results and not args.decisions_only:
                 same = "yes" if {x["digest"] for x in results[(name, envs)]} == {x["digest"] for x in results[("ref", envs)]} else "no"
-            m["mixed"] = float("nan") if args.decisions_only else mixed_sps(m, envs, mix[envs])
-            print(f"{name:5} {envs:4d} {m['sps']:8.1f} {m.get('explore_ms', float('nan')):10.1f} {m.get('test_ms', float('nan')):8.1f} "
+            m["mixed"] = mixed_sps(m, envs, mix[envs])
+            print(f"{name:5} {envs:4d} {m['sps']:8.1f} {m['explore_ms']:10.1f} {m['test_ms']:8.1f} "
                   f"{m['mixed']:7.1f} {m['startup']:10.1f} {m['median']:11.1f} {m['p90']:7.1f} {same}")
         if not args.decisions_only:
             print("(explore ms, test ms: an instance's time per explorer step and per test step, medians over rounds; at mix: "
