@@ -34,13 +34,21 @@ def int8_actor(module: nn.Module) -> nn.Module:
     """A copy of the actor-critic `module` for a rollout's decisions: every GRU, LSTM and linear
     layer outside a frozen encoder in int8 (`int8_layers`); the frozen encoder (`frozen_trunk`) is
     the very module of `module`. `module` is not changed."""
-    shared = module.encoder if getattr(module, "frozen_trunk", False) else None
-    memo = {id(shared): shared} if shared is not None else {}
-    actor = copy.deepcopy(module, memo).eval()
+    actor = fp32_actor(module)
+    shared = actor.encoder if getattr(actor, "frozen_trunk", False) else None
     for name, child in list(actor.named_children()):
         if child is not shared:
             setattr(actor, name, int8_layers(child))
     return actor
+
+
+def fp32_actor(module: nn.Module) -> nn.Module:
+    """A copy of the actor-critic `module` that plays a rollout while `module` itself is updated
+    (`PPOConfig.overlap_update`): the weights as they stand now, in eval mode; the frozen encoder
+    (`frozen_trunk`), which no update changes, is the very module of `module`."""
+    shared = module.encoder if getattr(module, "frozen_trunk", False) else None
+    memo = {id(shared): shared} if shared is not None else {}
+    return copy.deepcopy(module, memo).eval()
 
 
 def int8_frozen_encoder(module: nn.Module, calibration_frames: int = CALIBRATION_FRAMES) -> bool:

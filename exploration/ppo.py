@@ -20,7 +20,9 @@ The advantages of the two streams are added with weights `ext_coef` and `int_coe
 
 `train` is the loop; its phases are `collect_rollout` (or, with several game processes,
 `free_rollout.collect_rollout_free`, each game stepping as soon as it answers), `compute_advantages`,
-`update` and `metrics`, and `RunControl` does what happens around it (checkpoints, Ctrl-C, early stop).
+`update` and `metrics` (both through `Updates`, which with `overlap_update` runs each update in a
+thread while the next rollout plays), and `RunControl` does what happens around it (checkpoints,
+Ctrl-C, early stop).
 Everything trained runs on one Fabric: the actor-critic, and the reward hook's own models (its
 `setup(fabric)`); Fabric seeds the run, saves the checkpoints and restores them on resume.
 With `acting="int8"` the frozen encoder runs in int8 for the whole run and the rollouts are
@@ -46,7 +48,7 @@ from torch import Tensor
 from torch.distributions import Categorical
 
 from playtester.errors import UserError
-from playtester.exploration.acting import int8_actor, int8_frozen_encoder
+from playtester.exploration.acting import fp32_actor, int8_actor, int8_frozen_encoder
 from playtester.exploration.actor_critic import GRUActorCritic, GRUActorCriticConfig
 from playtester.exploration.checkpoints import load_checkpoint, load_into, rng_state, save_checkpoint, set_rng_state
 from playtester.exploration.free_rollout import collect_rollout_free, free_running
@@ -204,42 +206,45 @@ def train(
         if resuming:
             fabric.print(f"resumed from {checkpoint_path} at step {global_step}")
 
-        rollout = Rollout(cfg, num_values, fabric.device)
+        # With `overlap_update` the update of one rollout runs while the next is collected into
+        # the other of two buffers; each rollout then plays with the weights from before the update
+        # running beside it (one update behind, as asynchronous PPO does).
+        rollouts = [Rollout(cfg, num_values, fabric.device) for _ in range(2 if cfg.overlap_update else 1)]
         collect = collect_rollout_free if free_running(cfg, envs) else collect_rollout
         games = Games(cfg, envs, module, start_iteration, global_step, fabric.device)
         run = RunControl(cfg, fabric, checkpoint_path, agent_spec, module, optimizer, reward_hook, start_iteration, global_step)
+        updates = Updates(cfg, fabric, agent, optimizer, run)
         if cfg.acting == "int8":
             int8_frozen_encoder(module)  # once for the run: exploration/acting.py
-        with run.saving_on_interrupt():
+        actor = acting_copy(cfg, agent, module)
+        with run.saving_on_interrupt(), updates.settled(games):
             for iteration in range(start_iteration, cfg.num_iterations + 1):
-                if cfg.anneal_lr:
-                    frac = 1.0 - (iteration - 1.0) / cfg.num_iterations
-                    optimizer.param_groups[0]["lr"] = frac * cfg.learning_rate
+                rollout = rollouts[iteration % len(rollouts)]
 
                 # 1. Rollout, then the hook's rewards for the whole of it.
-                actor = int8_actor(module) if cfg.acting == "int8" else agent  # anew each rollout: exploration/acting.py
                 episodes = collect(cfg, envs, actor, module, rollout, games, reward_hook, stop)
                 if episodes.stopped:  # by `stop`: the rollout in progress is dropped
                     run.stopped = True
                     break
                 hook_logs = add_hook_rewards(rollout, reward_hook)
 
-                # 2. Advantages: GAE per stream; the non-episodic stream ignores episode ends.
-                batch = compute_advantages(cfg, agent, module, rollout, games)
+                # 2. Advantages: GAE per stream; the non-episodic stream ignores episode ends. The
+                # games' next values come from the network that played the rollout, as its values did.
+                batch = compute_advantages(cfg, actor, module, rollout, games)
 
-                # 3. Minibatch epochs over whole environment sequences. Ctrl-C waits for the
-                # update to end, so that what is saved is always a whole update.
-                with defer_interrupt():
-                    stats = update(cfg, fabric, agent, optimizer, batch)
-
-                    # 4. Log; the update is complete.
-                    if cfg.log_every and iteration % cfg.log_every == 0:
-                        sps = run.sps(games.global_step)
-                        fabric.log_dict(metrics(optimizer, sps, stats, batch, rollout, hook_logs, episodes), step=games.global_step)
-                    run.update_done(iteration, games.global_step, episodes.returns)
-                run.checkpoint(iteration)
-                if run.should_stop(iteration, episodes.returns):
-                    break
+                # 3. Minibatch epochs over whole environment sequences (`update`), then the log,
+                # the checkpoint and early stop (`Updates.finish`).
+                done = Pending(iteration, games.global_step, batch, rollout, hook_logs, episodes)
+                if cfg.overlap_update:
+                    if updates.finish(games.global_step):  # the update that ran beside this rollout
+                        break
+                    actor = acting_copy(cfg, agent, module)  # plays the next rollout while `done` trains
+                    updates.start(done)
+                else:
+                    updates.start(done)
+                    if updates.finish(games.global_step):
+                        break
+                    actor = acting_copy(cfg, agent, module)
         return run.finish(games.global_step)
     finally:
         close_envs(envs)
@@ -308,6 +313,101 @@ class UpdateStats(NamedTuple):
     entropy_loss: Tensor
     approx_kls: list[float]
     clipfracs: list[float]
+
+
+class Pending(NamedTuple):
+    """A collected rollout on its way through the update, with what its log needs."""
+
+    iteration: int
+    global_step: int
+    """The games' steps when the rollout ended."""
+    batch: RolloutBatch
+    rollout: Rollout
+    hook_logs: dict[str, float]
+    episodes: Episodes
+
+
+class Updates:
+    """PPO's update of each rollout and what follows it: the log, the run's last completed update,
+    the checkpoint and early stop.
+
+    `start` runs the update here and now, or, with `cfg.overlap_update`, in a thread of its own on
+    the process's torch threads (a thread's count is its own: the rollout's decisions keep theirs);
+    `finish` waits for it and does the rest. One update at a time. Each update draws its minibatches
+    from a generator seeded by the run's seed and the iteration, so that which thread draws first
+    never changes a run, and a resumed run draws what the uninterrupted one would have.
+    """
+
+    def __init__(self, cfg: PPOConfig, fabric: Any, agent: nn.Module, optimizer: torch.optim.Optimizer, run: "RunControl"):
+        self.cfg, self.fabric, self.agent, self.optimizer, self.run = cfg, fabric, agent, optimizer, run
+        self.threads = torch.get_num_threads()
+        self.pending: Pending | None = None
+        self.thread: threading.Thread | None = None
+        self.outcome: list[UpdateStats | BaseException] = []
+
+    def start(self, done: Pending) -> None:
+        if self.pending is not None:
+            raise RuntimeError("Updates.start: the last update is not finished")
+        cfg = self.cfg
+        if cfg.anneal_lr:
+            self.optimizer.param_groups[0]["lr"] = (1.0 - (done.iteration - 1.0) / cfg.num_iterations) * cfg.learning_rate
+        generator = torch.Generator().manual_seed(cfg.seed * 1_000_003 + done.iteration)
+        self.pending = done
+        if not cfg.overlap_update:
+            with defer_interrupt():  # Ctrl-C waits for the update: what is saved is always a whole update
+                self.outcome.append(update(cfg, self.fabric, self.agent, self.optimizer, done.batch, generator))
+            return
+
+        def work() -> None:
+            try:
+                torch.set_num_threads(self.threads)
+                self.outcome.append(update(cfg, self.fabric, self.agent, self.optimizer, done.batch, generator))
+            except BaseException as e:  # handed to the thread that waits for it
+                self.outcome.append(e)
+
+        self.thread = threading.Thread(target=work, name="ppo-update")
+        self.thread.start()
+
+    def finish(self, global_step: int) -> bool:
+        """Wait for the update started last (nothing to do if none), log it, make it the run's last
+        completed update and save it every `checkpoint_every`; whether the run stops here (early
+        stop or the time limit). `global_step`: the games' steps now, for the speed."""
+        done = self.pending
+        if done is None:
+            return False
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None
+        outcome = self.outcome.pop()
+        self.pending = None
+        if isinstance(outcome, BaseException):
+            raise outcome
+        cfg, run = self.cfg, self.run
+        with defer_interrupt():
+            if cfg.log_every and done.iteration % cfg.log_every == 0:
+                logged = metrics(self.optimizer, run.sps(global_step), outcome, done.batch, done.rollout, done.hook_logs, done.episodes)
+                self.fabric.log_dict(logged, step=done.global_step)
+            run.update_done(done.iteration, done.global_step, done.episodes.returns)
+        run.checkpoint(done.iteration)
+        return run.should_stop(done.iteration, done.episodes.returns)
+
+    @contextlib.contextmanager
+    def settled(self, games: Games):
+        """However the loop ends (its last iteration, `stop`, Ctrl-C, an error), the update still
+        running is finished first: the run's save then holds it, and never weights half-updated."""
+        try:
+            yield
+        finally:
+            self.finish(games.global_step)
+
+
+def acting_copy(cfg: PPOConfig, agent: nn.Module, module: nn.Module) -> nn.Module:
+    """The network that plays the next rollout: an int8 copy (`acting="int8"`), an fp32 copy where
+    the update runs beside the rollout (`overlap_update`), else the very network PPO trains. Made
+    anew before every rollout, from the weights as they stand (exploration/acting.py)."""
+    if cfg.acting == "int8":
+        return int8_actor(module)
+    return fp32_actor(module) if cfg.overlap_update else agent
 
 
 def collect_rollout(
@@ -415,9 +515,11 @@ def compute_advantages(cfg: PPOConfig, agent: nn.Module, module: nn.Module, roll
                         rollout.initial_state, rollout.states)
 
 
-def update(cfg: PPOConfig, fabric: Any, agent: nn.Module, optimizer: torch.optim.Optimizer, batch: RolloutBatch) -> UpdateStats:
+def update(cfg: PPOConfig, fabric: Any, agent: nn.Module, optimizer: torch.optim.Optimizer, batch: RolloutBatch,
+           generator: torch.Generator | None = None) -> UpdateStats:
     """PPO's epochs over minibatches of whole environment sequences, or of the rollout cut into
-    sequences of `cfg.seq_len` steps (stopped early past `target_kl`)."""
+    sequences of `cfg.seq_len` steps (stopped early past `target_kl`); the minibatches are drawn
+    from `generator` (torch's global one by default)."""
     if batch.states is not None and 0 < cfg.seq_len < batch.actions.shape[0]:
         batch = batch.sequences(cfg.seq_len)
     N = batch.actions.shape[1]
@@ -425,7 +527,7 @@ def update(cfg: PPOConfig, fabric: Any, agent: nn.Module, optimizer: torch.optim
     envs_per_batch = N // cfg.num_minibatches
     clipfracs, approx_kls = [], []
     for epoch in range(cfg.update_epochs):
-        env_order = torch.randperm(N, device=batch.actions.device)
+        env_order = torch.randperm(N, generator=generator).to(batch.actions.device)
         for start in range(0, N, envs_per_batch):
             mb = batch.environments(env_order[start : start + envs_per_batch])
             out = agent(mb.obs, mb.initial_state, mb.dones)

@@ -38,6 +38,12 @@ class PPOConfig:
     int8 for the whole run, and a copy of the actor-critic with its GRUs and linear layers
     quantised, made anew before each rollout; PPO still learns in fp32; CPU only:
     `exploration/acting.py`)."""
+    overlap_update: bool = False
+    """Run each rollout's update in a thread while the games play the next rollout, instead of
+    between rollouts while they wait: each rollout is then played by the weights from before the
+    update beside it, one update behind (as asynchronous PPO does; the rollout's log-probabilities
+    are that copy's, and PPO's clip bounds the gap as it does `acting="int8"`'s). Costs a second
+    rollout buffer and a copy of the network a rollout."""
     frame_size: int = 64
     """Side of the square frames pixel games are resized to (INTER_AREA). Ignored for `state:` envs."""
     num_steps: int = 128
@@ -143,7 +149,8 @@ class PPOConfig:
 
 def check_resumable(saved: PPOConfig, now: PPOConfig) -> None:
     """A resumed run must match the saved one, except that it may train for longer."""
-    free = ("resume", "total_timesteps", "run_dir", "accelerator", "checkpoint_every", "log_every", "lockstep", "acting")
+    free = ("resume", "total_timesteps", "run_dir", "accelerator", "checkpoint_every", "log_every", "lockstep", "acting",
+            "overlap_update")
     changed = [f.name for f in fields(PPOConfig) if f.name not in free and getattr(saved, f.name) != getattr(now, f.name)]
     if changed:
         raise UserError(f"--resume: the options {', '.join(changed)} differ from the saved run in {now.run_dir}; resume with the same training options (total_timesteps may be raised)")

@@ -81,14 +81,15 @@ def corridor_config(run_dir, **kwargs) -> PPOConfig:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("acting", ["fp32", "int8"])
-def test_ppo_learns_cartpole(tmp_path, acting):
+@pytest.mark.parametrize("acting, overlap", [("fp32", False), ("int8", False), ("fp32", True)], ids=["fp32", "int8", "overlap"])
+def test_ppo_learns_cartpole(tmp_path, acting, overlap):
     """With `acting="int8"` the rollouts come from an int8 copy and the update trains the fp32
-    network: it learns as well (exploration/acting.py)."""
+    network: it learns as well (exploration/acting.py). So it does with `overlap_update`, each
+    rollout played one update behind."""
     cfg = PPOConfig(
         env_id="state:CartPole-v1", run_dir=str(tmp_path), total_timesteps=15_000, seed=2, num_envs=8, num_steps=32,
         num_minibatches=1, update_epochs=10, learning_rate=1e-3, gamma=0.98, gae_lambda=0.8, ent_coef=0.0,
-        clip_vloss=False, checkpoint_every=0, log_every=5, acting=acting,
+        clip_vloss=False, checkpoint_every=0, log_every=5, acting=acting, overlap_update=overlap,
     )
     result = train(cfg)
     returns = result.episode_returns
@@ -215,6 +216,78 @@ def test_resume_continues_from_the_same_step_with_the_same_state(tmp_path, corri
     for (name, a), b in zip(straight.agent.state_dict().items(), resumed.agent.state_dict().values()):
         assert torch.equal(a, b), name
     assert torch.equal(load_checkpoint(straight.checkpoint)["rng"]["torch"], load_checkpoint(resumed.checkpoint)["rng"]["torch"])
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_with_overlap_update_each_rollout_plays_one_update_behind(tmp_path, corridor, monkeypatch, overlap):
+    """Without `overlap_update`, rollout k is played by the weights update k - 1 left; with it, the
+    update of rollout k - 1 trains in a thread of its own while rollout k plays, so rollout k is
+    played by the weights of update k - 2 (the first two by the initial ones). Either way every
+    rollout is trained on, and the run's save holds the last update."""
+    import threading
+
+    import playtester.exploration.ppo as ppo
+
+    def flat(net):
+        return torch.cat([p.detach().flatten().clone() for p in net.parameters()])
+
+    played, trained, threads = [], [], []
+    real_update, real_collect = ppo.update, ppo.collect_rollout
+
+    def spy_update(cfg, fabric, agent, optimizer, batch, generator=None):
+        threads.append(threading.current_thread().name)
+        stats = real_update(cfg, fabric, agent, optimizer, batch, generator)
+        trained.append(flat(agent))
+        return stats
+
+    def spy_collect(cfg, envs, actor, *args):
+        played.append(flat(actor))
+        return real_collect(cfg, envs, actor, *args)
+
+    monkeypatch.setattr(ppo, "update", spy_update)
+    monkeypatch.setattr(ppo, "collect_rollout", spy_collect)
+    result = train(corridor_config(tmp_path, total_timesteps=5 * 16, overlap_update=overlap))
+
+    assert len(played) == len(trained) == 5
+    assert threads == ["ppo-update" if overlap else "MainThread"] * 5
+    lag = 2 if overlap else 1
+    for k in range(5):  # rollout k + 1 of the issue's counting
+        expected = played[0] if k < lag else trained[k - lag]
+        assert torch.equal(played[k], expected), f"rollout {k + 1}"
+    assert not torch.equal(trained[0], played[0])  # an update changes the weights, so the check has teeth
+    ckpt = load_checkpoint(result.checkpoint)
+    assert (ckpt["iteration"], ckpt["global_step"]) == (5, 80) and (result.iteration, result.global_step) == (5, 80)
+    assert torch.equal(flat(result.agent), trained[-1])
+
+
+def test_overlapped_runs_of_one_seed_are_the_same_run(tmp_path, corridor):
+    """The update in its thread draws its minibatches from a generator of its own, the rollout its
+    actions from torch's: two runs of one seed end with the same weights and returns, whichever
+    thread drew first."""
+    runs = [train(corridor_config(tmp_path / str(i), total_timesteps=6 * 16, overlap_update=True)) for i in range(2)]
+    assert runs[0].episode_returns == runs[1].episode_returns
+    for (name, a), b in zip(runs[0].agent.state_dict().items(), runs[1].agent.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
+def test_an_update_that_fails_in_its_thread_fails_the_run(tmp_path, corridor, monkeypatch):
+    """The update's error reaches the caller (after the rollout beside it), and the save still
+    holds the last update that did finish."""
+    import playtester.exploration.ppo as ppo
+
+    real_update, calls = ppo.update, []
+
+    def failing(*args):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("update broke")
+        return real_update(*args)
+
+    monkeypatch.setattr(ppo, "update", failing)
+    with pytest.raises(RuntimeError, match="update broke"):
+        train(corridor_config(tmp_path, total_timesteps=5 * 16, overlap_update=True))
+    ckpt = load_checkpoint(tmp_path / "checkpoints" / "last.ckpt")
+    assert (ckpt["iteration"], ckpt["global_step"]) == (2, 32)
 
 
 def test_resume_refuses_changed_options_and_fresh_runs_refuse_to_overwrite(tmp_path, corridor):

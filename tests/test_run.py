@@ -225,11 +225,12 @@ def test_run_explore_reads_its_config_file_and_resumes_from_the_folder_alone(sma
     assert not (tmp_path / "r2").exists()
 
 
-def test_seq_len_rnd_train_steps_and_overlap_rnd_from_config(tiny_inspect_policy, small_park, tmp_path, capsys, monkeypatch):
+def test_seq_len_rnd_train_steps_and_overlaps_from_config(tiny_inspect_policy, small_park, tmp_path, capsys, monkeypatch):
     """`seq_len: 4` with rollouts of 8: every update takes its rollout as sequences of 4 steps (from
     the states the rollout kept), the run's config and the explorer's checkpoint keep it; one that
     does not divide the rollout is one line, before anything runs. `overlap_rnd`: every rollout's
-    RND training is started beside the next one. `rnd_train_steps: 3`: the inspector's RND (one
+    RND training is started beside the next one; `overlap_update`: every PPO update runs in its
+    thread, on the process's torch threads. `rnd_train_steps: 3`: the inspector's RND (one
     predictor) is built with 3 training steps a rollout, and the checkpoint's reward rebuilds with
     it (40 steps do not warm RND up: `train_predictors` uses the number from its config)."""
     import yaml
@@ -242,10 +243,18 @@ def test_seq_len_rnd_train_steps_and_overlap_rnd_from_config(tiny_inspect_policy
     cuts, real = [], RolloutBatch.sequences
     monkeypatch.setattr(RolloutBatch, "sequences", lambda batch, n: cuts.append((batch.states.shape[0], n)) or real(batch, n))
     behind, start = [], ExplorationReward._train_in_background
+    import threading
+
+    import torch
+
+    from playtester.exploration import ppo
+
+    updates, real_update = [], ppo.update
+    monkeypatch.setattr(ppo, "update", lambda *a: updates.append((threading.current_thread().name, torch.get_num_threads())) or real_update(*a))
     monkeypatch.setattr(ExplorationReward, "_train_in_background", lambda hook, seed: behind.append(seed) or start(hook, seed))
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump({"seq_len": 4, "rollout": 8, "oracle_labels": True, "test_steps": 4, "overlap_rnd": True,
-                                      "rnd_train_steps": 3}))
+                                      "overlap_update": True, "rnd_train_steps": 3}))
     out = tmp_path / "r"
     assert main(["run", "explore", "--game", small_park, "--explorer", "inspector", "--tester", str(tiny_inspect_policy),
                  "--envs", "1", "--episodes", "1", "--steps", "40", "--config", str(config), "--out", str(out)]) == 0, capsys.readouterr().err
@@ -253,6 +262,7 @@ def test_seq_len_rnd_train_steps_and_overlap_rnd_from_config(tiny_inspect_policy
     assert load_checkpoint(out / "explorer" / "checkpoints" / "last.ckpt")["config"]["seq_len"] == 4
     assert len(cuts) >= 3 and set(cuts) == {(8, 4)}  # each update, a rollout of 8 kept states cut in 4s
     assert len(behind) == len(cuts)  # with overlap_rnd, RND's training of every rollout ran beside the next
+    assert updates == [("ppo-update", torch.get_num_threads())] * len(cuts)
     assert yaml.safe_load((out / "config.yaml").read_text())["overlap_rnd"] is True
     rnd = load_checkpoint(out / "explorer" / "checkpoints" / "last.ckpt")["reward_spec"]["config"]["rnd"]
     assert (rnd["train_steps"], rnd["num_predictors"]) == (3, 1)
