@@ -351,7 +351,7 @@ class Updates:
         cfg = self.cfg
         if cfg.anneal_lr:
             self.optimizer.param_groups[0]["lr"] = (1.0 - (done.iteration - 1.0) / cfg.num_iterations) * cfg.learning_rate
-        generator = torch.Generator().manual_seed(cfg.seed * 1_000_003 + done.iteration)
+        generator = torch.Generator().manual_seed((cfg.seed * 1_000_003 + done.iteration) % 2**63)
         self.pending = done
         if not cfg.overlap_update:
             with defer_interrupt():  # Ctrl-C waits for the update: what is saved is always a whole update
