@@ -46,8 +46,10 @@ def test_the_checkpoint_holds_the_best_validation_epochs_weights(bc_demos_and_en
 
     demos, encoder = bc_demos_and_encoder
     out = tmp_path / "p.ckpt"
-    # a learning rate far too high: validation worsens again before the end, so the best epoch is not the last
-    tcfg = TrainConfig(epochs=4, batch_size=2, chunk=16, lr_start=1.0, lr_peak=1.0, lr_end=1.0, teacher=False, patience=10)
+    # a learning rate that climbs from sane to far too high (the cosine runs up to lr_end = 10): validation
+    # worsens again before the end, so the best epoch is not the last (a constant rate of 1.0 did this
+    # until a fresh install of 2026-11-25, torch the same, where validation improved to the end)
+    tcfg = TrainConfig(epochs=4, batch_size=2, chunk=16, lr_start=1e-3, lr_peak=1e-3, lr_end=10.0, teacher=False, patience=10)
     result = fit_policy(demos, encoder, out, tcfg, shape=TINY, progress=False, logdir=tmp_path / "logs", say=lambda m: None)
     events = EventAccumulator(str(next((tmp_path / "logs").rglob("events.out.tfevents*"))))
     events.Reload()
