@@ -233,25 +233,22 @@ def test_seq_len_rnd_train_steps_and_overlaps_from_config(tiny_inspect_policy, s
     thread, on the process's torch threads. `rnd_train_steps: 3`: the inspector's RND (one
     predictor) is built with 3 training steps a rollout, and the checkpoint's reward rebuilds with
     it (40 steps do not warm RND up: `train_predictors` uses the number from its config)."""
+    import threading
+
+    import torch
     import yaml
 
+    from playtester.exploration import ppo
     from playtester.exploration.checkpoints import load_checkpoint
     from playtester.exploration.ppo import RolloutBatch
-
     from playtester.exploration.reward import ExplorationReward
 
     cuts, real = [], RolloutBatch.sequences
     monkeypatch.setattr(RolloutBatch, "sequences", lambda batch, n: cuts.append((batch.states.shape[0], n)) or real(batch, n))
     behind, start = [], ExplorationReward._train_in_background
-    import threading
-
-    import torch
-
-    from playtester.exploration import ppo
-
+    monkeypatch.setattr(ExplorationReward, "_train_in_background", lambda hook, seed: behind.append(seed) or start(hook, seed))
     updates, real_update = [], ppo.update
     monkeypatch.setattr(ppo, "update", lambda *a: updates.append((threading.current_thread().name, torch.get_num_threads())) or real_update(*a))
-    monkeypatch.setattr(ExplorationReward, "_train_in_background", lambda hook, seed: behind.append(seed) or start(hook, seed))
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump({"seq_len": 4, "rollout": 8, "oracle_labels": True, "test_steps": 4, "overlap_rnd": True,
                                       "overlap_update": True, "rnd_train_steps": 3}))
