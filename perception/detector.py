@@ -35,7 +35,6 @@ log = logging.getLogger(__name__)
 
 BACKBONES = ("resnet50", "mobilenet", "compact")
 BACKBONE_STAGES = {"resnet50": 5, "mobilenet": 6, "compact": 4}
-PRETRAINED_CHOICES = ("auto", "coco", "none")
 SCHEDULES = ("constant", "cosine")
 
 

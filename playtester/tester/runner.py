@@ -188,7 +188,7 @@ def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: 
                              int8=spec.acting == "int8")
     wrap: Callable[[gym.Env, int], gym.Env] = functools.partial(_wrap, spec, served=server and server.models)
     if cluster:
-        from playtester.tester.cluster import ray_instances, tester_on_worker
+        from playtester.tester.cluster import tester_on_worker
 
         wrap = tester_on_worker  # in an actor: the tester loop on its scratch copy of the run folder
     try:
