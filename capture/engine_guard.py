@@ -11,7 +11,9 @@ in a session of its own so that Ctrl-C does not reach it. The parent writes each
 and instance id down a pipe; when the pipe closes (the parent is gone, however it went), the
 watchdog SIGKILLs the engines it was told of that still run (checked by instance id in their
 command line, so a reused pid is left alone) and removes their shared memory. An engine closed
-normally is crossed off first.
+normally is crossed off first. A game the harness launched itself (`--launch`, see
+`capture/window/launch.py`) runs in a process group of its own; the watchdog is told its group
+(`watch_group`) and SIGKILLs the whole group when the parent dies.
 
 `die_with_parent()`: the parent-death signal for processes this package starts itself (the
 explorer's game workers), so that they, and through their watchdogs their engines, go when
@@ -44,13 +46,22 @@ _WATCHDOG_SOURCE = r"""
 import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 prefixes, shm = sys.argv[1].split(","), sys.argv[2]
-engines = {}
+engines, groups = {}, set()
 for line in sys.stdin:
     op, pid, iid = line.split()
     if op == "+":
         engines[int(pid)] = iid
-    else:
+    elif op == "-":
         engines.pop(int(pid), None)
+    elif op == "G":
+        groups.add(int(pid))
+    else:
+        groups.discard(int(pid))
+for pgid in groups:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
 for pid, iid in engines.items():
     try:
         with open("/proc/%d/cmdline" % pid, "rb") as f:
@@ -102,6 +113,13 @@ class EngineWatchdog:
 
     def forget(self, pid: int, instance_id: str) -> None:
         self._send(f"- {pid} {instance_id}")
+
+    def watch_group(self, pgid: int) -> None:
+        """Kill process group `pgid` (a launched game and its children) when the parent dies."""
+        self._send(f"G {pgid} -")
+
+    def forget_group(self, pgid: int) -> None:
+        self._send(f"g {pgid} -")
 
 
 def _close_inherited_watchdog() -> None:
