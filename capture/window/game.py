@@ -294,6 +294,10 @@ class WindowGame(gym.Env):
                 self._relaunch = self.launcher is not None
         return self._frame.copy(), 0.0, terminated, truncated, info
 
+    def release_keys(self) -> None:
+        """Let go of the held keys between steps (a replay of a recording with idle moments)."""
+        self.sender.release_all()  # type: ignore[union-attr]
+
     def _crash_reason(self) -> str:
         """Why the game counts as crashed, in words."""
         if self.window is not None and self.window.pid is not None and not process_alive(self.window.pid):

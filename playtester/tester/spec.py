@@ -154,15 +154,7 @@ class RunSpec:
         options: dict[str, Any] = {"max_steps": self.steps}
         if self.telemetry_port is not None:
             options["telemetry_port"] = self.telemetry_port
-        if self.launch is not None:
-            options["launch"] = self.launch
-        if self.reset is not None:
-            from playtester.plans.reset import reset_recipe
-
-            options["reset_recipe"] = reset_recipe(self.reset)
-        if self.out_of_play:
-            options["out_of_play"] = list(self.out_of_play)
-        return options
+        return options | harness_options(self.launch, self.reset, self.out_of_play)
 
     def to_config(self) -> dict[str, Any]:
         config = asdict(self)
@@ -226,3 +218,18 @@ def check_harness(launch: str | None, reset: str | None, out_of_play: list[str])
         from playtester.capture.window.play_state import OutOfPlay
 
         OutOfPlay(out_of_play)
+
+
+def harness_options(launch: str | None, reset: str | None, out_of_play: list[str]) -> dict[str, Any]:
+    """The `make_game` options of a window game's harness: its launch command, reset recipe and
+    out-of-play screenshots (`capture/window/game.py`)."""
+    options: dict[str, Any] = {}
+    if launch is not None:
+        options["launch"] = launch
+    if reset is not None:
+        from playtester.plans.reset import reset_recipe
+
+        options["reset_recipe"] = reset_recipe(reset)
+    if out_of_play:
+        options["out_of_play"] = list(out_of_play)
+    return options
