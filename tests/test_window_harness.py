@@ -6,7 +6,6 @@ test_game_chocolate_doom.py."""
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import time
 import cv2
 import numpy as np
 import pytest
+from test_window_display import display  # noqa: F401  (a fixture: Xvfb for this module)
 
 from playtester.errors import UserError
 from playtester.capture.window.play_state import OutOfPlay, distinct_looks, look, similarity
@@ -131,20 +131,6 @@ def test_a_reset_plan_is_a_plan_of_keys_and_waits(tmp_path):
 
 # -- launching real processes on a virtual screen ---------------------------------------------
 
-@pytest.fixture(scope="module")
-def screen():
-    from playtester.capture.window.virtual_display import VirtualDisplay
-
-    if shutil.which("Xvfb") is None or shutil.which("xmessage") is None:
-        pytest.skip("the launch tests need Xvfb and xmessage (Debian: apt-get install xvfb x11-utils)")
-    display = VirtualDisplay()
-    old = os.environ.get("DISPLAY")
-    os.environ["DISPLAY"] = display.name
-    yield display.name
-    os.environ.pop("DISPLAY") if old is None else os.environ.__setitem__("DISPLAY", old)
-    display.close()
-
-
 def desktop():
     from playtester.capture.window.x11 import X11Desktop
 
@@ -152,7 +138,7 @@ def desktop():
 
 
 @pytest.mark.display
-def test_launch_waits_for_the_window_and_ends_the_whole_group(screen):
+def test_launch_waits_for_the_window_and_ends_the_whole_group(display):  # noqa: F811
     from playtester.capture.window.launch import LaunchedGame, group_alive
 
     d = desktop()
@@ -168,7 +154,7 @@ def test_launch_waits_for_the_window_and_ends_the_whole_group(screen):
 
 
 @pytest.mark.display
-def test_a_launch_that_fails_is_one_line_and_leaves_nothing(screen):
+def test_a_launch_that_fails_is_one_line_and_leaves_nothing(display):  # noqa: F811
     from playtester.capture.window.launch import LaunchedGame
 
     with pytest.raises(UserError, match="/no/such/game is not a program"):
@@ -202,7 +188,7 @@ def running(cmdline: str) -> bool:
 
 
 @pytest.mark.display
-def test_a_launched_game_dies_with_a_killed_playtester(screen):
+def test_a_launched_game_dies_with_a_killed_playtester(display):  # noqa: F811
     from playtester.capture.window.launch import group_alive
 
     script = textwrap.dedent("""
@@ -236,7 +222,7 @@ def test_a_launched_game_dies_with_a_killed_playtester(screen):
     (["--reset", "missing-plan.yaml"], "no such file"),
     (["--out-of-play", "missing.png"], "missing.png: missing or not an image"),
 ])
-def test_bad_harness_input_is_one_line_and_leaves_no_run_folder(screen, tmp_path, capsys, extra, words):
+def test_bad_harness_input_is_one_line_and_leaves_no_run_folder(display, tmp_path, capsys, extra, words):  # noqa: F811
     from playtester.cli import main
 
     out = tmp_path / "run"
