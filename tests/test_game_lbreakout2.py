@@ -39,7 +39,7 @@ nodes:                                  # from the title menu, from the continue
   - {name: open it, keys: [enter], wait: 2}
   - {name: Start Original Set, keys: [down]}
   - {keys: [down]}
-  - {name: start (the menu keys do nothing in play), keys: [enter], wait: 3}
+  - {name: start (the menu keys do nothing in play), keys: [enter], wait: 8}  # the level fades in
 """
 
 

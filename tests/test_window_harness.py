@@ -15,7 +15,7 @@ import time
 import cv2
 import numpy as np
 import pytest
-from test_window_display import display  # noqa: F401  (a fixture: Xvfb for this module)
+from test_window_display import desktop_keys_down, display  # noqa: F401  (display: a fixture, Xvfb for this module)
 
 from playtester.errors import UserError
 from playtester.capture.window.play_state import OutOfPlay, distinct_looks, look, similarity
@@ -193,23 +193,29 @@ def test_a_launched_game_dies_with_a_killed_playtester(display):  # noqa: F811
 
     script = textwrap.dedent("""
         import time
+        from playtester.capture.window.keys import KeySender
         from playtester.capture.window.launch import LaunchedGame
+        from playtester.capture.window.platform import open_keyboard
         from playtester.capture.window.x11 import X11Desktop
         game = LaunchedGame("xmessage -title 'Orphan Probe' hi", title="Orphan Probe")
         game.start(X11Desktop())
+        KeySender(open_keyboard(), {"w", "left"}).hold(["w"])
         print(game.pgid, flush=True)
         time.sleep(60)
     """)
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
         group = int(parent.stdout.readline())
-        assert group_alive(group)
+        assert group_alive(group) and "w" in desktop_keys_down()
         parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=10)
         deadline = time.time() + 10
         while group_alive(group) and time.time() < deadline:
             time.sleep(0.1)
         assert not group_alive(group), "the engine watchdog ended the game of a playtester killed with SIGKILL"
+        while "w" in desktop_keys_down() and time.time() < deadline:
+            time.sleep(0.1)
+        assert "w" not in desktop_keys_down(), "and let go of the key it held"
     finally:
         parent.kill()
 
