@@ -161,3 +161,22 @@ def test_the_harness_plays_episodes_from_a_start_through_game_over_and_a_crash(d
     assert len(watcher.groups) >= 3, "launched to probe it, for the run, and again after the kill"
     assert not any(group_alive(g) for g in watcher.groups) and not game_windows()
     assert desktop_keys_down().isdisjoint({"left", "right", "space", "y", "down", "enter"})
+
+
+def test_a_recipe_that_never_reaches_play_is_a_finding_then_a_relaunch_then_the_report(display, tmp_path):  # noqa: F811
+    import cv2
+
+    from playtester.cli import main
+
+    needs_the_game()
+    cv2.imwrite(str(tmp_path / "white.png"), np.full((48, 64, 3), 255, np.uint8))  # LBreakout2 never shows it
+    plan = tmp_path / "reset.yaml"
+    plan.write_text("nodes:\n  - {name: the level, wait: 3, until: white.png, timeout: 5}\n")
+    out = tmp_path / "run"
+    assert main(["run", "window", "--game", f"window:{TITLE}", "--launch", launch_command(tmp_path / "home"),
+                 "--reset", str(plan), "--explorer", "random", "--episodes", "2", "--steps", "10", "--out", str(out)]) == 0
+    (finding,) = [json.loads(p.read_text()) for p in (out / "findings").glob("*/finding.json")]
+    assert finding["kind"] == "reset" and "waited 5 steps for the screen of white.png" in finding["message"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert "nor after launching it again" in summary["stopped_early"] and summary["steps"] == 0
+    assert "reset" in (out / "report.html").read_text() and not game_windows()

@@ -18,7 +18,7 @@ things, each optional:
 - `reset_recipe`: the keys that bring the game to a start of play (`reset.py`), played by every
   `reset()` outside the episode; a recipe that does not reach play is reported in the reset's
   `info["reset_failed"]` and the game is launched again (with `launch`) and the recipe played once
-  more; when that fails too, `reset()` raises a `UserError`.
+  more; when that fails too, `reset()` raises `ResetMissedPlay` (a `UserError`).
 - `out_of_play`: reference screenshots of its game-over and menu screens (`play_state.py`); with
   a recipe and none given, a picture no action changes. A step that finds the game out of play
   ends the episode (`terminated`, `info["out_of_play"]`: why); an episode that was never in play
@@ -207,7 +207,7 @@ class WindowGame(gym.Env):
             launched = True
             again = self._play_recipe()
             if again is not None:
-                raise UserError(f"the reset recipe did not bring the game to play, nor after launching it again: {again}")
+                raise ResetMissedPlay(failed, again)
         self._steps = 0
         self._started = True
         if self.out_of_play is not None:
@@ -335,6 +335,15 @@ class WindowGame(gym.Env):
             for part in (self.telemetry, self.grabber, self.desktop):
                 if part is not None:
                     part.close()
+
+
+class ResetMissedPlay(UserError):
+    """The reset recipe missed play, and again right after the game was launched anew."""
+
+    def __init__(self, first: str, again: str) -> None:
+        super().__init__(f"the reset recipe did not bring the game to play, nor after launching it again: {again}")
+        self.first = first
+        """Why it missed the first time: a finding of its own."""
 
 
 class _GameGone(Exception):

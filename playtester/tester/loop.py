@@ -272,6 +272,10 @@ class TesterEnv(gym.Wrapper):
         except RunStopped as stop:
             return self._stop(str(stop))
         except UserError as e:  # a window game's harness could not bring it to play
+            first = getattr(e, "first", None)  # `ResetMissedPlay`: the first miss is a finding, as when the relaunch works
+            if first is not None:
+                self.actions, self.recent, self.reset_args = [], deque(), {"seed": seed, "options": options}
+                self._save(Finding("reset", str(first), self.episode + self.n_envs, 0, {"launched_again": True}))
             return self._stop(f"the game cannot be brought to play for episode {self.episode + self.n_envs}: {e}")
         self.local_episode += 1
         self.idle = self.episodes is not None and self.episode >= self.episodes
