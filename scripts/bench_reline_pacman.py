@@ -69,7 +69,7 @@ def train_agent(name: str, seed: int, args: argparse.Namespace, zones) -> tuple[
     cfg = PPOConfig(env_id=GAME, run_dir=str(args.out / f"train-{name}-{seed}"), seed=seed, total_timesteps=args.timesteps,
                     num_envs=args.envs, num_steps=128, num_minibatches=2, update_epochs=4, learning_rate=2.5e-4, clip_coef=0.1,
                     vector_env="sync", encoder="conv", frame_size=args.frame_size, hidden_dim=256, rnn_dim=128,
-                    env_reward_coef=args.reward_scale, checkpoint_every=0, log_every=8)
+                    env_reward_coef=args.reward_scale, checkpoint_every=0, log_every=8, accelerator=args.accelerator)
     start = time.perf_counter()
     result = train(cfg, env_fn=functools.partial(pacman_env, args.frame_size, bonus, zones, args.max_steps))
     return result.agent, time.perf_counter() - start
@@ -104,6 +104,16 @@ def play(agent: torch.nn.Module, seed: int, args: argparse.Namespace, zones) -> 
             "length": float(np.mean([r.steps for r in results])), "dots": float(np.mean([r.reward for r in results]))}
 
 
+def run_agent(name: str, seed: int, args: argparse.Namespace, zones) -> dict:
+    """Train one agent on one seed (random is not trained) and play its evaluation episodes."""
+    torch.set_num_threads(1)
+    if name == "random":
+        agent, seconds = RandomAgent(RandomAgentConfig(num_actions=9)), 0.0
+    else:
+        agent, seconds = train_agent(name, seed, args, zones)
+    return {"agent": name, "seed": seed, "train_seconds": seconds, **play(agent.cpu(), seed, args, zones)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
@@ -115,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reward-scale", type=float, default=0.1)
     ap.add_argument("--zones", nargs=4, metavar="X0,Y0,X1,Y1", help="the four zones (pixels of the 160×210 frame); default: the tunnels")
     ap.add_argument("--agents", nargs="+", default=list(AGENTS), choices=AGENTS)
+    ap.add_argument("--accelerator", default="cpu", help="where PPO learns: cpu or cuda (the games stay on the CPU)")
+    ap.add_argument("--jobs", type=int, default=1, help="agents and seeds trained at once, each in its own process")
     ap.add_argument("--out", type=Path, default=Path("runs/bench_pacman"))
     args = ap.parse_args(argv)
     try:
@@ -123,20 +135,22 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
     t0 = time.perf_counter()
-    for seed in args.seeds:
-        for name in args.agents:
-            if name == "random":
-                agent, seconds = RandomAgent(RandomAgentConfig(num_actions=9)), 0.0
-            else:
-                agent, seconds = train_agent(name, seed, args, zones)
-            row = {"agent": name, "seed": seed, "train_seconds": seconds, **play(agent, seed, args, zones)}
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+    tasks = [(name, seed) for seed in args.seeds for name in args.agents]
+    if args.jobs > 1:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(args.jobs, mp_context=mp.get_context("spawn")) as pool:
+            rows = [f.result() for f in [pool.submit(run_agent, name, seed, args, zones) for name, seed in tasks]]
+    else:
+        for name, seed in tasks:
+            rows.append(run_agent(name, seed, args, zones))
+            print(json.dumps(rows[-1]), flush=True)
             write_text_atomic(args.out / "results.json", json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=1))
+    write_text_atomic(args.out / "results.json", json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=1))
     report(rows, args, time.perf_counter() - t0)
     return 0
 
