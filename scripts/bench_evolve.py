@@ -100,7 +100,7 @@ def run_one(strategy: str, seed: int, args: argparse.Namespace, root: Path) -> d
     return {"strategy": strategy, "seed": seed, "of": len(maze.bugs),
             "steps": found_by(lambda d: d["game_steps"] <= args.budget),
             "generations": found_by(lambda d: d["generation"] <= args.generations),
-            "generations_at_budget": max(r["generation"] for r in rows if r["steps"] <= args.budget),
+            "generations_at_budget": max((r["generation"] for r in rows if r["steps"] <= args.budget), default=0),
             "steps_at_generations": at_gen["steps"], "states_at_generations": at_gen["states_covered"],
             "states": rows[-1]["states_covered"], "best_winning": max(r["best_winning"] for r in rows),
             "times": sorted(times.values()), "total_generations": evo.generation, "total_steps": evo.steps, "wall": wall}
