@@ -8,8 +8,9 @@ coin and bug places:
     rl         PPO only: the population's members trained further each generation, no selection
     ea_s       EA only, single objective (survivors by winning score)
     ea_s_rl    EA + PPO-refined offspring, single objective
-    wuji       EA + PPO-refined offspring, NSGA-II on exploration and winning
-    wuji_all   Wuji with every offspring refined (as published; `refine="all"`)
+    wuji       EA + PPO-refined offspring, NSGA-II on exploration and winning; only the offspring
+               that beat their parent are refined (`refine="improved"`: cheap generations)
+    wuji_all   Wuji with every offspring refined (as published; `refine="all"`, the default)
 
 Every run goes on until it has spent `--budget` game steps (evaluation plays and PPO training
 together) and played `--generations` generations, whichever comes last; bugs found are then
@@ -50,7 +51,7 @@ STRATEGIES = {
     "rl": dict(evolve=False, train_offspring=True),
     "ea_s": dict(evolve=True, train_offspring=False, objectives="winning"),
     "ea_s_rl": dict(evolve=True, train_offspring=True, objectives="winning"),
-    "wuji": dict(evolve=True, train_offspring=True, objectives="both"),
+    "wuji": dict(evolve=True, train_offspring=True, objectives="both", refine="improved"),
     "wuji_all": dict(evolve=True, train_offspring=True, objectives="both", refine="all"),
 }
 ASSERT = "playtester.capture.block_maze:health_in_range"
