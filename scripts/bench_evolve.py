@@ -151,9 +151,16 @@ def main() -> None:
                 write_text_atomic(args.out / "results.json", json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": results}, indent=1))
     write_text_atomic(args.out / "results.json", json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": results,
                                                               "load_average": [load_start, os.getloadavg()]}, indent=1))
+    report(results, args, load_start, time.perf_counter() - t0)
+
+
+def report(results: list[dict], args: argparse.Namespace, load_start: tuple, seconds: float) -> None:
+    """The two tables (equal steps, equal generations), the tests per pair and the per-seed counts."""
+    args.seeds = sorted({r["seed"] for r in results})
+    args.strategies = [s for s in args.strategies if any(r["strategy"] == s for r in results)]
     print(f"\nBlock Maze {args.size}×{args.size}, seeds {args.seeds}, population {args.population}, {args.episodes} evaluation episodes "
           f"of ≤ {args.steps} steps, ≤ {args.ppo_steps} PPO steps per refined offspring; load average {load_start[0]:.1f} → "
-          f"{os.getloadavg()[0]:.1f}; {time.perf_counter() - t0:.0f} s")
+          f"{os.getloadavg()[0]:.1f}; {seconds:.0f} s")
     for mode, heading in (("steps", f"at equal steps ({args.budget} game steps)"), ("generations", f"at equal generations ({args.generations})")):
         print(f"\n{heading}:\n")
         print("| strategy | bugs found (of 9) | near / far / off-route | far + off-route | false findings | generations | game steps |")
