@@ -184,10 +184,11 @@ def report(results: list[dict], args: argparse.Namespace, load_start: tuple, sec
                 p = float(mannwhitneyu(x, y, alternative="two-sided").pvalue) if len(x) > 1 else float("nan")
                 d = cliffs_delta(x, y)
                 print(f"- {a} vs {b}, {'all bugs' if key == 'bugs' else 'far + off-route'}: Mann–Whitney p = {p:.3g}, Cliff's δ = {d:+.2f} ({magnitude(d)})")
-    print("\nper seed, bugs at equal steps / at equal generations:")
+    print("\nper seed, bugs at equal steps" + (" / at equal generations:" if args.generations else ":"))
     for strategy in args.strategies:
         rs = sorted((r for r in results if r["strategy"] == strategy), key=lambda r: r["seed"])
-        print(f"- {strategy}: " + ", ".join(f"{r['steps']['bugs']}/{r['generations']['bugs']}" for r in rs))
+        print(f"- {strategy}: " + ", ".join(f"{r['steps']['bugs']}" + (f"/{r['generations']['bugs']}" if args.generations else "")
+                                            for r in rs))
 
 
 if __name__ == "__main__":
