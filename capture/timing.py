@@ -80,18 +80,24 @@ class StepCpuClock:
 
     def __init__(self, engine_pid: int | None):
         self.engine = process_cpu_clock(engine_pid) if engine_pid is not None else None
-        self._t0 = (0.0, 0.0)
+        self._t0: tuple[float, float] | None = None
 
     @property
     def available(self) -> bool:
         return self.engine is not None
 
     def start(self) -> None:
+        """Read both clocks; an engine already gone leaves nothing to time (the step that
+        follows meets the dead engine and reports the crash)."""
+        self._t0 = None
         if self.engine is not None:
-            self._t0 = (self.engine(), time.thread_time())
+            try:
+                self._t0 = (self.engine(), time.thread_time())
+            except OSError:
+                self._t0 = None
 
     def stop(self) -> float | None:
-        if self.engine is None:
+        if self.engine is None or self._t0 is None:
             return None
         try:
             engine = self.engine() - self._t0[0]

@@ -87,6 +87,24 @@ def test_a_process_cpu_clock_counts_work_not_waiting():
         idle.kill()
 
 
+def test_a_step_clock_whose_engine_died_times_nothing_and_raises_nothing():
+    import subprocess
+    import sys
+
+    from playtester.capture.timing import StepCpuClock
+
+    engine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    clock = StepCpuClock(engine.pid)
+    if not clock.available:
+        pytest.skip("this system has no per-process CPU clock")
+    clock.start()
+    assert clock.stop() is not None  # alive: the step is timed
+    engine.kill()
+    engine.wait()
+    clock.start()  # killed before the step: the step itself meets the dead engine, not the clock
+    assert clock.stop() is None
+
+
 def test_zones_are_far_from_every_start_and_kept_from_the_agent(perf_env, zones):
     layout = perf_env.unwrapped.scenario.layout
     cfg = PerfParkConfig()
