@@ -10,8 +10,9 @@ import typer
 from rich.console import Console
 
 from playtester.errors import UserError
-from playtester.commands.options import MANY, about
-from playtester.commands.scenario import check_out_parent
+from playtester.commands.options import (
+    MANY, Count, InFile, InFolder, NameOrFile, Number, OutFile, OutFolder, Text, about, argument, option,
+)
 
 console = Console()
 
@@ -69,15 +70,15 @@ def _plan_detector(env, game: str, detector: str | None, oracle_labels: bool):
 
 @plan_app.command("run")
 def run_plan(
-    plan: Path = typer.Argument(..., help="The plan (YAML)."),
-    game: str = typer.Option(..., "--game", help="Game spec (see `playtester games`)."),
-    out: Path = typer.Option(..., "--out", help="Folder for the plan report, failures and trajectory."),
-    detector: Optional[str] = typer.Option(None, "--detector", help="Detector checkpoint that finds the plan's objects (kind and ooi targets, see: rules); a plan that looks for objects refuses to start without it or --oracle-labels."),
+    plan: Path = argument(InFile("plan (YAML)"), "plan", help="The plan (YAML)."),
+    game: str = option(Text(), ..., "--game", help="Game spec (see `playtester games`)."),
+    out: Path = option(OutFolder(), ..., "--out", help="Folder for the plan report, failures and trajectory."),
+    detector: Optional[str] = option(InFile("detector checkpoint"), None, "--detector", help="Detector checkpoint that finds the plan's objects (kind and ooi targets, see: rules); a plan that looks for objects refuses to start without it or --oracle-labels."),
     oracle_labels: bool = typer.Option(False, "--oracle-labels", help="Find objects through the engine's labels instead of a detector (the built-in park only): an ablation, and the report says so."),
-    validations: Optional[str] = typer.Option(None, "--validations", help="Validation callbacks: file.py or a module, with `registry` or `register(registry)`."),
-    behavior: List[str] = typer.Option([], "--behavior", help="A named behaviour NAME=CHECKPOINT (repeatable), e.g. inspect=models/inspect.ckpt."),
-    path_policy: Optional[Path] = typer.Option(None, "--path-policy", help="Path policy checkpoint to wander with while searching by sight."),
-    max_steps: int = typer.Option(3000, "--max-steps", min=1, max=MANY, help="Steps for the whole plan."),
+    validations: Optional[str] = option(Text(), None, "--validations", help="Validation callbacks: file.py or a module, with `registry` or `register(registry)`."),
+    behavior: List[str] = option(Text(), [], "--behavior", help="A named behaviour NAME=CHECKPOINT (repeatable), e.g. inspect=models/inspect.ckpt."),
+    path_policy: Optional[Path] = option(InFile("path policy checkpoint"), None, "--path-policy", help="Path policy checkpoint to wander with while searching by sight."),
+    max_steps: int = option(Count(1, MANY), 3000, "--max-steps", help="Steps for the whole plan."),
     ground_truth_positions: bool = typer.Option(
         False, "--ground-truth-positions", help="Walk to a target object's position from the engine's ground truth (the built-in "
         "park's layout) before looking for it: an ablation, and the report says so. Without it objects are found by sight."),
@@ -100,7 +101,6 @@ def run_plan(
 
         with about("--path-policy"):  # a bad checkpoint is refused before the game starts
             load_policy(path_policy)
-    check_out_parent(out)
     if out.exists():
         if not overwrite:
             raise UserError(f"--out {out}: the folder exists; give --overwrite to replace it")
@@ -131,17 +131,16 @@ def run_plan(
 
 @plan_app.command("record")
 def record_plan(
-    episode: Path = typer.Argument(..., help="A demo episode folder (from `playtester record` or `playtester demos`)."),
-    out: Path = typer.Option(..., "--out", help="The plan to write (YAML)."),
-    every: int = typer.Option(15, "--every", min=1, max=MANY, help="With telemetry: a position node every this many steps."),
-    tolerance: float = typer.Option(96.0, "--tolerance", help="Each node's tolerance in map units."),
+    episode: Path = argument(InFolder("demo episode folder"), "episode", help="A demo episode folder (from `playtester record` or `playtester demos`)."),
+    out: Path = option(OutFile(".yaml"), ..., "--out", help="The plan to write (YAML)."),
+    every: int = option(Count(1, MANY), 15, "--every", help="With telemetry: a position node every this many steps."),
+    tolerance: float = option(Number(0.0, 1_000_000.0, above=True), 96.0, "--tolerance", help="Each node's tolerance in map units."),
 ) -> None:
     """Make a plan from a recorded session: positions sampled periodically and every non-movement
     action (with telemetry), else the objects approached along the way."""
     from playtester.plans.record import RecordConfig, plan_from_episode
     from playtester.plans.schema import save_plan
 
-    check_out_parent(out)
     plan = plan_from_episode(episode, RecordConfig(every=every, tolerance=tolerance))
     save_plan(plan, out)
     console.print(f"wrote {out}: {len(plan.nodes)} nodes from {episode}")
@@ -149,18 +148,17 @@ def record_plan(
 
 @plan_app.command("from-text")
 def plan_from_text_command(
-    steps: Path = typer.Argument(..., help="A text file, one step a line ('Walk to the barrel.', 'Attack any enemy you see.')."),
-    out: Path = typer.Option(..., "--out", help="The plan to write (YAML)."),
-    keymap: str = typer.Option("default", "--keymap", help="Key map whose actions the verbs map to (default, or a YAML file)."),
-    classes: str = typer.Option("pillar,barrel,tire,chair", "--classes", help="Detector classes the nouns map to, comma-separated."),
-    behaviors: str = typer.Option("inspect", "--behaviors", help="Named behaviours the verbs may map to, comma-separated."),
+    steps: Path = argument(InFile("text file of steps"), "steps", help="A text file, one step a line ('Walk to the barrel.', 'Attack any enemy you see.')."),
+    out: Path = option(OutFile(".yaml"), ..., "--out", help="The plan to write (YAML)."),
+    keymap: str = option(NameOrFile(("default",), "key map YAML"), "default", "--keymap", help="Key map whose actions the verbs map to (default, or a YAML file)."),
+    classes: str = option(Text(), "pillar,barrel,tire,chair", "--classes", help="Detector classes the nouns map to, comma-separated."),
+    behaviors: str = option(Text(), "inspect", "--behaviors", help="Named behaviours the verbs may map to, comma-separated."),
 ) -> None:
     """Make a plan from plain-text steps: each line a node, or a rule when it says 'any'/'whenever'."""
     from playtester.capture.keymap import load_keymap
     from playtester.plans.schema import save_plan
     from playtester.plans.text import plan_from_text
 
-    check_out_parent(out)
     names = [c.strip() for c in classes.split(",") if c.strip()]
     if not names:
         raise UserError("--classes: give at least one class name")

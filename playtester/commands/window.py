@@ -9,41 +9,31 @@ import typer
 from rich.console import Console
 
 from playtester.errors import UserError
-from playtester.commands.options import MANY, about
+from playtester.commands.options import (
+    MANY, Count, FrameSize, InFolder, NameOrFile, Number, OutFolder, Seed, Text, about, argument, frame_size, option,
+)
 
 console = Console()
 
 
-def _size(text: Optional[str], option: str) -> tuple[int, int] | None:
-    if text is None:
-        return None
-    try:
-        w, h = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise UserError(f"{option} {text!r}: use WIDTHxHEIGHT in pixels, e.g. 320x240") from None
-    if w <= 0 or h <= 0:
-        raise UserError(f"{option} {text!r}: width and height must be positive")
-    return w, h
-
-
 def record(
-    out: Path = typer.Option(..., "--out", help="Folder for the episodes (created; its parent must exist)."),
-    behavior: str = typer.Option(..., "--behavior", help="What the demos show, e.g. inspect or path."),
-    window: Optional[str] = typer.Option(None, "--window", help="The game's window: a part of its title."),
-    game: Optional[str] = typer.Option(None, "--game", help="Or a doom: game, played in the engine's own window."),
+    out: Path = option(OutFolder(), ..., "--out", help="Folder for the episodes (created; its parent must exist)."),
+    behavior: str = option(Text(), ..., "--behavior", help="What the demos show, e.g. inspect or path."),
+    window: Optional[str] = option(Text(), None, "--window", help="The game's window: a part of its title."),
+    game: Optional[str] = option(Text(), None, "--game", help="Or a doom: game, played in the engine's own window."),
     regex: bool = typer.Option(False, "--regex", help="--window is a regular expression."),
-    region: Optional[str] = typer.Option(None, "--region", help="X,Y,W,H: grab this screen region (inside the window with --window)."),
-    fps: float = typer.Option(10.0, "--fps", max=1000.0, help="Frames sampled per second."),
-    size: Optional[str] = typer.Option(None, "--size", help="Frame size WxH (default: the window's)."),
-    keymap: str = typer.Option("default", "--keymap", help="Key map YAML (default: W A S D, arrows, Space)."),
-    start_key: str = typer.Option("f8", "--start-key", help="Hotkey: start / stop an episode."),
-    discard_key: str = typer.Option("f9", "--discard-key", help="Hotkey: discard the episode being recorded."),
-    quit_key: str = typer.Option("f10", "--quit-key", help="Hotkey: quit."),
-    max_steps: Optional[int] = typer.Option(None, "--max-steps", min=1, max=MANY, help="Stop an episode after this many frames."),
-    seed: int = typer.Option(0, "--seed", min=0, help="With --game: seed of the first episode."),
-    resolution: str = typer.Option("320x240", "--resolution", help="With --game: engine resolution."),
+    region: Optional[str] = option(Text(), None, "--region", help="X,Y,W,H: grab this screen region (inside the window with --window)."),
+    fps: float = option(Number(0.0, 1000.0, above=True), 10.0, "--fps", help="Frames sampled per second."),
+    size: Optional[str] = option(FrameSize(), None, "--size", help="Frame size WxH (default: the window's)."),
+    keymap: str = option(NameOrFile(("default",), "key map YAML"), "default", "--keymap", help="Key map YAML (default: W A S D, arrows, Space)."),
+    start_key: str = option(Text(), "f8", "--start-key", help="Hotkey: start / stop an episode."),
+    discard_key: str = option(Text(), "f9", "--discard-key", help="Hotkey: discard the episode being recorded."),
+    quit_key: str = option(Text(), "f10", "--quit-key", help="Hotkey: quit."),
+    max_steps: Optional[int] = option(Count(1, MANY), None, "--max-steps", help="Stop an episode after this many frames."),
+    seed: int = option(Seed(), 0, "--seed", help="With --game: seed of the first episode."),
+    resolution: str = option(FrameSize(), "320x240", "--resolution", help="With --game: engine resolution."),
     spectator: bool = typer.Option(False, "--spectator", help="With --game: the engine reads the keyboard itself (ViZDoom spectator mode; replays only roughly)."),
-    telemetry_port: Optional[int] = typer.Option(None, "--telemetry-port", min=1, max=65535, help="Merge JSON telemetry sent to this UDP port."),
+    telemetry_port: Optional[int] = option(Count(1, 65535), None, "--telemetry-port", help="Merge JSON telemetry sent to this UDP port."),
 ) -> None:
     """Record human demos: play the game; F8 starts and stops an episode, F9 discards it, F10 quits.
 
@@ -60,7 +50,7 @@ def record(
         km = load_keymap(keymap)
     cfg = RecorderConfig(
         out=out, behavior=behavior, keymap=km, window=window, game=game, regex=regex,
-        region=parse_region(region) if region else None, fps=fps, size=_size(size, "--size"),
+        region=parse_region(region) if region else None, fps=fps, size=frame_size(size) if size else None,
         resolution=resolution, hotkeys=Hotkeys.parse(start_key, discard_key, quit_key, km), seed=seed,
         max_steps=max_steps, telemetry_port=telemetry_port, spectator=spectator,
     )
@@ -69,9 +59,9 @@ def record(
 
 
 def replay(
-    episode: Path = typer.Argument(..., help="An episode folder (frames.npy, steps.jsonl, meta.json), or a run's finding folder."),
-    game: Optional[str] = typer.Option(None, "--game", help="Game spec to replay on (default: the episode's own)."),
-    speed: float = typer.Option(1.0, "--speed", help="Timing factor: 1 the recorded timing, 2 twice as fast, 0 no waiting."),
+    episode: Path = argument(InFolder("episode folder"), "episode", help="An episode folder (frames.npy, steps.jsonl, meta.json), or a run's finding folder."),
+    game: Optional[str] = option(Text(), None, "--game", help="Game spec to replay on (default: the episode's own)."),
+    speed: float = option(Number(0.0, 1000.0), 1.0, "--speed", help="Timing factor: 1 the recorded timing, 2 twice as fast, 0 no waiting."),
     strict: bool = typer.Option(False, "--strict", help="Exit with status 1 unless every frame matches the recording."),
 ) -> None:
     """Send a recorded episode's actions again, at its recorded timing, and compare the frames.
