@@ -13,7 +13,7 @@ from rich.table import Table
 
 from playtester.errors import UserError
 from playtester.commands.options import (
-    MANY, Choice, Count, InFile, InFolder, Number, OutFile, OutFolder, Seed, Size, Text, about, option,
+    MANY, Choice, Count, InFile, InFolder, Number, OutFile, OutFolder, Seed, Size, Text, about, check_memory, inputs_checked, option,
 )
 
 console = Console()
@@ -64,9 +64,14 @@ def train_policy(
     validation or the held-out score), weighed by --idm-weight and filtered by --idm-min-confidence.
     """
     from playtester.imitation.fit import fit_policy
+    from playtester.imitation.policy import PolicyConfig, training_memory
     from playtester.imitation.training import TrainConfig
 
-    _check_training_inputs(demos, encoder, init, behavior)
+    features = _check_training_inputs(demos, encoder, init, behavior)
+    check_memory(training_memory(PolicyConfig(feature_dim=features, global_hidden=global_hidden, local_hidden=local_hidden),
+                                 batch_size, chunk, teacher=not no_teacher),
+                 f"--global-hidden {global_hidden} with --local-hidden {local_hidden}, --batch-size {batch_size}, "
+                 f"--chunk {chunk} and {features} encoder features")
     tcfg = TrainConfig(epochs=epochs, batch_size=batch_size, chunk=chunk, lr_peak=lr, lr_start=lr / 10,
                        teacher=not no_teacher, seed=seed, idm_weight=idm_weight, idm_min_confidence=idm_min_confidence)
     result = fit_policy(demos, encoder, out, tcfg, behavior=behavior, max_minutes=max_minutes, logdir=logdir,
@@ -86,18 +91,21 @@ def train_policy(
     )
 
 
-def _check_training_inputs(demos: list[Path], encoder: Path, init: Optional[Path], behavior: Optional[str]) -> None:
-    """Read the demos and the checkpoints before anything is built, so bad input names its option."""
+def _check_training_inputs(demos: list[Path], encoder: Path, init: Optional[Path], behavior: Optional[str]) -> int:
+    """Read the demos and the checkpoints before anything is built, so bad input names its option;
+    the width of the encoder's features."""
     from playtester.imitation.data import load_demo_folders
     from playtester.perception.training import read_checkpoint
 
     with about("--demos"):
         load_demo_folders(demos, behavior)
     with about("--encoder"):
-        read_checkpoint(encoder, "encoder")
+        config, _ = read_checkpoint(encoder, "encoder")
     if init is not None:
         with about("--init"):
             read_checkpoint(init, "policy")
+    features = config.get("feature_dim", 512)
+    return features if isinstance(features, int) and features > 0 else 512  # a bad one is refused by the encoder's loader
 
 
 def eval_policy(
@@ -125,6 +133,7 @@ def eval_policy(
     behavior = behavior or live.cfg.behavior
     if behavior not in ("inspect", "path"):
         raise UserError(f"--behavior {behavior!r}: use inspect or path")
+    inputs_checked()
     results = evaluate_policy(live, game, behavior, episodes=episodes, steps=steps, seed=seed, greedy=greedy, ckpt=str(ckpt))
     table = Table(title=f"{behavior} policy on {game}: {episodes} held-out tests")
     table.add_column("test", justify="right")

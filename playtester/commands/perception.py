@@ -17,7 +17,7 @@ from rich.table import Table
 
 from playtester.errors import UserError
 from playtester.commands.options import (
-    MANY, Choice, Count, InFile, InFolder, NameOrFile, Number, OutFile, OutFolder, Seed, Size, about, option,
+    MANY, Choice, Count, InFile, InFolder, NameOrFile, Number, OutFile, OutFolder, Seed, Size, about, check_memory, inputs_checked, option,
 )
 
 console = Console()
@@ -87,7 +87,7 @@ def train_detector(
         base_coco=base_coco, base_images=base_images, base_shots=base_shots, augment=augment, seed=seed, threads=threads,
         logdir=logdir, workers=workers, accelerator=_accelerator(device),
     )
-    done = recipes.train_detector(recipe, say=console.print, about=about)
+    done = recipes.train_detector(recipe, say=console.print, about=about, memory=check_memory)
     _say_written(out, done.trainer)
     if done.held_out is not None:
         _print_ap_table(done.held_out, f"test AP ({done.held_out_images} held-out images)")
@@ -109,13 +109,14 @@ def eval_detector(
     """Per-class AP50 and AP@[.5:.95] of a detector on labelled shots (the paper's Table I), also
     for the healthy and the bugged boxes apart when the file marks bugs."""
     from playtester.datasets.detection import load_coco, split_images
-    from playtester.perception.detector import load_detector
+    from playtester.perception.detector import detector_memory, load_detector
     from playtester.perception.detector_eval import evaluate_variants
     from playtester.perception.recipes import MIN_BOXES_PER_CLASS
     from playtester.perception.training import resolve_device
 
     with about("--ckpt"):
         detector = load_detector(ckpt, resolve_device(None if device == "auto" else device))
+    check_memory(detector_memory(detector.config, batch_size, training=False), f"--batch-size {batch_size}")
     _check_eval_classes(coco, ckpt, detector.classes)
     data = load_coco(coco, images, classes=detector.classes)
     if split != "all":
@@ -126,6 +127,7 @@ def eval_detector(
     if few:
         console.print(f"few boxes to score ({', '.join(f'{c} {n}' for c, n in few.items())}; fewer than "
                       f"{MIN_BOXES_PER_CLASS}): their AP says little")
+    inputs_checked()
     tables = evaluate_variants(detector, data, batch_size=batch_size, progress=True)
     table = tables["all"]
     _print_ap_table(table, f"{ckpt.name} on {coco.name} ({split}: {table.images} images)")
@@ -188,7 +190,7 @@ def train_encoder(
         balance=balance, val_fraction=val_fraction, seed=seed, logdir=logdir, workers=workers,
         accelerator=_accelerator(device), device=device,
     )
-    done = recipes.train_encoder(recipe, about=about)
+    done = recipes.train_encoder(recipe, about=about, memory=check_memory)
     _say_written(out, done.trainer)
     if done.held_out is not None:
         _print_idm_report(done.held_out)
