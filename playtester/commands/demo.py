@@ -13,7 +13,6 @@ run at the end finds its objects with the detector the demo trained, and its rep
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,8 @@ import typer
 from rich.console import Console
 
 from playtester.errors import UserError
-from playtester.commands.options import SEEDS, Choice, Number, OutFolder, Seed, Text, option
+from playtester.commands.options import SEEDS, Choice, Number, OutFolder, Seed, Text, inputs_checked, option
+from playtester.files import new_folder
 
 console = Console()
 
@@ -82,13 +82,13 @@ def demo(
         raise UserError(f"--game {game}: the demo needs the built-in park (doom:park[:SEED[:COLSxROWS]])")
     if minutes is not None:
         console.print(f"--minutes {minutes:g} is no longer used: the demo trains on the {profile} profile's fixed epochs")
-    if out.exists():
-        if not overwrite:
-            raise UserError(f"--out {out}: it exists; give --overwrite to start again, or another --out")
-        shutil.rmtree(out)
-    for sub in ("demos", "models", "runs"):
-        (out / sub).mkdir(parents=True)
-    times = run_stages(PROFILES[profile], game, seed, out)
+    if out.exists() and not overwrite:
+        raise UserError(f"--out {out}: it exists; give --overwrite to start again, or another --out")
+    inputs_checked()
+    with new_folder(out, replace=overwrite, kept=lambda: any((out / "demos").rglob("meta.json"))):
+        for sub in ("demos", "models", "runs"):
+            (out / sub).mkdir(parents=True)
+        times = run_stages(PROFILES[profile], game, seed, out)
     console.rule("[bold]7/7 done")
     summary = json.loads((out / "runs" / "demo" / "summary.json").read_text())
     console.print(f"the tester run tested {summary['oois_tested']} OOIs found by {summary['objects_found_by']}", soft_wrap=True)

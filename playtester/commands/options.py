@@ -36,8 +36,9 @@ parameter's type again (the fuzz test of the command line draws values from it).
 What a count costs is checked against what the machine has before anything is written:
 `check_free_disk` for output, `check_memory` for buffers and models (refused above a share of
 the memory available now, a quarter unless `playtester --memory-budget SHARE` raises it, with
-the estimate in the message). `inputs_checked()` marks, in a command, the point where every input has been checked
-and the first thing is about to be written (see its doc).
+the estimate in the message). `inputs_checked()` (from `playtester/files.py`) marks, in a
+command, the point where every input has been checked and the first thing is about to be
+written; what is written after it goes inside `new_folder` (same module).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from typing import Any, Iterator
 import typer
 
 from playtester.errors import UserError
+from playtester.files import inputs_checked  # noqa: F401 - the commands take it from here with the vocabulary
 
 MANY = 1_000_000
 """Upper bound of counts of episodes, steps, generations: more than a run can play."""
@@ -537,23 +539,3 @@ def check_memory(needed: float, what: str) -> None:
         raise UserError(f"{what}: needs about {human_bytes(needed)} of memory, more than {memory_share:g} of the "
                         f"{human_bytes(available)} available; ask for less, or raise the share with "
                         "`playtester --memory-budget SHARE ...` (up to 1)")
-
-
-# -- nothing written until the inputs are checked --------------------------------------------------
-
-class InputsChecked(Exception):
-    """Raised by `inputs_checked()` when `STOP_AFTER_CHECKS` is set (the fuzz test of the command line)."""
-
-
-STOP_AFTER_CHECKS = False
-"""Set by the fuzz test: a command stops where its inputs are all checked, before it writes."""
-
-
-def inputs_checked() -> None:
-    """Mark, in a command, the point where every input has been checked and the first thing is
-    about to be written or the long work to start. A no-op, except under the fuzz test of the
-    command line (`STOP_AFTER_CHECKS`), which stops the command here and checks that the disk is
-    as it was: so every command's checks are fuzzed without its work, and what it writes before
-    this point is caught."""
-    if STOP_AFTER_CHECKS:
-        raise InputsChecked()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
+import functools
 from pathlib import Path
 from typing import List, Optional
 
@@ -11,8 +11,9 @@ from rich.console import Console
 
 from playtester.errors import UserError
 from playtester.commands.options import (
-    MANY, Count, InFile, InFolder, NameOrFile, Number, OutFile, OutFolder, Text, about, argument, option,
+    MANY, Count, InFile, InFolder, NameOrFile, Number, OutFile, OutFolder, Text, about, argument, inputs_checked, option,
 )
+from playtester.files import holds_lines, new_folder
 
 console = Console()
 
@@ -101,10 +102,8 @@ def run_plan(
 
         with about("--path-policy"):  # a bad checkpoint is refused before the game starts
             load_policy(path_policy)
-    if out.exists():
-        if not overwrite:
-            raise UserError(f"--out {out}: the folder exists; give --overwrite to replace it")
-        shutil.rmtree(out)
+    if out.exists() and not overwrite:
+        raise UserError(f"--out {out}: the folder exists; give --overwrite to replace it")
     env = make_game(game, max_steps=max_steps + 1)
     try:
         keymap = env.unwrapped.keymap
@@ -112,12 +111,15 @@ def run_plan(
         with about("--path-policy"):
             search = _behaviors([f"path={path_policy}"], {}, keymap)["path"] if path_policy else None
         detect, classes = _plan_detector(env, game, detector, oracle_labels)
-        result = PlanRunner(env, the_plan, detector=detect, out=out, game=game, game_options={"max_steps": max_steps + 1},
+        runner = PlanRunner(env, the_plan, detector=detect, out=out, game=game, game_options={"max_steps": max_steps + 1},
                             classes=classes, registry=registry, behaviors=behaviors, search=search,
-                            config=RunnerConfig(max_steps=max_steps, ground_truth_positions=ground_truth_positions)).run()
+                            config=RunnerConfig(max_steps=max_steps, ground_truth_positions=ground_truth_positions))
+        inputs_checked()
+        with new_folder(out, replace=overwrite, kept=functools.partial(holds_lines, out / "trajectory.jsonl")):
+            result = runner.run()  # a start the game lacks is refused before it writes
+            report = write_plan_report(out, result)
     finally:
         env.close()
-    report = write_plan_report(out, result)
     failed = [r for r in result.nodes + result.rules if not r.passed]
     if result.passed:
         console.print(f"plan {the_plan.name} PASSED: {len(result.nodes)} nodes, {len(result.rules)} rule firings, "
@@ -142,6 +144,7 @@ def record_plan(
     from playtester.plans.schema import save_plan
 
     plan = plan_from_episode(episode, RecordConfig(every=every, tolerance=tolerance))
+    inputs_checked()
     save_plan(plan, out)
     console.print(f"wrote {out}: {len(plan.nodes)} nodes from {episode}")
 
@@ -166,5 +169,6 @@ def plan_from_text_command(
         actions = load_keymap(keymap).names
     plan = plan_from_text(steps, actions=actions, classes=names,
                           behaviors=[b.strip() for b in behaviors.split(",") if b.strip()])
+    inputs_checked()
     save_plan(plan, out)
     console.print(f"wrote {out}: {len(plan.nodes)} nodes, {len(plan.rules)} rules from {steps}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import shutil
 import typing
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
@@ -15,10 +14,10 @@ import typer
 import yaml
 from rich.console import Console
 
-from playtester.files import write_text_atomic
+from playtester.files import holds_lines, new_folder, write_text_atomic
 from playtester.errors import UserError
 from playtester.commands.options import (
-    InFile, Switch, Text, about, check_free_disk, check_memory, config_value, option,
+    InFile, Switch, Text, about, check_free_disk, check_memory, config_value, inputs_checked, option,
 )
 from playtester.commands.scenario import progress
 from playtester.tester.spec import RunSpec
@@ -230,15 +229,17 @@ def start(spec: RunSpec, cluster: str | None, resume: bool, overwrite: bool) -> 
     if resume:
         check_same_run(out, spec.to_config())
     check_inputs(spec)  # everything that can be refused is refused before the run folder is written
-    with contextlib.ExitStack() as stack:
+    inputs_checked()
+    played = functools.partial(holds_lines, out / "trajectory.jsonl")
+    with new_folder(out, replace=overwrite and not resume, kept=played), contextlib.ExitStack() as stack:
         if cluster and (not resume or episodes_left(spec) > 0):  # a cluster out of reach too
             from playtester.tester.cluster import ray_session
 
             stack.enter_context(ray_session(cluster, spec.num_envs))
-        if out.exists() and not resume:
-            shutil.rmtree(out)  # --overwrite
         out.mkdir(exist_ok=True)
-        if not resume:
+        if resume:
+            extend_budget(out, spec.episodes)
+        else:
             write_text_atomic(out / "config.yaml", yaml.safe_dump(spec.to_config(), sort_keys=False))
         play(spec, cluster, resume, spec.episodes - episodes_left(spec))
     report = build_report(out)
@@ -251,13 +252,17 @@ def start(spec: RunSpec, cluster: str | None, resume: bool, overwrite: bool) -> 
 
 def play(spec, cluster: str | None, resume: bool, already: int) -> None:
     """Play the run's episodes with its explorer, a progress bar over them."""
+    from playtester.bugs.crashes import CrashNews
     from playtester.tester.runner import episodes_left, explore_at_random, explore_with_ppo
 
     episodes, explorer = spec.episodes, spec.explorer
+    crashes = CrashNews(Path(spec.run_dir))
     with progress() as bar:
         task = bar.add_task(f"episodes ({explorer} explorer)", total=episodes, completed=already)
 
         def advance(ended: int) -> None:
+            for line in crashes.lines():
+                console.print(line, soft_wrap=True)
             bar.update(task, completed=min(episodes, already + ended))
 
         if already >= episodes:
@@ -272,7 +277,7 @@ def play(spec, cluster: str | None, resume: bool, already: int) -> None:
         else:
             result = explore_with_ppo(spec, advance, resume=resume, cluster=cluster is not None)
             console.print(f"explorer: {result.global_step} steps trained, checkpoint {result.checkpoint}")
-        bar.update(task, completed=episodes - episodes_left(spec))
+        advance(episodes - already - episodes_left(spec))
 
 
 TRAJECTORY_BYTES_PER_STEP = 400
@@ -376,15 +381,19 @@ def saved_options(out: Path) -> dict[str, Any]:
 
 def check_same_run(out: Path, now: dict) -> None:
     """Refuse a --resume whose options differ from the interrupted run's (except the budget)."""
-    from playtester.tester.runlog import read_config
-
     if not (out / "config.yaml").exists():
         raise UserError(f"--resume: {out} holds no run to continue (no config.yaml)")
-    saved = read_config(out)
     was = saved_options(out)
     for key in kept_on_resume():
         if key in was and was[key] != now[key]:
             raise UserError(f"--resume: {out} was run with {key.replace('_', '-')}={was[key]!r}, now {now[key]!r}; "
                             "give the same options (only --episodes may grow), or start a new run")
-    if now["episodes"] != saved.get("episodes"):
-        write_text_atomic(out / "config.yaml", yaml.safe_dump({**saved, "episodes": now["episodes"]}, sort_keys=False))
+
+
+def extend_budget(out: Path, episodes: int) -> None:
+    """A resumed run's config.yaml with the --episodes it now plays (the only option that may change)."""
+    from playtester.tester.runlog import read_config
+
+    saved = read_config(out)
+    if episodes != saved.get("episodes"):
+        write_text_atomic(out / "config.yaml", yaml.safe_dump({**saved, "episodes": episodes}, sort_keys=False))

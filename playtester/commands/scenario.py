@@ -14,8 +14,10 @@ from rich.table import Table
 
 from playtester.errors import UserError
 from playtester.commands.options import (
-    MANY, Choice, Count, FrameSize, InFile, InFolder, NameOrFile, Number, OutFolder, Seed, Text, about, check_free_disk, frame_size, option,
+    MANY, Count, FrameSize, InFile, InFolder, NameOrFile, Number, OutFolder, Seed, Text, about, check_free_disk,
+    frame_size, inputs_checked, option,
 )
+from playtester.files import new_folder
 
 console = Console()
 
@@ -69,11 +71,14 @@ def shots(
         raise UserError("shots: give exactly one of --game (auto-labelled) or --demos (frames from episodes)")
     if classes is not None and game is None:
         raise UserError("shots --classes: it picks what --game labels; frames from --demos keep the labels they carry")
+    labelled = (out / "labels.json").exists  # until then shots are no use: a refusal leaves no folder
     if game is not None:
         wanted = [c.strip() for c in classes.split(",") if c.strip()] if classes is not None else None
-        path, counts = _shots_from_game(game, out, n, min_box, seed, resolution, wanted)
+        with new_folder(out, kept=labelled):
+            path, counts = _shots_from_game(game, out, n, min_box, seed, resolution, wanted)
     else:
-        path, counts = _shots_from_demos(demos, out, every, min_box)
+        with new_folder(out, kept=labelled):
+            path, counts = _shots_from_demos(demos, out, every, min_box)
     summary = ", ".join(f"{k} {v}" for k, v in counts.items())
     console.print(f"wrote {path} and images in {path.parent / 'images'} (boxes: {summary})")
 
@@ -179,6 +184,7 @@ def _shots_from_game(spec: str, out: Path, n: int, min_box: int, seed: int, reso
     try:
         layout = env.unwrapped.scenario.layout
         categories, targets, walkable, (near, far) = shot_targets(spec, layout, classes)
+        inputs_checked()
         rng = np.random.default_rng(seed)
         writer = CocoWriter(out, categories)
         by_kind = {k: [t for t in targets if t.kind == k] for k in writer.counts}
@@ -221,6 +227,7 @@ def _shots_from_demos(demos: Path, out: Path, every: int, min_box: int):
 
     with about("--demos"):
         episodes = load_episodes(demos)
+    inputs_checked()
     writer = CocoWriter(out)
     total = sum(len(range(0, len(ep), every)) for ep in episodes)
     with progress() as bar:
@@ -310,14 +317,20 @@ def demos(
 
     from playtester.capture.experts import Inspector, PathFollower, inspect_start
     from playtester.capture.games import make_game
-    from playtester.datasets.episodes import EpisodeWriter, next_episode_name
+    from playtester.datasets.episodes import EpisodeWriter, episode_folders, next_episode_name
 
     _check_demo_options(out, behavior, episodes, steps, resolution, dagger, beta)
     seed = _first_new_seed(out, seed)
+
+    def recorded() -> bool:  # until an episode is written, a refusal leaves no folder
+        return out.is_dir() and bool(episode_folders(out))
+
     if cluster is not None:
         options = {"game": game, "behavior": behavior, "steps": steps, "resolution": resolution, "video": video,
                    "fps": fps, "key_map": key_map, "flag_below": flag_below}
-        return _demos_on_cluster(cluster, out, episodes, seed, options)
+        inputs_checked()
+        with new_folder(out, kept=recorded):
+            return _demos_on_cluster(cluster, out, episodes, seed, options)
     env = make_game(game, resolution=resolution)
     try:
         layout = getattr(env.unwrapped, "scenario", None) and env.unwrapped.scenario.layout
@@ -327,7 +340,8 @@ def demos(
         driver, path_starts, reachable = _starts_and_driver(layout, keymap, game, behavior, dagger, beta, seed)
         extra = {"dagger": {"policy": str(dagger), "beta": beta}} if driver is not None else {}
         stats = []
-        with progress() as bar:
+        inputs_checked()
+        with new_folder(out, kept=recorded), progress() as bar:
             task = bar.add_task(f"{behavior} {'DAgger episodes' if driver else 'demos'}", total=episodes)
             for i in range(episodes):
                 ep_seed = seed + i

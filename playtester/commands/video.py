@@ -9,7 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from playtester.errors import UserError
-from playtester.commands.options import about, frame_size
+from playtester.commands.options import about, frame_size, inputs_checked
+from playtester.files import new_folder
 
 console = Console()
 
@@ -26,8 +27,12 @@ def demos_from_video(source: Path, idm: Optional[Path], out: Path, *, behavior: 
     keymap = load_keymap(key_map)
     with about("--idm"):
         labeller = PairLabeller.load(idm)
-    results = label_videos(source, out, idm, keymap, cfg, labeller=labeller,
-                           say=lambda m: console.print(m, soft_wrap=True, markup=False, highlight=False))
+    inputs_checked()
+    from playtester.datasets.episodes import episode_folders
+
+    with new_folder(out, kept=lambda: out.is_dir() and bool(episode_folders(out))):
+        results = label_videos(source, out, idm, keymap, cfg, labeller=labeller,
+                               say=lambda m: console.print(m, soft_wrap=True, markup=False, highlight=False))
     names = keymap.names
     counts = [sum(r.action_counts[i] for r in results) for i in range(len(names))]
     total = sum(counts)

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from playtester.errors import UserError
 from playtester.commands.options import (
-    MANY, Count, FrameSize, InFolder, NameOrFile, Number, OutFolder, Seed, Text, about, argument, frame_size, option,
+    MANY, Count, FrameSize, InFolder, NameOrFile, Number, OutFolder, Seed, Text, about, argument, frame_size, inputs_checked, option,
 )
 
 console = Console()
@@ -54,7 +54,9 @@ def record(
         resolution=resolution, hotkeys=Hotkeys.parse(start_key, discard_key, quit_key, km), seed=seed,
         max_steps=max_steps, telemetry_port=telemetry_port, spectator=spectator,
     )
-    kept = Recorder(cfg, open_episode).run()
+    recorder = Recorder(cfg, open_episode)
+    inputs_checked()
+    kept = recorder.run()
     console.print(f"{len(kept)} episode(s) kept in {out}")
 
 
@@ -88,6 +90,7 @@ def replay(
         raise UserError(f"episode {episode}: its meta.json names no game; give --game SPEC")
     env = make_game(spec, keymap=ep.keymap, **replay_options(ep.meta, spec))
     try:
+        inputs_checked()
         result = replay_episode(ep, env, speed=speed)
     finally:
         env.close()
