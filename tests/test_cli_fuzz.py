@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 from cli_fuzz import Good, commands, draw_invocation, fresh_sandbox, invoke, label, problems
 from playtester.cli import app, main
 
-EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "2"))
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "1"))
 """Drawn invocations per option (scripts/fuzz_cli.py raises it and changes the seed)."""
 SEED = os.environ.get("FUZZ_SEED")
 """None: derandomized (the same draws every run, as CI wants); a number: other draws."""
@@ -33,7 +33,10 @@ def good(tmp_path_factory, tiny_parts, tiny_detector, small_park):
     import numpy as np
 
     root = tmp_path_factory.mktemp("fuzz-good")
-    demos, encoder, policy = tiny_parts("inspect")
+    _, encoder, policy = tiny_parts("inspect")
+    demos = root / "demos"  # three short episodes: what reads the demos reads them in a blink
+    assert main(["demos", "--game", small_park, "--behavior", "inspect", "--episodes", "3", "--steps", "6",
+                 "--out", str(demos)]) == 0
     episode = sorted(p for p in demos.iterdir() if (p / "meta.json").exists())[0]
     shots = tiny_detector.parent / "shots"
     run = root / "run"
@@ -100,6 +103,7 @@ def first_failure(e: BaseException) -> str:
     return str(e).splitlines()[0] if str(e) else repr(e)
 
 
+@pytest.mark.slow
 def test_every_option_of_every_command_fuzzed(good, tmp_path, capfd):
     started = time.time()
     found, failures, count = fuzz_options(good, tmp_path, capfd.readouterr, EXAMPLES, None if SEED is None else int(SEED))
@@ -108,5 +112,7 @@ def test_every_option_of_every_command_fuzzed(good, tmp_path, capfd):
         print(f"\nfuzzed {len(found)} commands, {options} options and arguments, {count} invocations "
               f"in {time.time() - started:.0f} s; {len(failures)} failed")
         print("slowest: " + ", ".join(f"{name} {s:.0f} s" for name, s in sorted(seconds.items(), key=lambda kv: -kv[1])[:6]))
+        for failure in failures:
+            print(f"failed: {failure}")
     assert ONLY is not None or (len(found) >= 20 and options >= 200)
     assert not failures, "\n".join(failures)

@@ -67,11 +67,12 @@ def train_policy(
     from playtester.imitation.policy import PolicyConfig, training_memory
     from playtester.imitation.training import TrainConfig
 
-    features = _check_training_inputs(demos, encoder, init, behavior)
+    features = _encoder_features(encoder)
     check_memory(training_memory(PolicyConfig(feature_dim=features, global_hidden=global_hidden, local_hidden=local_hidden),
                                  batch_size, chunk, teacher=not no_teacher),
                  f"--global-hidden {global_hidden} with --local-hidden {local_hidden}, --batch-size {batch_size}, "
                  f"--chunk {chunk} and {features} encoder features")
+    _check_demos_and_init(demos, init, behavior)
     tcfg = TrainConfig(epochs=epochs, batch_size=batch_size, chunk=chunk, lr_peak=lr, lr_start=lr / 10,
                        teacher=not no_teacher, seed=seed, idm_weight=idm_weight, idm_min_confidence=idm_min_confidence)
     result = fit_policy(demos, encoder, out, tcfg, behavior=behavior, max_minutes=max_minutes, logdir=logdir,
@@ -91,21 +92,27 @@ def train_policy(
     )
 
 
-def _check_training_inputs(demos: list[Path], encoder: Path, init: Optional[Path], behavior: Optional[str]) -> int:
-    """Read the demos and the checkpoints before anything is built, so bad input names its option;
-    the width of the encoder's features."""
+def _encoder_features(encoder: Path) -> int:
+    """The width of the encoder's features, from its checkpoint (refused in one line naming
+    --encoder when it is not an encoder's)."""
+    from playtester.perception.training import read_checkpoint
+
+    with about("--encoder"):
+        config, _ = read_checkpoint(encoder, "encoder")
+    features = config.get("feature_dim", 512)
+    return features if isinstance(features, int) and features > 0 else 512  # a bad one is refused by the encoder's loader
+
+
+def _check_demos_and_init(demos: list[Path], init: Optional[Path], behavior: Optional[str]) -> None:
+    """Read the demos and --init before anything is built, so bad input names its option."""
     from playtester.imitation.data import load_demo_folders
     from playtester.perception.training import read_checkpoint
 
     with about("--demos"):
         load_demo_folders(demos, behavior)
-    with about("--encoder"):
-        config, _ = read_checkpoint(encoder, "encoder")
     if init is not None:
         with about("--init"):
             read_checkpoint(init, "policy")
-    features = config.get("feature_dim", 512)
-    return features if isinstance(features, int) and features > 0 else 512  # a bad one is refused by the encoder's loader
 
 
 def eval_policy(

@@ -282,8 +282,20 @@ def play(spec, cluster: str | None, resume: bool, already: int) -> None:
 
 TRAJECTORY_BYTES_PER_STEP = 400
 """An upper bound of one trajectory.jsonl line (a step with position, mode and OOI)."""
-FRAME_SIDE = 128
-"""The largest frame side the explorer stores in its rollout buffer (uint8 RGB)."""
+
+
+def check_explorer_memory(spec, preference) -> None:
+    """Refuse a PPO explorer whose rollout and update would not fit (`rollout_memory`): on the
+    preference policy's frames and features (ppgta), else on 64-pixel frames through convolutions."""
+    from playtester.capture.frames import FrameSpec
+    from playtester.exploration.explorer import rollout_memory
+
+    if preference is not None and spec.explorer == "ppgta":
+        frames, features = preference.policy.cfg.frames, preference.policy.cfg.feature_dim
+    else:
+        frames, features = FrameSpec.square(64), None
+    check_memory(rollout_memory(spec.rollout, spec.num_envs, frames, features),
+                 f"--rollout {spec.rollout} × --envs {spec.num_envs} ({frames.width}×{frames.height} frames)")
 
 
 def check_run_folder(out: Path, resume: bool, overwrite: bool) -> None:
@@ -322,8 +334,7 @@ def check_inputs(spec) -> None:
     with about("--tester"):
         live = load_policy(spec.tester) if spec.tester else None
     with about("--preference"):
-        if spec.preference:
-            load_policy(spec.preference)
+        preference = load_policy(spec.preference) if spec.preference else None
     with about("--texture-reference"):
         texture = TextureOracle.from_coco(spec.texture_reference) if spec.texture_reference else None
     with about("--load-threshold"):
@@ -339,9 +350,8 @@ def check_inputs(spec) -> None:
             from playtester.perception.detector import load_detector
 
             model = load_detector(spec.detector)  # even without --tester: a bad checkpoint is refused, not ignored
-    explorer_steps = spec.rollout * spec.num_envs
     if spec.explorer != "random":
-        check_memory(explorer_steps * (3 * FRAME_SIDE**2 + 256), f"--rollout {spec.rollout} × --envs {spec.num_envs}")
+        check_explorer_memory(spec, preference)
     check_free_disk(Path(spec.run_dir), spec.episodes * spec.steps * TRAJECTORY_BYTES_PER_STEP,
                     f"--episodes {spec.episodes} × --steps {spec.steps}")
     game = probe_game(spec.game, **spec.game_options())  # kept: the explorer reads the same probe

@@ -71,13 +71,16 @@ def replay(
     On a deterministic backend (doom:, gym:) a faithful episode is reproduced bit for bit.
     """
     from playtester.capture.games import make_game
-    from playtester.capture.replay import replay_episode, replay_options
+    from playtester.capture.replay import check_actions, replay_episode, replay_options
     from playtester.datasets.episodes import Episode
 
     if (episode / "finding.json").exists():  # a finding of a run: replay the trace that led to it
         from playtester.bugs.findings import replay_finding
 
         found = replay_finding(episode, game)
+        if strict and found.compared == 0:
+            raise UserError(f"--strict: finding {episode} holds no frames to compare with (its frames.npy is missing); "
+                            "replay it without --strict, or from a run that kept its frames")
         console.print(f"replayed {found.steps} steps of finding {episode}: "
                       f"{found.identical} of {found.compared} frames identical"
                       + (f" (first difference after action {found.first_mismatch})" if found.first_mismatch is not None else ""))
@@ -90,6 +93,7 @@ def replay(
         raise UserError(f"episode {episode}: its meta.json names no game; give --game SPEC")
     env = make_game(spec, keymap=ep.keymap, **replay_options(ep.meta, spec))
     try:
+        check_actions([step.get("action") for step in ep.steps], env, f"episode {episode}")
         inputs_checked()
         result = replay_episode(ep, env, speed=speed)
     finally:
