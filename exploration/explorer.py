@@ -106,8 +106,8 @@ def rollout_memory(num_steps: int, num_envs: int, frames: FrameSpec, features: i
     or the preference policy's `features` floats); then the update's pass over one minibatch of
     whole environment sequences (all the rollout's steps of `num_envs / gcd(num_envs, 4)`
     instances at once): each frame as floats and the activations of the convolutions over it,
-    counted on the meta device, kept for the backward pass and as many gradients. A frozen
-    trunk's features (ppgta) pass no convolution in the update."""
+    counted on the meta device, kept for the backward pass (as `training_bytes` counts them). A
+    frozen trunk's features (ppgta) pass no convolution in the update."""
     from playtester.exploration.actor_critic import GRUActorCritic, GRUActorCriticConfig
     from playtester.perception.training import FLOAT_BYTES, activation_count, on_meta
 
@@ -120,7 +120,7 @@ def rollout_memory(num_steps: int, num_envs: int, frames: FrameSpec, features: i
         per_frame = frame + activation_count(net.encoder, (1, 3, frames.height, frames.width))
     else:
         per_frame = features
-    return num_steps * num_envs * (frame + stored) + FLOAT_BYTES * 2 * minibatch * per_frame
+    return num_steps * num_envs * (frame + stored) + FLOAT_BYTES * minibatch * per_frame
 
 
 def build_explorer(

@@ -241,5 +241,5 @@ def activation_count(module: torch.nn.Module, *shapes: tuple[int, ...]) -> int:
 
 def training_bytes(trained: int, frozen: int = 0, activations: int = 0) -> int:
     """Memory of training `trained` parameters with AdamW beside `frozen` ones, `activations`
-    elements kept for the backward pass (and as many gradients of them)."""
-    return FLOAT_BYTES * (TRAINING_COPIES * trained + frozen + 2 * activations)
+    elements kept for the backward pass (their gradients come and go a layer at a time)."""
+    return FLOAT_BYTES * (TRAINING_COPIES * trained + frozen + activations)

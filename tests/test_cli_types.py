@@ -202,9 +202,9 @@ def test_the_policy_estimate_is_its_weights_and_activations_worked_by_hand():
     assert core(16384) == 840_539_657  # as torch counts it on the meta device (checked once by hand)
     for G in (1024, 16384):
         per_step = 4 * 2 * 3 * 256 + 3 * G + 512 + 256 + (2 * 256 + G)  # k windows of the local GRU, the global, the head
-        assert training_memory(PolicyConfig(feature_dim=512, global_hidden=G), 1, 1, teacher=False) == 4 * (4 * core(G) + 2 * per_step)
+        assert training_memory(PolicyConfig(feature_dim=512, global_hidden=G), 1, 1, teacher=False) == 4 * (4 * core(G) + per_step)
         assert training_memory(PolicyConfig(feature_dim=512, global_hidden=G), 8, 32, teacher=True) == \
-            4 * (5 * core(G) + 2 * 2 * 8 * 32 * per_step)  # the teacher: a copy of the weights, its own activations
+            4 * (5 * core(G) + 2 * 8 * 32 * per_step)  # the teacher: a copy of the weights, its own activations
 
 
 def test_memory_budget_raises_the_share(files, capfd, monkeypatch):
@@ -307,3 +307,20 @@ def test_crashes_are_said_once_each_from_the_runs_log(tmp_path):
     assert news.lines() == ["the game crashed in episode 3 (instance 1, step 40): the engine died",
                             "the game crashed in episode 4 (instance 0, step 2): the game is gone"]
     assert news.lines() == []
+
+
+def test_the_rollout_estimate_worked_by_hand():
+    """64×64 frames (12288 bytes) through the explorer's convolutions: 32×15×15, 64×6×6 and
+    64×4×4 outputs, each with its ReLU, the flattened 1024, the 64-wide linear and its ReLU:
+    22208 activations a frame, beside its 12288 floats of input. A step keeps its frame twice
+    (rollout, reward); the update passes a minibatch of whole instances: all of one instance's
+    steps, or 2 of 8 instances' (8 / gcd(8, 4)), kept for the backward pass (4 bytes each)."""
+    from playtester.capture.frames import FrameSpec
+    from playtester.exploration.explorer import rollout_memory
+
+    per_frame = 12288 + (7200 * 2 + 2304 * 2 + 1024 * 2 + 1024 + 64 * 2)
+    assert per_frame == 12288 + 22208
+    assert rollout_memory(10, 1, FrameSpec.square(64)) == 10 * 2 * 12288 + 4 * 10 * per_frame
+    assert rollout_memory(10, 8, FrameSpec.square(64)) == 80 * 2 * 12288 + 4 * 20 * per_frame
+    # ppgta: the rollout keeps 2304 feature floats a step; its update passes features, no convolution
+    assert rollout_memory(10, 1, FrameSpec.square(128), features=2304) == 10 * (3 * 128**2 + 4 * 2304) + 4 * 10 * 2304
