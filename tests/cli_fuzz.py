@@ -123,7 +123,7 @@ def numbers(low: float | None, high: float | None, whole: bool) -> st.SearchStra
 def path_kinds(output: bool) -> st.SearchStrategy:
     """Paths as descriptions: good, missing, a folder, a file, under a file, in a missing folder, odd."""
     kinds = ["good", "good", "missing", "folder", "empty-folder", "empty-file", "random-file", "under-file",
-             "missing-parent", "empty-text", "nul", "root", "dash"]
+             "missing-parent", "empty-text", "nul", "root", "dash", "too-long"]
     if output:
         kinds += ["fresh", "fresh", "existing-file", "existing-folder"]
     return st.sampled_from(kinds).map(lambda k: ("path", k))
@@ -219,6 +219,8 @@ def make_path(kind, how: str, box: Sandbox) -> str:
         return str(path / "inside")
     if how == "missing-parent":
         return str(box.fresh("nowhere") / "deeper" / "x")
+    if how == "too-long":  # more than a file name may hold: the system refuses even to look
+        return str(box.root / ("x" * 300) / "y")
     return {"empty-text": "", "nul": "a\0b", "root": "/", "dash": "-"}[how]
 
 

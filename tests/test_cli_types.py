@@ -136,6 +136,9 @@ PARSE_CASES = [  # refused by the option's type before anything runs
     (["plan", "record", "{D}", "--out", "{p}", "--tolerance", "nan"], "--tolerance nan", "not a finite number"),
     (["replay", "{D}", "--speed", "nan"], "--speed nan", "not a finite number"),
     (["report", "{F}"], "run", "is a file, not a folder"),
+    (["report", "x" * 300], "run", "File name too long"),
+    (["train", "detector", "--coco", "{F}", "--out", "y" * 300 + "/m.ckpt"], "--out", "File name too long"),
+    (["shots", "--game", GAME, "--out", "z" * 300], "--out", "File name too long"),
     (["eval", "detector", "--ckpt", "{F}", "--coco", "{F}", "--json", "nodir/x.json"], "--json nodir/x.json", "nodir does not exist"),
     (["plan", "record", "{D}", "--out", "{p}", "--tolerance", "-5"], "--tolerance -5", "a number above 0"),
     (["run", "window", "--game", "window:Nothing", "--explorer", "random", "--map", "nosuch.png", "--map-bounds", "0,0,1,1",
@@ -143,7 +146,7 @@ PARSE_CASES = [  # refused by the option's type before anything runs
 ]
 
 
-@pytest.mark.parametrize("argv, words", [(c[0], c[1:]) for c in PARSE_CASES], ids=[" ".join(c[0][:2]) + " " + c[1] for c in PARSE_CASES])
+@pytest.mark.parametrize("argv, words", [(c[0], c[1:]) for c in PARSE_CASES], ids=[(" ".join(c[0][:2]) + " " + c[1])[:60] for c in PARSE_CASES])
 def test_the_audits_bad_options_are_one_line(argv, words, files, capfd, monkeypatch):
     monkeypatch.chdir(files)
     values = {"F": files / "F", "D": files / "D", "m": files / "m.ckpt", "p": files / "p.yaml", "out": files / "out"}

@@ -434,6 +434,8 @@ class Parser:
             return self.kind.parse(value)
         except Refused as e:
             raise UserError(f"{self.name} {shown(value)}: {e}") from None
+        except OSError as e:  # a path the system will not look at: a name too long, a folder one may not enter
+            raise UserError(f"{self.name} {shown(value)}: {e.strerror or e}; give another path") from None
 
 
 def option(kind: OptionType, default: Any, *names: str, help: str, **more: Any) -> Any:
@@ -460,6 +462,8 @@ def config_value(kind: OptionType, key: str, value: Any, where: str) -> Any:
         return kind.parse(value)
     except Refused as e:
         raise UserError(f"{where}: {key} {shown(value)}: {e}") from None
+    except OSError as e:
+        raise UserError(f"{where}: {key} {shown(value)}: {e.strerror or e}; give another path") from None
 
 
 @contextmanager
