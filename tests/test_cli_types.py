@@ -141,7 +141,7 @@ PARSE_CASES = [  # refused by the option's type before anything runs
     (["shots", "--game", GAME, "--out", "z" * 300], "--out", "File name too long"),
     (["eval", "detector", "--ckpt", "{F}", "--coco", "{F}", "--json", "nodir/x.json"], "--json nodir/x.json", "nodir does not exist"),
     (["plan", "record", "{D}", "--out", "{p}", "--tolerance", "-5"], "--tolerance -5", "a number above 0"),
-    (["run", "window", "--game", "window:Nothing", "--explorer", "random", "--map", "nosuch.png", "--map-bounds", "0,0,1,1",
+    (["run", "all", "--game", "window:Nothing", "--explorer", "random", "--map", "nosuch.png", "--map-bounds", "0,0,1,1",
       "--out", "{out}"], "--map nosuch.png", "not found"),
 ]
 
@@ -165,7 +165,7 @@ def test_the_wording_of_a_bad_tolerance_names_it_not_min_size(files, capfd):
 
 def test_a_map_that_is_no_image_is_one_line_without_opencvs_warning(files, capfd):
     (files / "map.png").write_bytes(b"not a png")
-    refused(["run", "window", "--game", "window:Nothing", "--explorer", "random", "--map", files / "map.png",
+    refused(["run", "all", "--game", "window:Nothing", "--explorer", "random", "--map", files / "map.png",
              "--map-bounds", "0,0,1,1", "--out", files / "out"], capfd, "--map", "not an image")
 
 

@@ -64,12 +64,12 @@ SUBCOMMANDS = (
                ("config", "resume", "overwrite", "cluster")),
     Subcommand("window", "Test a game in a window of this desktop (or a virtual screen): the same tester, one instance, "
                "with the game's bird's-eye map, telemetry and known objects where its dev build gives them.",
-               ("game", "run_dir", "explorer", "preference", "tester", "detector", "episodes", "steps", "map", "map_bounds",
-                "telemetry_port", "oois"), ("seed", "rollout", "seq_len", "rnd_train_steps", "overlap_rnd", "overlap_update", "texture_reference", "device", "acting", *ORACLE_KNOBS), {"objective": "coverage"}),
+               ("game", "run_dir", "explorer", "preference", "tester", "detector", "episodes", "steps", "launch", "reset",
+                "out_of_play", "telemetry_port"), ("map", "map_bounds", "oois", "seed", "rollout", "seq_len", "rnd_train_steps", "overlap_rnd", "overlap_update", "texture_reference", "device", "acting", *ORACLE_KNOBS), {"objective": "coverage"}),
     Subcommand("load", "Load-test a game (RELINE): the PPO explorer is also rewarded for frame-rate drops, measured "
                "against a threshold from random play; the report maps where the game slows down.",
                ("game", "run_dir", "explorer", "preference", "tester", "detector", "episodes", "steps", "num_envs", "seed",
-                "load_threshold", "load_area"), ("rollout", "seq_len", "rnd_train_steps", "overlap_rnd", "overlap_update", "oracle_labels", "texture_reference", "device", "acting", "lockstep", "serve", *ORACLE_KNOBS),
+                "load_threshold", "load_area"), ("rollout", "seq_len", "rnd_train_steps", "overlap_rnd", "overlap_update", "oracle_labels", "texture_reference", "device", "acting", "lockstep", "serve", "frame_clock", *ORACLE_KNOBS),
                {"objective": "load"}, ("config", "resume", "overwrite")),
     Subcommand("evolve", "Evolve a population of explorers (Wuji): for exploration and for winning, offspring refined "
                "by PPO; crash, stuck and assertion oracles on every evaluation.",
@@ -79,8 +79,17 @@ SUBCOMMANDS = (
 ALL = Subcommand("all", "Run the tester with every option of the subcommands in one command (the `playtester run "
                  "--game ...` of earlier versions; `playtester run explore|window|load|evolve` split them by purpose).",
                  tuple(f.name for f in fields(RunSpec)), (), {}, tuple(LAUNCH_FLAGS))
-RESOLVED = ("map", "oois")
+RESOLVED = ("map", "oois", "out_of_play")
 """Path fields kept as absolute paths (a window game's run may start in another folder)."""
+LISTS = ("assertions", "out_of_play")
+"""Fields given by a repeatable option."""
+
+
+def resolve_reset(text: str) -> str:
+    """`--reset`: a plan file by its absolute path (the run's config.yaml is read from elsewhere), keys as given."""
+    from playtester.plans.reset import is_plan_file
+
+    return str(Path(text).resolve()) if is_plan_file(text) else text
 
 
 @functools.cache
@@ -110,7 +119,7 @@ def command(sub: Subcommand) -> Callable[..., None]:
         else:
             param, annotation = option(flag.kind, default, flag.name, help=flag.help), Optional[str]
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=param,
-                                        annotation=List[str] if name == "assertions" else annotation))
+                                        annotation=List[str] if name in LISTS else annotation))
     for name in sub.launch:
         annotation, param = LAUNCH_FLAGS[name]
         if name == "config" and sub.config_only:
@@ -177,19 +186,22 @@ def config_option(path: Path, key: str, value: Any) -> Any:
     where, kind = f"--config {path}", spec_flag(key).kind
     if value is None and type(None) in typing.get_args(spec_types()[key]):
         return None
-    if key == "assertions":
+    if key in LISTS:
         if not isinstance(value, list):
-            raise UserError(f"{where}: assertions {value!r}: give a list of module:function texts")
+            raise UserError(f"{where}: {key} {value!r}: give a list (one {spec_flag(key).name} each)")
         return [config_value(kind, key, v, where) for v in value]
     return config_value(kind, key, value, where)
 
 
 def as_field(key: str, value: Any) -> Any:
-    """A value as `RunSpec` keeps it: paths as text (absolute for `RESOLVED`), so that it saves in config.yaml."""
+    """A value as `RunSpec` keeps it: paths as text (absolute for `RESOLVED`), so that it saves in
+    config.yaml; a --reset plan file by its absolute path (the run's config.yaml is read from elsewhere)."""
     if isinstance(value, Path):
         return str(value.resolve() if key in RESOLVED else value)
-    if isinstance(value, tuple):
-        return list(value)
+    if isinstance(value, (tuple, list)):
+        return [as_field(key, v) for v in value]
+    if key == "reset" and isinstance(value, str):
+        return resolve_reset(value)
     return value
 
 
