@@ -88,6 +88,16 @@ def iwad_path(name: str) -> Path:
     return Path(os.path.dirname(vzd.__file__)) / f"{name}.wad"
 
 
+def engine_config() -> Path:
+    """The engine's own settings file (ViZDoom writes one at every start; by default into the
+    folder playtester runs in), kept with the generated scenarios instead."""
+    from playtester.capture.park.build import cache_root
+
+    folder = cache_root()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / "vizdoom.ini"
+
+
 @dataclass
 class DoomScenario:
     """What the engine loads: the base game, an optional scenario PWAD, the map."""
@@ -196,6 +206,7 @@ class DoomGame(gym.Env):
                 "(xvfb-run playtester …) or use the headless mode"
             )
         game = vzd.DoomGame()
+        game.set_doom_config_path(str(engine_config()))  # not _vizdoom.ini in the user's folder
         game.set_doom_game_path(str(self.scenario.iwad))
         if self.scenario.pwad is not None:
             game.set_doom_scenario_path(str(self.scenario.pwad))

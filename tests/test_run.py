@@ -216,9 +216,9 @@ def test_run_explore_reads_its_config_file_and_resumes_from_the_folder_alone(sma
     config.write_text(yaml.safe_dump({"game": small_park, "rollouts": 3}))
     assert main(["run", "explore", "--config", str(config), "--out", str(tmp_path / "r2")]) == 2
     assert "unknown option 'rollouts'" in capsys.readouterr().err
-    for bad, words in (({"steps": "abc"}, "steps is 'abc'; give a whole number from 1"),
-                       ({"seed": -1}, "seed is -1; give a whole number from 0"),
-                       ({"oracle_labels": "no"}, "oracle_labels is 'no'; give true or false")):
+    for bad, words in (({"steps": "abc"}, "steps abc: not a whole number; give a whole number from 1"),
+                       ({"seed": -1}, "seed -1: out of range; give a seed, a whole number from 0"),
+                       ({"oracle_labels": "no"}, "oracle_labels no: give true or false")):
         config.write_text(yaml.safe_dump({"game": small_park, **bad}))
         assert main(["run", "explore", "--config", str(config), "--out", str(tmp_path / "r2")]) == 2
         assert words in capsys.readouterr().err
@@ -409,4 +409,4 @@ def test_min_score_decides_which_detections_are_tested(tiny_inspect_policy, tiny
     assert main(["run", "explore", "--game", small_park, "--explorer", "random", "--tester", str(tiny_inspect_policy),
                  "--detector", str(tiny_detector), "--config", str(config), "--out", str(tmp_path / "bad")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.endswith("min_score is 1.5; give a number from 0 to 1") and len(err.splitlines()) == 1, err
+    assert err.endswith("min_score 1.5: out of range; give a number from 0 to 1") and len(err.splitlines()) == 1, err

@@ -13,7 +13,11 @@ from rich.console import Console
 from rich.table import Table
 
 from playtester.errors import UserError
-from playtester.commands.options import MANY, about, check_free_disk
+from playtester.commands.options import (
+    MANY, Count, FrameSize, InFile, InFolder, NameOrFile, Number, OutFolder, Seed, Text, about, check_free_disk,
+    frame_size, inputs_checked, option,
+)
+from playtester.files import new_folder
 
 console = Console()
 
@@ -25,13 +29,6 @@ def progress():
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
         TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=console, transient=False,
     )
-
-
-def check_out_parent(out: Path) -> None:
-    if not out.parent.exists():
-        raise UserError(f"--out {out}: its parent folder {out.parent} does not exist; create it first")
-    if not out.parent.is_dir():
-        raise UserError(f"--out {out}: its parent {out.parent} is a file, not a folder; give a path inside a folder")
 
 
 def games() -> None:
@@ -48,20 +45,20 @@ def games() -> None:
 
 
 def shots(
-    out: Path = typer.Option(..., "--out", help="Folder for images/ and labels.json (COCO)."),
-    game: Optional[str] = typer.Option(None, "--game", help="Auto-label shots in a Doom game: the park, or a stock level with --classes."),
-    classes: Optional[str] = typer.Option(
-        None, "--classes", help="With --game: the object classes to label, comma-separated (a stock level's thing classes, "
+    out: Path = option(OutFolder(), ..., "--out", help="Folder for images/ and labels.json (COCO)."),
+    game: Optional[str] = option(Text(), None, "--game", help="Auto-label shots in a Doom game: the park, or a stock level with --classes."),
+    classes: Optional[str] = option(
+        Text(), None, "--classes", help="With --game: the object classes to label, comma-separated (a stock level's thing classes, "
                                 "e.g. Zombieman,ExplosiveBarrel,Stimpack; on the park a subset of its OOI kinds)."),
-    n: int = typer.Option(2000, "--n", min=1, max=MANY, help="With --game: how many shots."),
-    demos: Optional[Path] = typer.Option(None, "--demos", help="Take frames from demo episodes instead (for labelling)."),
-    every: int = typer.Option(20, "--every", min=1, max=MANY, help="With --demos: keep one frame in this many."),
-    min_box: int = typer.Option(
-        15, "--min-box", min=1, max=4096,
+    n: int = option(Count(1, MANY), 2000, "--n", help="With --game: how many shots."),
+    demos: Optional[Path] = option(InFolder("folder of demo episodes"), None, "--demos", help="Take frames from demo episodes instead (for labelling)."),
+    every: int = option(Count(1, MANY), 20, "--every", help="With --demos: keep one frame in this many."),
+    min_box: int = option(
+        Count(1, 4096), 15, "--min-box",
         help="Smallest box size, sqrt(width·height) in pixels of the shot, to ask a detector for: smaller objects are "
              "marked crowd (iscrowd), neither trained on nor scored. 15 at 320×240 is 6 px at a 128-px detector's input."),
-    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the shot positions."),
-    resolution: str = typer.Option("320x240", "--resolution", help="Engine resolution with --game."),
+    seed: int = option(Seed(), 0, "--seed", help="Seed of the shot positions."),
+    resolution: str = option(FrameSize(), "320x240", "--resolution", help="Engine resolution with --game."),
 ) -> None:
     """Detection shots as COCO (images/ + labels.json), what CVAT and Label Studio read and write.
 
@@ -74,12 +71,14 @@ def shots(
         raise UserError("shots: give exactly one of --game (auto-labelled) or --demos (frames from episodes)")
     if classes is not None and game is None:
         raise UserError("shots --classes: it picks what --game labels; frames from --demos keep the labels they carry")
-    check_out_parent(out)
+    labelled = (out / "labels.json").exists  # until then shots are no use: a refusal leaves no folder
     if game is not None:
         wanted = [c.strip() for c in classes.split(",") if c.strip()] if classes is not None else None
-        path, counts = _shots_from_game(game, out, n, min_box, seed, resolution, wanted)
+        with new_folder(out, kept=labelled):
+            path, counts = _shots_from_game(game, out, n, min_box, seed, resolution, wanted)
     else:
-        path, counts = _shots_from_demos(demos, out, every, min_box)
+        with new_folder(out, kept=labelled):
+            path, counts = _shots_from_demos(demos, out, every, min_box)
     summary = ", ".join(f"{k} {v}" for k, v in counts.items())
     console.print(f"wrote {path} and images in {path.parent / 'images'} (boxes: {summary})")
 
@@ -185,6 +184,7 @@ def _shots_from_game(spec: str, out: Path, n: int, min_box: int, seed: int, reso
     try:
         layout = env.unwrapped.scenario.layout
         categories, targets, walkable, (near, far) = shot_targets(spec, layout, classes)
+        inputs_checked()
         rng = np.random.default_rng(seed)
         writer = CocoWriter(out, categories)
         by_kind = {k: [t for t in targets if t.kind == k] for k in writer.counts}
@@ -227,6 +227,7 @@ def _shots_from_demos(demos: Path, out: Path, every: int, min_box: int):
 
     with about("--demos"):
         episodes = load_episodes(demos)
+    inputs_checked()
     writer = CocoWriter(out)
     total = sum(len(range(0, len(ep), every)) for ep in episodes)
     with progress() as bar:
@@ -240,10 +241,7 @@ def _shots_from_demos(demos: Path, out: Path, every: int, min_box: int):
 
 def demo_step_bytes(resolution: str) -> int:
     """An upper bound of the disk one demo step takes: its RGB frame and its steps.jsonl line."""
-    try:
-        width, height = (int(v) for v in resolution.lower().split("x"))
-    except ValueError:
-        width, height = 320, 240  # make_game refuses the resolution itself
+    width, height = frame_size(resolution)  # checked by --resolution's type already
     return 3 * width * height + 2000
 
 
@@ -270,31 +268,30 @@ def _first_new_seed(out: Path, seed: int) -> int:
 
 
 def demos(
-    out: Path = typer.Option(..., "--out", help="Folder to write episodes into (created; its parent must exist)."),
-    game: str = typer.Option("doom:park", "--game", help="A game with ground truth, e.g. doom:park or doom:park:7."),
-    behavior: str = typer.Option(..., "--behavior", help="path (follow the pathways) or inspect (circle an OOI 360°)."),
-    episodes: int = typer.Option(10, "--episodes", min=1, max=MANY, help="How many episodes."),
-    steps: int = typer.Option(300, "--steps", min=1, max=MANY, help="Most steps per episode (inspect stops when the circle is done)."),
-    seed: int = typer.Option(0, "--seed", min=0, help="Seed of starts and expert choices; episode i uses seed+i (after the last seed already in --out)."),
-    resolution: str = typer.Option("320x240", "--resolution", help="Engine resolution."),
-    dagger: Optional[Path] = typer.Option(
-        None, "--dagger", metavar="POLICY.ckpt",
+    out: Path = option(OutFolder(), ..., "--out", help="Folder to write episodes into (created; its parent must exist)."),
+    game: str = option(Text(), "doom:park", "--game", help="A game with ground truth, e.g. doom:park or doom:park:7."),
+    behavior: str = option(Text(), ..., "--behavior", help="path (follow the pathways) or inspect (circle an OOI 360°); with --from-video, any tag."),
+    episodes: int = option(Count(1, MANY), 10, "--episodes", help="How many episodes."),
+    steps: int = option(Count(1, MANY), 300, "--steps", help="Most steps per episode (inspect stops when the circle is done)."),
+    seed: int = option(Seed(), 0, "--seed", help="Seed of starts and expert choices; episode i uses seed+i (after the last seed already in --out)."),
+    resolution: str = option(FrameSize(), "320x240", "--resolution", help="Engine resolution."),
+    dagger: Optional[Path] = option(
+        InFile("policy checkpoint"), None, "--dagger", metavar="POLICY.ckpt",
         help="DAgger: this trained policy drives (from its own training starts) and the expert labels each "
              "state with what it would have done. Write them to a folder of their own, then train on the demos and it "
              "(train policy --demos DEMOS --demos THIS --init POLICY.ckpt).",
     ),
-    beta: float = typer.Option(0.0, "--beta", help="--dagger: the share of steps the expert drives instead of the policy."),
+    beta: float = option(Number(0.0, 1.0), 0.0, "--beta", help="--dagger: the share of steps the expert drives instead of the policy."),
     video: bool = typer.Option(False, "--video", help="Also render each episode to NAME.mp4 beside it: footage whose actions are known."),
-    from_video: Optional[Path] = typer.Option(
-        None, "--from-video", metavar="FILE|FOLDER",
-        help="Label gameplay video instead of playing: each video becomes demo episodes whose actions the --idm model "
+    from_video: Optional[Path] = option(
+        InFile("video file or folder of videos", folder_ok=True), None, "--from-video",         help="Label gameplay video instead of playing: each video becomes demo episodes whose actions the --idm model "
              "infers (--behavior tags them, --steps cuts long ones, --resolution is the stored frame size).",
     ),
-    idm: Optional[Path] = typer.Option(None, "--idm", metavar="ENCODER.ckpt", help="--from-video: the encoder checkpoint whose inverse-dynamics head labels the frames."),
-    fps: float = typer.Option(35 / 4, "--fps", help="--from-video: the control rate to resample to (the encoder's demos': 8.75 on ViZDoom)."),
-    key_map: Optional[str] = typer.Option(None, "--key-map", help="--from-video: the key map YAML of the encoder's actions (default: the default map)."),
-    flag_below: float = typer.Option(0.5, "--flag-below", help="--from-video: flag steps whose label's probability is below this (low_confidence)."),
-    cluster: Optional[str] = typer.Option(None, "--cluster", help="Record the episodes in Ray tasks: ray (a local Ray), auto (this machine's Ray cluster) or ray://HOST:PORT; this process alone writes --out (needs pip install -e \".\\[cluster]\")."),
+    idm: Optional[Path] = option(InFile("encoder checkpoint"), None, "--idm", help="--from-video: the encoder checkpoint whose inverse-dynamics head labels the frames."),
+    fps: float = option(Number(0.0, 1000.0, above=True), 35 / 4, "--fps", help="--from-video: the control rate to resample to (the encoder's demos': 8.75 on ViZDoom)."),
+    key_map: Optional[str] = option(NameOrFile(("default",), "key map YAML"), None, "--key-map", help="--from-video: the key map YAML of the encoder's actions (default: the default map)."),
+    flag_below: float = option(Number(0.0, 1.0), 0.5, "--flag-below", help="--from-video: flag steps whose label's probability is below this (low_confidence)."),
+    cluster: Optional[str] = option(Text(), None, "--cluster", help="Record the episodes in Ray tasks: ray (a local Ray), auto (this machine's Ray cluster) or ray://HOST:PORT; this process alone writes --out (needs pip install -e \".\\[cluster]\")."),
 ) -> None:
     """Record scripted-expert demos: ordinary demo episodes, as if a tester had played them.
 
@@ -320,14 +317,20 @@ def demos(
 
     from playtester.capture.experts import Inspector, PathFollower, inspect_start
     from playtester.capture.games import make_game
-    from playtester.datasets.episodes import EpisodeWriter, next_episode_name
+    from playtester.datasets.episodes import EpisodeWriter, episode_folders, next_episode_name
 
     _check_demo_options(out, behavior, episodes, steps, resolution, dagger, beta)
     seed = _first_new_seed(out, seed)
+
+    def recorded() -> bool:  # until an episode is written, a refusal leaves no folder
+        return out.is_dir() and bool(episode_folders(out))
+
     if cluster is not None:
         options = {"game": game, "behavior": behavior, "steps": steps, "resolution": resolution, "video": video,
                    "fps": fps, "key_map": key_map, "flag_below": flag_below}
-        return _demos_on_cluster(cluster, out, episodes, seed, options)
+        inputs_checked()
+        with new_folder(out, kept=recorded):
+            return _demos_on_cluster(cluster, out, episodes, seed, options)
     env = make_game(game, resolution=resolution)
     try:
         layout = getattr(env.unwrapped, "scenario", None) and env.unwrapped.scenario.layout
@@ -337,7 +340,8 @@ def demos(
         driver, path_starts, reachable = _starts_and_driver(layout, keymap, game, behavior, dagger, beta, seed)
         extra = {"dagger": {"policy": str(dagger), "beta": beta}} if driver is not None else {}
         stats = []
-        with progress() as bar:
+        inputs_checked()
+        with new_folder(out, kept=recorded), progress() as bar:
             task = bar.add_task(f"{behavior} {'DAgger episodes' if driver else 'demos'}", total=episodes)
             for i in range(episodes):
                 ep_seed = seed + i
@@ -369,10 +373,9 @@ def demos(
 def _check_demo_options(out: Path, behavior: str, episodes: int, steps: int, resolution: str, dagger: Path | None,
                         beta: float) -> None:
     if behavior not in ("path", "inspect"):
-        raise UserError(f"--behavior {behavior!r}: use path or inspect")
+        raise UserError(f"--behavior {behavior!r}: use path or inspect (any tag with --from-video)")
     if beta and dagger is None:
         raise UserError(f"--beta {beta}: it is the expert's share of the driving in DAgger episodes; pass --dagger POLICY.ckpt too")
-    check_out_parent(out)
     check_free_disk(out, episodes * steps * demo_step_bytes(resolution), f"--episodes {episodes} × --steps {steps} at {resolution}")
     if dagger is not None:
         from playtester.perception.training import read_checkpoint

@@ -120,7 +120,7 @@ def explore_at_random(spec: RunSpec, progress: Callable[[int], None] = lambda n:
                       say: Callable[[str], None] = print) -> None:
     """The random baseline on one game instance; `progress(n)` after each episode. A crashed
     game is started again (`TesterEnv`) until `max_restarts` is spent; then the run ends here,
-    and says why."""
+    and says why (the crash itself is said from crashes.jsonl, as for every run)."""
     from playtester.capture.games import make_game
     from playtester.bugs.crashes import clear_stop
 
@@ -138,8 +138,6 @@ def explore_at_random(spec: RunSpec, progress: Callable[[int], None] = lambda n:
                 return
             for _ in range(spec.steps):
                 _, _, terminated, truncated, info = env.step(int(rng.integers(env.action_space.n)))
-                if info.get("crashed"):
-                    say(f"the game crashed in episode {env.episode}: {info.get('crash_reason') or 'the game is gone'}")
                 if terminated or truncated:
                     break
             progress(env.episode + 1 - first)
