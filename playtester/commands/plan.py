@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from playtester.errors import UserError
-from playtester.commands.options import MANY, about
+from playtester.commands.options import MANY, RULES_HELP, about
 from playtester.commands.scenario import check_out_parent
 
 console = Console()
@@ -82,6 +82,7 @@ def run_plan(
         False, "--ground-truth-positions", help="Walk to a target object's position from the engine's ground truth (the built-in "
         "park's layout) before looking for it: an ablation, and the report says so. Without it objects are found by sight."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output folder."),
+    rules: Optional[str] = typer.Option(None, "--rules", help=RULES_HELP),
 ) -> None:
     """Play a plan: reach each node's target, act, let rules interrupt, validate every action.
     Exit status 0 when the plan passes, 1 when a node or rule failed (see plan_report.html)."""
@@ -92,6 +93,10 @@ def run_plan(
     from playtester.plans.schema import load_plan
     from playtester.plans.validation import ValidationRegistry, load_validations
 
+    from playtester.capture.rules import check_rules, is_level
+    from playtester.tester.spec import policy_keymap
+
+    rules = check_rules(rules, game)
     the_plan = load_plan(plan)
     check_object_source(detector, oracle_labels, needed=_looks_for_objects(the_plan), needed_by=f"plan {plan} (it looks for objects)")
     registry = load_validations(validations) if validations else ValidationRegistry()
@@ -105,7 +110,9 @@ def run_plan(
         if not overwrite:
             raise UserError(f"--out {out}: the folder exists; give --overwrite to replace it")
         shutil.rmtree(out)
-    env = make_game(game, max_steps=max_steps + 1)
+    policies = [b.partition("=")[2] for b in behavior] + list(the_plan.behaviors.values()) + [path_policy]
+    keymap = policy_keymap(*policies) if is_level(game) else None  # a level plays with its policies' key map
+    env = make_game(game, max_steps=max_steps + 1, **({"rules": rules} if rules else {}), **({"keymap": keymap} if keymap else {}))
     try:
         keymap = env.unwrapped.keymap
         behaviors = _behaviors(behavior, the_plan.behaviors, keymap)

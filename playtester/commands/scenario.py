@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from playtester.errors import UserError
-from playtester.commands.options import MANY, about, check_free_disk
+from playtester.commands.options import MANY, RULES_HELP, about, check_free_disk
 
 console = Console()
 
@@ -34,9 +34,15 @@ def check_out_parent(out: Path) -> None:
         raise UserError(f"--out {out}: its parent {out.parent} is a file, not a folder; give a path inside a folder")
 
 
-def games() -> None:
-    """List the game specs that --game accepts, with examples."""
+def games(
+    wad: Optional[Path] = typer.Option(None, "--wad", help="List the maps of this WAD file instead, each with its game spec."),
+) -> None:
+    """List the game specs that --game accepts, with examples (and ViZDoom's scenarios); with
+    --wad, the maps of a WAD file."""
     from playtester.capture.games import BACKENDS
+
+    if wad is not None:
+        return _wad_games(wad)
 
     table = Table(title="Game specs (--game)", show_lines=False)
     table.add_column("spec")
@@ -44,6 +50,26 @@ def games() -> None:
     table.add_column("example")
     for b in BACKENDS.values():
         table.add_row(b.usage.replace(" | ", "\n"), b.description, b.example)
+    console.print(table)
+    from playtester.capture.wads import shipped_scenarios
+
+    console.print(f"ViZDoom's scenarios (doom:scenario:NAME): {', '.join(shipped_scenarios())}", soft_wrap=True)
+
+
+def _wad_games(wad: Path) -> None:
+    """The maps of a WAD, each with the spec that plays it."""
+    from playtester.capture.level_map import wad_kind
+    from playtester.capture.wads import wad_maps
+
+    maps = wad_maps(wad)
+    kind = wad_kind(wad)
+    if not maps:
+        raise UserError(f"--wad {wad}: it holds no map (a WAD of textures or sounds only?); give a WAD with levels")
+    table = Table(title=f"{wad} ({kind}, {len(maps)} maps)")
+    table.add_column("map")
+    table.add_column("game spec (--game)")
+    for name in maps:
+        table.add_row(name, f"doom:wad:{wad}:{name}")
     console.print(table)
 
 
@@ -62,6 +88,7 @@ def shots(
              "marked crowd (iscrowd), neither trained on nor scored. 15 at 320×240 is 6 px at a 128-px detector's input."),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of the shot positions."),
     resolution: str = typer.Option("320x240", "--resolution", help="Engine resolution with --game."),
+    rules: Optional[str] = typer.Option(None, "--rules", help=RULES_HELP),
 ) -> None:
     """Detection shots as COCO (images/ + labels.json), what CVAT and Label Studio read and write.
 
@@ -76,8 +103,12 @@ def shots(
         raise UserError("shots --classes: it picks what --game labels; frames from --demos keep the labels they carry")
     check_out_parent(out)
     if game is not None:
+        from playtester.capture.rules import check_rules
+
         wanted = [c.strip() for c in classes.split(",") if c.strip()] if classes is not None else None
-        path, counts = _shots_from_game(game, out, n, min_box, seed, resolution, wanted)
+        path, counts = _shots_from_game(game, out, n, min_box, seed, resolution, wanted, check_rules(rules, game))
+    elif rules is not None:
+        raise UserError(f"--rules {rules}: it says how --game is played; frames from --demos were played already")
     else:
         path, counts = _shots_from_demos(demos, out, every, min_box)
     summary = ", ".join(f"{k} {v}" for k, v in counts.items())
@@ -173,7 +204,8 @@ def shot_targets(spec: str, layout: Any, classes: list[str] | None):
     return categories, targets, walkable, (64.0, 420.0)
 
 
-def _shots_from_game(spec: str, out: Path, n: int, min_box: int, seed: int, resolution: str, classes: list[str] | None):
+def _shots_from_game(spec: str, out: Path, n: int, min_box: int, seed: int, resolution: str, classes: list[str] | None,
+                     rules: str | None = None):
     import numpy as np
 
     from playtester.capture.games import make_game
@@ -181,7 +213,7 @@ def _shots_from_game(spec: str, out: Path, n: int, min_box: int, seed: int, reso
 
     if not spec.startswith("doom:"):
         raise UserError(f"shots --game {spec}: only Doom games label their own objects; use --demos and label the frames")
-    env = make_game(spec, resolution=resolution)
+    env = make_game(spec, resolution=resolution, **({"rules": rules} if rules else {}))
     try:
         layout = env.unwrapped.scenario.layout
         categories, targets, walkable, (near, far) = shot_targets(spec, layout, classes)
@@ -295,6 +327,7 @@ def demos(
     key_map: Optional[str] = typer.Option(None, "--key-map", help="--from-video: the key map YAML of the encoder's actions (default: the default map)."),
     flag_below: float = typer.Option(0.5, "--flag-below", help="--from-video: flag steps whose label's probability is below this (low_confidence)."),
     cluster: Optional[str] = typer.Option(None, "--cluster", help="Record the episodes in Ray tasks: ray (a local Ray), auto (this machine's Ray cluster) or ray://HOST:PORT; this process alone writes --out (needs pip install -e \".\\[cluster]\")."),
+    rules: Optional[str] = typer.Option(None, "--rules", help=RULES_HELP),
 ) -> None:
     """Record scripted-expert demos: ordinary demo episodes, as if a tester had played them.
 
@@ -322,13 +355,16 @@ def demos(
     from playtester.capture.games import make_game
     from playtester.datasets.episodes import EpisodeWriter, next_episode_name
 
+    from playtester.capture.rules import check_rules
+
+    rules = check_rules(rules, game)
     _check_demo_options(out, behavior, episodes, steps, resolution, dagger, beta)
     seed = _first_new_seed(out, seed)
     if cluster is not None:
         options = {"game": game, "behavior": behavior, "steps": steps, "resolution": resolution, "video": video,
-                   "fps": fps, "key_map": key_map, "flag_below": flag_below}
+                   "fps": fps, "key_map": key_map, "flag_below": flag_below, "rules": rules}
         return _demos_on_cluster(cluster, out, episodes, seed, options)
-    env = make_game(game, resolution=resolution)
+    env = make_game(game, resolution=resolution, **({"rules": rules} if rules else {}))
     try:
         layout = getattr(env.unwrapped, "scenario", None) and env.unwrapped.scenario.layout
         if layout is None:

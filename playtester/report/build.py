@@ -82,6 +82,7 @@ def summarise(config: dict[str, Any], trajectory: list[dict], tests: list[dict],
     summary: dict[str, Any] = {
         "game": config["game"],
         "agent": config.get("agent", ""),
+        "rules": config.get("rules"),
         FOUND_BY_KEY: found_by(config),
         "test_policy": config.get("tester"),
         "preference_policy": config.get("preference"),

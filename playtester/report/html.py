@@ -67,6 +67,11 @@ def facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
            ("test policy", summary.get("test_policy") or ("not recorded" if summary["tests"] else "none (the run tested no object)")),
            ("preference policy", summary.get("preference_policy") or "none"),
            ("episodes", summary["episodes"]), ("steps", summary["steps"])]
+    if summary.get("rules"):
+        out.insert(1, ("tester rules", summary["rules"]))
+    if "reachable_share" in cov:
+        out.append((f"reachable area covered (walkable cells reachable from the start, doors open, lifts moved)",
+                    f"{cov['reachable_share']:.1%} of {cov['reachable_cells']} cells"))
     if "walkable_share" in cov:
         out.append((f"walkable area covered (cells of {cov['cell_size']:g} map units)",
                     f"{cov['walkable_share']:.1%} of {cov['walkable_cells']} cells"))
