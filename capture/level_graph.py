@@ -85,6 +85,7 @@ class LevelGraph:
     """Each linedef's special, described (None: it moves nothing the graph models)."""
 
     def __post_init__(self) -> None:
+        self._reached: frozenset[int] | None = None
         self.actions = [describe(ld.special, udmf=self.level.udmf, args=ld.args, flags=ld.flags) for ld in self.level.linedefs]
         self.neighbours: list[set[int]] = [set() for _ in self.level.sectors]
         for ld in self.level.linedefs:
@@ -165,8 +166,12 @@ class LevelGraph:
             out.append(Door(s, tuple(lines), manual, keys.pop() if len(keys) == 1 else None))
         return out
 
-    def door_sectors(self) -> set[int]:
-        return {d.sector for d in self.doors}
+    @cached_property
+    def _door_sectors(self) -> frozenset[int]:
+        return frozenset(d.sector for d in self.doors)
+
+    def door_sectors(self) -> frozenset[int]:
+        return self._door_sectors
 
     def _trigger_sectors(self, line: int) -> list[int]:
         """Where the player stands to set a line off: its front (a switch's face, a door's face), or
@@ -251,7 +256,10 @@ class LevelGraph:
     def reachable(self, start: int | None = None) -> set[int]:
         """The sectors the player can reach from `start` (default: the player start's), setting
         off every special it can reach and picking up every key it finds, to a fixed point."""
-        start = self.start_sector() if start is None else start
+        if start is None:
+            if self._reached is None:
+                self._reached = frozenset(self.reachable(self.start_sector()))
+            return set(self._reached)
         reached = {start}
         keys: set[str] = set()
         while True:

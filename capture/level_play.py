@@ -46,7 +46,8 @@ def scenario_graph(scenario):
 
 
 def engine_args(rules: str | None) -> list[str]:
-    return ["+sv_nomonsters 1"] if rules == "no-monsters" else []
+    """The engine's arguments for a level: always run (as testers play), no monsters under `no-monsters`."""
+    return ["+cl_run 1"] + (["+sv_nomonsters 1"] if rules == "no-monsters" else [])
 
 
 def used_line(graph, x: float, y: float, angle: float) -> int | None:
