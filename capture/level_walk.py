@@ -42,6 +42,8 @@ STUCK_PATIENCE = 30
 """Steps stuck (USE pressed after 4, and whenever a door, lift or switch is in reach) before the
 walker leaves the sector ahead aside: a door opens and a lift comes down within it."""
 GIVE_UP_STEPS = 40
+NO_PROGRESS = 30
+"""Steps without a new coverage cell after which the walker routes around the way it was taking."""
 """Steps after which the walker gives up a cell it has not got into (a lift that needs a switch
 it cannot find, a ledge that looks walkable)."""
 TURN_COST = 10.0
@@ -90,6 +92,11 @@ class NavGrid:
         for p in passages:
             if p.kind != TELEPORT:
                 allowed[p.source, p.target] = True
+        for sector in range(len(level.sectors) + 1):
+            allowed[sector, sector] = True
+        # a 16-unit cell may skip a thin sector between two others (a door, a step): two passages in a row count
+        direct = allowed
+        allowed = (allowed.astype(np.uint8) @ allowed.astype(np.uint8)) > 0
         # walls (lines passable neither way) and solid things, at the raster's 8 units: the player's
         # centre keeps its radius (16 units) from a wall, and a thing's radius more from a thing
         barrier = np.zeros(self.graph.raster.shape, dtype=np.uint8)
@@ -97,7 +104,7 @@ class NavGrid:
         to_raster = lambda x, y: (int((x - x0) // RASTER_UNITS), int((y1 - y) // RASTER_UNITS))  # noqa: E731
         for i, ld in enumerate(level.linedefs):
             open_line = ld.front is not None and ld.back is not None and not ld.blocking and (
-                ld.front == ld.back or allowed[ld.front, ld.back] or allowed[ld.back, ld.front])
+                ld.front == ld.back or direct[ld.front, ld.back] or direct[ld.back, ld.front])
             if not open_line:
                 cv2.line(barrier, to_raster(*self.graph.line_ends[i][:2]), to_raster(*self.graph.line_ends[i][2:]), 1, 1)
         for t in level.things:
@@ -131,7 +138,7 @@ class NavGrid:
             length = math.hypot(dr, dc)
             cost = length * (1.0 + 2.0 * (near_wall[r0, c0] | near_wall[r1, c1]))
             for fwd, (a0, a1) in enumerate(((s0, s1), (s1, s0))):
-                ok_move = (a0 == a1) | allowed[a0, a1]
+                ok_move = allowed[a0, a1]
                 src = (ids[r0, c0], ids[r1, c1])[fwd]
                 dst = (ids[r1, c1], ids[r0, c0])[fwd]
                 rows.append(src[ok_move])
@@ -270,6 +277,7 @@ class LevelWalker(_Expert):
         """Coverage cells the walker tried for `GIVE_UP_STEPS` without getting in (this episode)."""
         self.goal_cell: tuple[int, int] | None = None
         self.goal_since = 0
+        self.last_new = 0
         if self.nav.blocked or self.nav.active != self.at_hand:
             self.nav = NavGrid(self.graph, active=self.at_hand)
         else:
@@ -284,6 +292,12 @@ class LevelWalker(_Expert):
         self._crossed()
         if self._stuck():
             return self._unstick(info, x, y)
+        if self.t - self.last_new > NO_PROGRESS and self.route:  # sliding along a wall the grid thinks open
+            self.avoided |= set(self.route[:6])
+            self.nav.avoid(self.avoided)
+            if self.goal_cell is not None:
+                self.given_up[min(self.goal_cell[0], self.given_up.shape[0] - 1), min(self.goal_cell[1], self.given_up.shape[1] - 1)] = True
+            self.last_new, self.route = self.t, []
         self.since_plan += 1
         if not self.route or self.since_plan >= self.replan_every:
             self._plan(x, y, float(info["angle"]))
@@ -340,6 +354,8 @@ class LevelWalker(_Expert):
     def _visit(self, x: float, y: float) -> None:
         row, col = coverage_cell(self.bounds, x, y)
         if 0 <= row < self.visited.shape[0] and 0 <= col < self.visited.shape[1]:
+            if not self.visited[row, col]:
+                self.last_new = self.t
             self.visited[row, col] = True
 
     def _plan(self, x: float, y: float, angle: float | None = None) -> None:

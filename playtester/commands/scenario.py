@@ -303,8 +303,11 @@ def _first_new_seed(out: Path, seed: int) -> int:
 
 def demos(
     out: Path = typer.Option(..., "--out", help="Folder to write episodes into (created; its parent must exist)."),
-    game: str = typer.Option("doom:park", "--game", help="A game with ground truth, e.g. doom:park or doom:park:7."),
-    behavior: str = typer.Option(..., "--behavior", help="path (follow the pathways) or inspect (circle an OOI 360°)."),
+    game: str = typer.Option("doom:park", "--game", help="A game with ground truth, e.g. doom:park or doom:park:7; or a Doom "
+                                                         "level (doom:wad:PATH[:MAP], doom:freedoom2:MAP07, …), or several "
+                                                         "levels separated by commas, the episodes shared between them."),
+    behavior: str = typer.Option(..., "--behavior", help="path (on the park: follow the pathways; on a level: walk it all, "
+                                                         "frontier first, opening doors) or inspect (circle an OOI 360°)."),
     episodes: int = typer.Option(10, "--episodes", min=1, max=MANY, help="How many episodes."),
     steps: int = typer.Option(300, "--steps", min=1, max=MANY, help="Most steps per episode (inspect stops when the circle is done)."),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of starts and expert choices; episode i uses seed+i (after the last seed already in --out)."),
@@ -357,9 +360,20 @@ def demos(
 
     from playtester.capture.rules import check_rules
 
-    rules = check_rules(rules, game)
+    from playtester.capture.rules import is_level
+
+    levels = [g.strip() for g in game.split(",") if g.strip()]
+    for level in levels:
+        check_rules(rules, level)
+    rules = check_rules(rules, levels[0]) if levels else None
     _check_demo_options(out, behavior, episodes, steps, resolution, dagger, beta)
     seed = _first_new_seed(out, seed)
+    if levels and all(is_level(level) for level in levels) and cluster is None:
+        from playtester.commands.level_demos import record_level_demos
+
+        stats = record_level_demos(levels, out, behavior=behavior, episodes=episodes, steps=steps, seed=seed,
+                                   resolution=resolution, rules=rules, video=video, dagger=dagger, beta=beta)
+        return _say_demo_stats(behavior, episodes, out, stats, dagger=dagger is not None)
     if cluster is not None:
         options = {"game": game, "behavior": behavior, "steps": steps, "resolution": resolution, "video": video,
                    "fps": fps, "key_map": key_map, "flag_below": flag_below, "rules": rules}
@@ -469,12 +483,15 @@ def _record_expert_episode(env, writer, expert, driver, reset: dict[str, Any], s
                 pitch=info["pitch"], objects=info.get("objects", []), **notes,
                 **({"label": label} if label != action else {}),
             )
-            on_path += layout.on_pathway(*info["position"][:2])
-            cells.add(layout.cell_of(*info["position"][:2]))
+            if layout is not None:  # the park's pathways; a level's walker counts its own cells
+                on_path += layout.on_pathway(*info["position"][:2])
+                cells.add(layout.cell_of(*info["position"][:2]))
             frame, _, terminated, truncated, info = env.step(action)
             if terminated or truncated or expert.done:
                 break
         n = writer.n
+    if behavior == "path" and layout is None:
+        return {"steps": n, "cells": int(expert.visited.sum())}
     if behavior == "path":
         return {"steps": n, "on_path": on_path / n, "cells": len(cells)}
     p = expert.progress
@@ -483,7 +500,10 @@ def _record_expert_episode(env, writer, expert, driver, reset: dict[str, Any], s
 
 def _say_demo_stats(behavior: str, episodes: int, out: Path, stats: list[dict[str, float]], *, dagger: bool) -> None:
     kind = f"{behavior} {'DAgger ' if dagger else ''}episodes"
-    if behavior == "path":
+    if behavior == "path" and "on_path" not in stats[0]:
+        walked = sum(s["cells"] for s in stats) / len(stats)
+        console.print(f"wrote {episodes} {kind} to {out}; {walked:.0f} cells of 64 map units walked on average")
+    elif behavior == "path":
         share = sum(s["on_path"] for s in stats) / len(stats)
         walked = sum(s["cells"] for s in stats) / len(stats)
         console.print(f"wrote {episodes} {kind} to {out}; {share:.0%} of steps on pathways, {walked:.0f} cells walked on average")
