@@ -266,10 +266,10 @@ class LevelGraph:
             active = {i for i, a in enumerate(self.actions) if a is not None and (a.key is None or a.key in keys)
                       and a.kind != EXIT and any(s in reached for s in self._trigger_sectors(i))}
             grown = self._bfs(start, self.passages(active))
-            keys |= {KEY_THINGS[t.type] for t in self.level.things if t.type in KEY_THINGS and self.sector_at(t.x, t.y) in grown}
-            if grown == reached:
+            found = keys | {KEY_THINGS[t.type] for t in self.level.things if t.type in KEY_THINGS and self.sector_at(t.x, t.y) in grown}
+            if grown == reached and found == keys:
                 return reached
-            reached = grown
+            reached, keys = grown, found
 
     @staticmethod
     def _bfs(start: int, passages: list[Passage]) -> set[int]:

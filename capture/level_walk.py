@@ -254,6 +254,7 @@ class LevelWalker(_Expert):
         """Switches and walk-over lines that move something elsewhere: places to go and set off."""
         self.nav = NavGrid(graph, active=self.at_hand)
         self.moving = {s for i in range(len(graph.actions)) for s in graph.targets(i)}
+        self.lifts = {s for i, a in enumerate(graph.actions) if a is not None and a.kind == LIFT for s in graph.targets(i)}
         """Sectors a special moves (doors, lifts, floors): the ones set aside when stuck at them."""
         self.visited = np.zeros_like(self.targets_mask)
         self.done = False
@@ -313,10 +314,23 @@ class LevelWalker(_Expert):
             return int(self.rng.choice([self.actions.forward, self.actions.forward, self.actions.turn_left,
                                         self.actions.strafe_left, self.actions.strafe_right, self.actions.backward]))
         heading = self._heading(x, y)
+        if self._riding_lift(x, y, float(info["position"][2])):  # wait for it to take the player up
+            return self.actions.turn_left if self.t % 2 else self.actions.turn_right
         if self._door_ahead(x, y) is not None and self._facing_usable(x, y, info) and self.t - self.last_use > 16:
             self.last_use = self.t
             return self.use
         return self.steer.toward(info, heading)
+
+    def _riding_lift(self, x: float, y: float, z: float) -> bool:
+        """On a lift, with the route going on to a floor more than a step above the player."""
+        here = self.graph.sector_at(x, y)
+        if here not in self.lifts:
+            return False
+        for node in self.route[:6]:
+            s = int(self.nav.sectors[tuple(self.nav.cells[node])])
+            if s != here:
+                return self.graph.level.sectors[s].floor > z + 24.0
+        return False
 
     def _facing_usable(self, x: float, y: float, info: dict[str, Any]) -> bool:
         """Whether USE now would work a door, lift or switch (the engine's own reach and rule)."""
