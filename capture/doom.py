@@ -232,7 +232,7 @@ class DoomGame(gym.Env):
         game.add_game_args("+sv_cheats 1 +freelook 1")
         from playtester.capture.level_play import engine_args
 
-        for arg in [*self.scenario.args, *(engine_args(self.rules) if self.scenario.level else [])]:
+        for arg in [*self.scenario.args, *engine_args(self.scenario.level, self.rules)]:
             game.add_game_args(arg)
         engine_guard.watch_interrupts()
         before = engine_guard.engine_pids()

@@ -45,9 +45,11 @@ def scenario_graph(scenario):
     return _level(tuple(wads), scenario.map)
 
 
-def engine_args(rules: str | None) -> list[str]:
-    """The engine's arguments for a level: always run (as testers play), no monsters under `no-monsters`."""
-    return ["+cl_run 1"] + (["+sv_nomonsters 1"] if rules == "no-monsters" else [])
+def engine_args(level: bool, rules: str | None) -> list[str]:
+    """The engine's arguments: on a level always run (as testers play), no monsters under
+    `no-monsters`. Both are set either way: the engine keeps such settings in `_vizdoom.ini` in
+    the working folder, and a level's run must not make the next park's player run."""
+    return [f"+cl_run {int(level)}", f"+sv_nomonsters {int(rules == 'no-monsters')}"]
 
 
 def used_line(graph, x: float, y: float, angle: float) -> int | None:
