@@ -184,7 +184,9 @@ class DoorOracle:
         if used and used["kind"] == "door" and not used.get("key"):
             line = self.graph.level.linedefs[used["line"]]
             door = used["sectors"][0] if used["sectors"] else line.back
-            if door is not None and door not in self._entered and door not in self._pressed:
+            if door in self._pressed:  # used again: a second press reverses a door, the watch says nothing
+                del self._pressed[door]
+            elif door is not None and door not in self._entered:
                 self._pressed[door] = {"line": used["line"], "step": step, "pushes": 0}
         moved = self._last is None or np.hypot(x - self._last[0], y - self._last[1]) >= 4.0
         self._last = (x, y)
