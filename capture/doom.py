@@ -199,6 +199,8 @@ class DoomGame(gym.Env):
         self._frame = np.zeros((h, w, 3), dtype=np.uint8)
         layout = scenario.layout
         self._ooi_at = {} if layout is None else {(round(o.x), round(o.y)): o.id for o in layout.oois}
+        if self.graph is not None:  # a level's things are named by their id where they stand (monsters move)
+            self._ooi_at = {(round(t.x), round(t.y)): t.id for t in self.graph.level.objects()}
         self._steps = 0
         self._started = False
 
@@ -465,7 +467,7 @@ class DoomGame(gym.Env):
                 "position": (x, y, label.object_position_z),
                 "box": [lx, ly, lx + label.width, ly + label.height],
             }
-            if on_park:
+            if on_park or self.graph is not None:
                 obj["ooi"] = self._ooi_at.get((round(x), round(y)))
             objects.append(obj)
         return objects

@@ -138,4 +138,11 @@ def test_demos_on_levels_in_one_command(wads, tmp_path, capsys):
     steps = [json.loads(line) for line in (out / "ep0000" / "steps.jsonl").read_text().splitlines()]
     assert {s["keys"][0] for s in steps if s["keys"]} >= {"w", "e"}, "it walks and presses USE (the door)"
     assert "cells of 64 map units walked" in " ".join(capsys.readouterr().out.split())
-    assert main(["demos", "--game", f"doom:wad:{wads['test']}", "--behavior", "inspect", "--out", str(tmp_path / "x")]) == 2
+    inspect = tmp_path / "inspect"
+    assert main(["demos", "--game", f"doom:wad:{wads['test']}", "--behavior", "inspect", "--episodes", "1", "--steps", "120",
+                 "--out", str(inspect)]) == 0
+    meta = json.loads((inspect / "ep0000" / "meta.json").read_text())
+    steps = [json.loads(line) for line in (inspect / "ep0000" / "steps.jsonl").read_text().splitlines()]
+    assert meta["expert"] == "Inspector" and steps[0]["target_ooi"] is not None
+    assert sum(s["test_box"] is not None for s in steps) > len(steps) / 2, "the barrel is on screen most of the time"
+    assert any(s["circling"] for s in steps), "it reaches the barrel and circles it"

@@ -215,9 +215,9 @@ def level_wad(plan: LevelPlan, map_name: str = "MAP01") -> bytes:
 
 def door_lift_hom_level() -> LevelPlan:
     """A test level: a closet `a` (the start, facing east) with a door `D` to a hall `b`; in the
-    hall's east wall a niche `m` whose walls have no texture (a hall of mirrors), and a lift `L`
-    (tag 1, raised) up to a gallery `c`, which only the lift reaches. Every room is reachable:
-    through the door, then up the lift."""
+    hall's east wall a niche `m` whose walls have no texture (a hall of mirrors), a barrel in the
+    hall, and a lift `L` (tag 1, raised) up to a gallery `c`, which only the lift reaches. Every
+    room is reachable: through the door, then up the lift."""
     door = Join(special=DOOR_RAISE, args=(0, 32, 120))
     lift = Join(special=PLAT_DOWN_WAIT_UP_STAY, args=(1, 32, 105))
     return LevelPlan(
@@ -231,4 +231,4 @@ def door_lift_hom_level() -> LevelPlan:
         rooms={"a": Room(), "D": Room(ceiling=0), "b": Room(ceiling=160), "m": Room(ceiling=160, floor_texture="FLAT14"),
                "L": Room(floor=64, ceiling=160, tag=1, floor_texture="FLAT20"), "c": Room(floor=64, ceiling=160)},
         joins={("a", "D"): door, ("b", "D"): door, ("b", "L"): lift, ("m", "#"): Join(missing=("middle",))},
-        start="a")
+        start="a", things=[(2035, "b", {"x": 352, "y": 160})])  # a barrel in the hall, to inspect

@@ -1,6 +1,7 @@
-"""`playtester demos` on Doom levels: the level-walk expert (`capture/level_walk.py`) records
-path demos on one level or several, from each level's own start, with no hand recording; with
-`--dagger`, a trained policy drives and the walker labels each step."""
+"""`playtester demos` on Doom levels, with no hand recording: the level-walk expert
+(`capture/level_walk.py`) records path demos from each level's own start, the inspect expert
+(`capture/level_inspect.py`) circles the level's own things; on one level or several; with
+`--dagger`, a trained policy drives and the expert labels each step."""
 
 from __future__ import annotations
 
@@ -21,9 +22,6 @@ def record_level_demos(levels: list[str], out: Path, *, behavior: str, episodes:
     from playtester.commands.scenario import _record_expert_episode, progress
     from playtester.datasets.episodes import EpisodeWriter, next_episode_name
 
-    if behavior != "path":
-        raise UserError(f"demos --behavior {behavior} on a Doom level: the level's scripted expert walks it (path); record "
-                        "inspect demos on the park")
     stats = []
     with progress() as bar:
         task = bar.add_task(f"level-walk {'DAgger episodes' if dagger else 'demos'} on {len(levels)} "
@@ -42,10 +40,19 @@ def record_level_demos(levels: list[str], out: Path, *, behavior: str, episodes:
                     with about("--dagger"):
                         driver, _ = load_driver(dagger, behavior, game.keymap, beta, seed)
                 extra = {"dagger": {"policy": str(dagger), "beta": beta}} if driver is not None else {}
+                if behavior == "inspect":
+                    from playtester.capture.level_inspect import LevelLayout, level_objects_to_inspect
+
+                    layout, oois = LevelLayout(game.graph), level_objects_to_inspect(game.graph)
+                    if not oois:
+                        raise UserError(f"demos --game {level} --behavior inspect: the level has no object in reach to inspect")
                 for i in mine:
                     rng = np.random.default_rng(seed + i)
-                    walker = LevelWalker(game.graph, game.keymap, rng)
-                    reset = {"seed": seed + i, "options": None}
+                    if behavior == "inspect":
+                        walker, reset = _inspector(layout, oois, game.keymap, rng, seed + i)
+                    else:
+                        walker = LevelWalker(game.graph, game.keymap, rng)
+                        reset = {"seed": seed + i, "options": None}
                     writer = EpisodeWriter(out, next_episode_name(out), game=level, behavior=behavior, keymap=game.keymap,
                                            fps=game.metadata["render_fps"],
                                            extra={"reset": reset, "expert": type(walker).__name__,
@@ -59,3 +66,18 @@ def record_level_demos(levels: list[str], out: Path, *, behavior: str, episodes:
             finally:
                 env.close()
     return stats
+
+
+def _inspector(layout, oois, keymap, rng, seed: int):
+    """The inspect expert for an episode (the objects taken in turn), and the reset that starts it near its object."""
+    from playtester.capture.experts import Inspector
+    from playtester.capture.level_inspect import level_inspect_start
+
+    for k in range(len(oois)):
+        ooi = oois[(seed + k) % len(oois)]
+        try:
+            start = level_inspect_start(layout, ooi, rng)
+        except UserError:  # no clear ground around this one: the next
+            continue
+        return Inspector(layout, keymap, rng, ooi), {"seed": seed, "options": {"start": [round(v, 3) for v in start]}}
+    raise UserError("demos --behavior inspect: no object of the level has free ground with a clear walk to it")
