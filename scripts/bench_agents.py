@@ -78,6 +78,7 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
                    explorer="random" if agent == "expert" else agent, preference=str(args.preference),
                    detector=None if args.oracle_labels or on_level else str(args.detector),
                    oracle_labels=args.oracle_labels and not on_level, episodes=args.episodes,
+                   rules=args.rules if on_level else None,
                    steps=args.steps, num_envs=args.envs, rollout=args.rollout, test_steps=args.test_steps, seed=seed,
                    track_every=args.track_every, device=args.device, min_score=args.min_score, acting=args.acting,
                    seq_len=args.seq_len, rnd_train_steps=args.rnd_train_steps, overlap_update=args.overlap_update)
@@ -234,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--full", action="store_true", help="the same as --profile paper")
     parser.add_argument("--game", default=None, help="park spec (default: the profile's)")
     parser.add_argument("--levels", nargs="+", default=list(LEVELS), help="the levels profile's levels (game specs)")
+    parser.add_argument("--rules", default="immortal", choices=("immortal", "no-monsters", "play"),
+                        help="the levels profile's tester rules")
     parser.add_argument("--preference", type=Path, default=None,
                         help="the path policy PPGTA keeps the style of (and Inspector starts from); default MODELS/path.ckpt")
     parser.add_argument("--episodes", type=int, default=None)
@@ -335,7 +338,7 @@ def run_levels(args) -> int:
     root = args.out
     results = []
     print(f"levels: {', '.join(args.levels)}; {args.episodes} episodes × {args.steps} steps, seeds {args.seeds}, agents "
-          f"{', '.join(args.agents)}; rules immortal; preference {args.preference}")
+          f"{', '.join(args.agents)}; rules {args.rules}; preference {args.preference}")
     for level in args.levels:
         args.game = level
         args.out = root / level.replace(":", "_").replace("/", "_")
@@ -397,7 +400,7 @@ def report(results: list[dict], args) -> int:
 def settings(args) -> dict:
     """What makes two runs of an agent and seed the same run: `--resume` keeps a run only if these match."""
     keys = ("game", "episodes", "steps", "models", "detector", "oracle_labels", "envs", "rollout", "track_every", "test_steps",
-            "device", "min_score", "acting", "seq_len", "rnd_train_steps", "overlap_update", "preference")
+            "device", "min_score", "acting", "seq_len", "rnd_train_steps", "overlap_update", "preference", "rules")
     return {key: str(getattr(args, key)) for key in keys}
 
 
@@ -469,7 +472,7 @@ def run_agents(args) -> list[dict]:
                 continue
             whole.append(line + "\n")
             if {"device": "cpu", "min_score": "0.6", "acting": "fp32", "seq_len": "0", "rnd_train_steps": "8", "overlap_update": "False",
-                "preference": str(args.models / "path.ckpt"), **row.get("budget", {})} == settings(args):  # rows from before these options
+                "preference": str(args.models / "path.ckpt"), "rules": "immortal", **row.get("budget", {})} == settings(args):  # rows from before these options
                 done[row["agent"], row["seed"]] = row
         write_text_atomic(log, "".join(whole))  # without the torn line, so that the next run's line stands alone
         print(f"--resume: {len(done)} runs kept from {log}")
