@@ -67,6 +67,17 @@ def _plan_detector(env, game: str, detector: str | None, oracle_labels: bool):
     return ModelDetector(model, layout.oois if layout else (), description=describe_detector(detector)), list(model.classes)
 
 
+def window_harness(game: str, launch: str | None, reset: str | None) -> dict:
+    """`make_game` options of a window game's harness (--launch, --reset), checked before anything starts."""
+    from playtester.tester.spec import check_harness, harness_options
+
+    given = [name for name, value in (("--launch", launch), ("--reset", reset)) if value is not None]
+    if given and not game.startswith("window:"):
+        raise UserError(f"{given[0]}: only a window game (window:TITLE) is launched and reset by keys; {game} is started by playtester itself")
+    check_harness(launch, reset, [])
+    return harness_options(launch, reset, [])
+
+
 @plan_app.command("run")
 def run_plan(
     plan: Path = typer.Argument(..., help="The plan (YAML)."),
@@ -83,6 +94,8 @@ def run_plan(
         "park's layout) before looking for it: an ablation, and the report says so. Without it objects are found by sight."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output folder."),
     rules: Optional[str] = typer.Option(None, "--rules", help=RULES_HELP),
+    launch: Optional[str] = typer.Option(None, "--launch", help="A window game: the command that starts it (started here, ended with the plan, also if playtester is killed)."),
+    reset: Optional[str] = typer.Option(None, "--reset", help="A window game: its reset recipe, played before the plan starts: a reset plan (YAML) or the keys themselves, e.g. \"y 10 down enter 20\" (docs/your-own-game.md)."),
 ) -> None:
     """Play a plan: reach each node's target, act, let rules interrupt, validate every action.
     Exit status 0 when the plan passes, 1 when a node or rule failed (see plan_report.html)."""
@@ -98,6 +111,7 @@ def run_plan(
 
     rules = check_rules(rules, game)
     the_plan = load_plan(plan)
+    harness = window_harness(game, launch, reset)
     check_object_source(detector, oracle_labels, needed=_looks_for_objects(the_plan), needed_by=f"plan {plan} (it looks for objects)")
     registry = load_validations(validations) if validations else ValidationRegistry()
     if path_policy is not None:
@@ -112,7 +126,7 @@ def run_plan(
         shutil.rmtree(out)
     policies = [b.partition("=")[2] for b in behavior] + list(the_plan.behaviors.values()) + [path_policy]
     keymap = policy_keymap(*policies) if is_level(game) else None  # a level plays with its policies' key map
-    env = make_game(game, max_steps=max_steps + 1, **({"rules": rules} if rules else {}), **({"keymap": keymap} if keymap else {}))
+    env = make_game(game, max_steps=max_steps + 1, **({"rules": rules} if rules else {}), **({"keymap": keymap} if keymap else {}), **harness)
     try:
         keymap = env.unwrapped.keymap
         behaviors = _behaviors(behavior, the_plan.behaviors, keymap)

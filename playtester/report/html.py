@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from playtester.capture.level_map import DOOR, FLOOR, LOW, OUTSIDE, WALL
+from playtester.report.harness import harness_facts
 from playtester.report.maps import STATE_BY_KEY, STATES, THING, TRACE, VISITED, MapSource
 
 from markupsafe import Markup, escape
@@ -112,6 +113,7 @@ def facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
         out.append(("sectors reachable in the level's geometry that no one reached", len(level["unreached_sectors"])))
         if summary.get("rules") in ("play", "no-monsters") or level["deaths"]:
             out.append(("deaths (each a finding; the level started again)", len(level["deaths"])))
+    out += harness_facts(summary)
     if summary.get("stopped_early"):
         out.append(("stopped early", summary["stopped_early"]))
     return out
