@@ -60,6 +60,9 @@ MANY = 1_000_000
 """Upper bound of counts of episodes, steps, generations: more than a run can play."""
 WIDE = 65_536
 """Upper bound of sizes: batch sizes, hidden sizes, image sides."""
+RULES_HELP = ("How a Doom level is played: immortal (god mode; the default for stock levels, WADs and scenarios), "
+              "no-monsters, or play (as shipped; a death starts the level again).")
+"""The help of `--rules` on the commands that play a Doom level (`run` takes it from `RunSpec`)."""
 SEEDS = 2**32 - 1
 """The largest seed: numpy's and torch's seeds are 32-bit."""
 

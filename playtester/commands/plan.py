@@ -11,7 +11,7 @@ from rich.console import Console
 
 from playtester.errors import UserError
 from playtester.commands.options import (
-    MANY, Count, InFile, InFolder, NameOrFile, Number, OutFile, OutFolder, Text, about, argument, inputs_checked, option,
+    MANY, RULES_HELP, Choice, Count, InFile, InFolder, NameOrFile, Number, OutFile, OutFolder, Text, about, argument, inputs_checked, option,
 )
 from playtester.files import holds_lines, new_folder
 
@@ -95,6 +95,7 @@ def run_plan(
         False, "--ground-truth-positions", help="Walk to a target object's position from the engine's ground truth (the built-in "
         "park's layout) before looking for it: an ablation, and the report says so. Without it objects are found by sight."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output folder."),
+    rules: Optional[str] = option(Choice("immortal", "no-monsters", "play"), None, "--rules", help=RULES_HELP),
     launch: Optional[str] = option(Text(), None, "--launch", help="A window game: the command that starts it (started here, ended with the plan, also if playtester is killed)."),
     reset: Optional[str] = option(Text(), None, "--reset", help="A window game: its reset recipe, played before the plan starts: a reset plan (YAML) or the keys themselves, e.g. \"y 10 down enter 20\" (docs/your-own-game.md)."),
 ) -> None:
@@ -107,6 +108,10 @@ def run_plan(
     from playtester.plans.schema import load_plan
     from playtester.plans.validation import ValidationRegistry, load_validations
 
+    from playtester.capture.rules import check_rules, is_level
+    from playtester.tester.spec import policy_keymap
+
+    rules = check_rules(rules, game)
     the_plan = load_plan(plan)
     harness = window_harness(game, launch, reset)
     check_object_source(detector, oracle_labels, needed=_looks_for_objects(the_plan), needed_by=f"plan {plan} (it looks for objects)")
@@ -118,7 +123,9 @@ def run_plan(
             load_policy(path_policy)
     if out.exists() and not overwrite:
         raise UserError(f"--out {out}: the folder exists; give --overwrite to replace it")
-    env = make_game(game, max_steps=max_steps + 1, **harness)
+    policies = [b.partition("=")[2] for b in behavior] + list(the_plan.behaviors.values()) + [path_policy]
+    keymap = policy_keymap(*policies) if is_level(game) else None  # a level plays with its policies' key map
+    env = make_game(game, max_steps=max_steps + 1, **({"rules": rules} if rules else {}), **({"keymap": keymap} if keymap else {}), **harness)
     try:
         keymap = env.unwrapped.keymap
         behaviors = _behaviors(behavior, the_plan.behaviors, keymap)

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from playtester.errors import UserError
 from playtester.commands.options import (
-    MANY, Count, FrameSize, InFile, InFolder, NameOrFile, Number, OutFolder, Seed, Text, about, check_free_disk,
+    MANY, RULES_HELP, Choice, Count, FrameSize, InFile, InFolder, NameOrFile, Number, OutFolder, Seed, Text, about, check_free_disk,
     frame_size, inputs_checked, option,
 )
 from playtester.files import new_folder
@@ -31,9 +31,15 @@ def progress():
     )
 
 
-def games() -> None:
-    """List the game specs that --game accepts, with examples."""
+def games(
+    wad: Optional[Path] = option(InFile("WAD file"), None, "--wad", help="List the maps of this WAD file instead, each with its game spec."),
+) -> None:
+    """List the game specs that --game accepts, with examples (and ViZDoom's scenarios); with
+    --wad, the maps of a WAD file."""
     from playtester.capture.games import BACKENDS
+
+    if wad is not None:
+        return _wad_games(wad)
 
     table = Table(title="Game specs (--game)", show_lines=False)
     table.add_column("spec")
@@ -41,6 +47,26 @@ def games() -> None:
     table.add_column("example")
     for b in BACKENDS.values():
         table.add_row(b.usage.replace(" | ", "\n"), b.description, b.example)
+    console.print(table)
+    from playtester.capture.wads import shipped_scenarios
+
+    console.print(f"ViZDoom's scenarios (doom:scenario:NAME): {', '.join(shipped_scenarios())}", soft_wrap=True)
+
+
+def _wad_games(wad: Path) -> None:
+    """The maps of a WAD, each with the spec that plays it."""
+    from playtester.capture.level_map import wad_kind
+    from playtester.capture.wads import wad_maps
+
+    maps = wad_maps(wad)
+    kind = wad_kind(wad)
+    if not maps:
+        raise UserError(f"--wad {wad}: it holds no map (a WAD of textures or sounds only?); give a WAD with levels")
+    table = Table(title=f"{wad} ({kind}, {len(maps)} maps)")
+    table.add_column("map")
+    table.add_column("game spec (--game)")
+    for name in maps:
+        table.add_row(name, f"doom:wad:{wad}:{name}")
     console.print(table)
 
 
@@ -59,6 +85,7 @@ def shots(
              "marked crowd (iscrowd), neither trained on nor scored. 15 at 320×240 is 6 px at a 128-px detector's input."),
     seed: int = option(Seed(), 0, "--seed", help="Seed of the shot positions."),
     resolution: str = option(FrameSize(), "320x240", "--resolution", help="Engine resolution with --game."),
+    rules: Optional[str] = option(Choice("immortal", "no-monsters", "play"), None, "--rules", help=RULES_HELP),
 ) -> None:
     """Detection shots as COCO (images/ + labels.json), what CVAT and Label Studio read and write.
 
@@ -73,9 +100,14 @@ def shots(
         raise UserError("shots --classes: it picks what --game labels; frames from --demos keep the labels they carry")
     labelled = (out / "labels.json").exists  # until then shots are no use: a refusal leaves no folder
     if game is not None:
+        from playtester.capture.rules import check_rules
+
         wanted = [c.strip() for c in classes.split(",") if c.strip()] if classes is not None else None
+        rules = check_rules(rules, game)
         with new_folder(out, kept=labelled):
-            path, counts = _shots_from_game(game, out, n, min_box, seed, resolution, wanted)
+            path, counts = _shots_from_game(game, out, n, min_box, seed, resolution, wanted, rules)
+    elif rules is not None:
+        raise UserError(f"--rules {rules}: it says how --game is played; frames from --demos were played already")
     else:
         with new_folder(out, kept=labelled):
             path, counts = _shots_from_demos(demos, out, every, min_box)
@@ -172,7 +204,8 @@ def shot_targets(spec: str, layout: Any, classes: list[str] | None):
     return categories, targets, walkable, (64.0, 420.0)
 
 
-def _shots_from_game(spec: str, out: Path, n: int, min_box: int, seed: int, resolution: str, classes: list[str] | None):
+def _shots_from_game(spec: str, out: Path, n: int, min_box: int, seed: int, resolution: str, classes: list[str] | None,
+                     rules: str | None = None):
     import numpy as np
 
     from playtester.capture.games import make_game
@@ -180,7 +213,7 @@ def _shots_from_game(spec: str, out: Path, n: int, min_box: int, seed: int, reso
 
     if not spec.startswith("doom:"):
         raise UserError(f"shots --game {spec}: only Doom games label their own objects; use --demos and label the frames")
-    env = make_game(spec, resolution=resolution)
+    env = make_game(spec, resolution=resolution, **({"rules": rules} if rules else {}))
     try:
         layout = env.unwrapped.scenario.layout
         categories, targets, walkable, (near, far) = shot_targets(spec, layout, classes)
@@ -269,8 +302,12 @@ def _first_new_seed(out: Path, seed: int) -> int:
 
 def demos(
     out: Path = option(OutFolder(), ..., "--out", help="Folder to write episodes into (created; its parent must exist)."),
-    game: str = option(Text(), "doom:park", "--game", help="A game with ground truth, e.g. doom:park or doom:park:7."),
-    behavior: str = option(Text(), ..., "--behavior", help="path (follow the pathways) or inspect (circle an OOI 360°); with --from-video, any tag."),
+    game: str = option(Text(), "doom:park", "--game", help="A game with ground truth, e.g. doom:park or doom:park:7; or a Doom "
+                                                           "level (doom:wad:PATH[:MAP], doom:freedoom2:MAP07, …), or several "
+                                                           "levels separated by commas, the episodes shared between them."),
+    behavior: str = option(Text(), ..., "--behavior", help="path (on the park: follow the pathways; on a level: walk it all, "
+                                                           "frontier first, opening doors) or inspect (circle an OOI 360°); "
+                                                           "with --from-video, any tag."),
     episodes: int = option(Count(1, MANY), 10, "--episodes", help="How many episodes."),
     steps: int = option(Count(1, MANY), 300, "--steps", help="Most steps per episode (inspect stops when the circle is done)."),
     seed: int = option(Seed(), 0, "--seed", help="Seed of starts and expert choices; episode i uses seed+i (after the last seed already in --out)."),
@@ -292,6 +329,7 @@ def demos(
     key_map: Optional[str] = option(NameOrFile(("default",), "key map YAML"), None, "--key-map", help="--from-video: the key map YAML of the encoder's actions (default: the default map)."),
     flag_below: float = option(Number(0.0, 1.0), 0.5, "--flag-below", help="--from-video: flag steps whose label's probability is below this (low_confidence)."),
     cluster: Optional[str] = option(Text(), None, "--cluster", help="Record the episodes in Ray tasks: ray (a local Ray), auto (this machine's Ray cluster) or ray://HOST:PORT; this process alone writes --out (needs pip install -e \".\\[cluster]\")."),
+    rules: Optional[str] = option(Choice("immortal", "no-monsters", "play"), None, "--rules", help=RULES_HELP),
 ) -> None:
     """Record scripted-expert demos: ordinary demo episodes, as if a tester had played them.
 
@@ -319,19 +357,33 @@ def demos(
     from playtester.capture.games import make_game
     from playtester.datasets.episodes import EpisodeWriter, episode_folders, next_episode_name
 
+    from playtester.capture.rules import check_rules, is_level
+
+    levels = [g.strip() for g in game.split(",") if g.strip()]
+    for level in levels:
+        check_rules(rules, level)
+    rules = check_rules(rules, levels[0]) if levels else None
     _check_demo_options(out, behavior, episodes, steps, resolution, dagger, beta)
     seed = _first_new_seed(out, seed)
 
     def recorded() -> bool:  # until an episode is written, a refusal leaves no folder
         return out.is_dir() and bool(episode_folders(out))
 
+    if levels and all(is_level(level) for level in levels) and cluster is None:
+        from playtester.commands.level_demos import record_level_demos
+
+        inputs_checked()
+        with new_folder(out, kept=recorded):
+            stats = record_level_demos(levels, out, behavior=behavior, episodes=episodes, steps=steps, seed=seed,
+                                       resolution=resolution, rules=rules, video=video, dagger=dagger, beta=beta)
+        return _say_demo_stats(behavior, episodes, out, stats, dagger=dagger is not None)
     if cluster is not None:
         options = {"game": game, "behavior": behavior, "steps": steps, "resolution": resolution, "video": video,
-                   "fps": fps, "key_map": key_map, "flag_below": flag_below}
+                   "fps": fps, "key_map": key_map, "flag_below": flag_below, "rules": rules}
         inputs_checked()
         with new_folder(out, kept=recorded):
             return _demos_on_cluster(cluster, out, episodes, seed, options)
-    env = make_game(game, resolution=resolution)
+    env = make_game(game, resolution=resolution, **({"rules": rules} if rules else {}))
     try:
         layout = getattr(env.unwrapped, "scenario", None) and env.unwrapped.scenario.layout
         if layout is None:
@@ -436,12 +488,15 @@ def _record_expert_episode(env, writer, expert, driver, reset: dict[str, Any], s
                 pitch=info["pitch"], objects=info.get("objects", []), **notes,
                 **({"label": label} if label != action else {}),
             )
-            on_path += layout.on_pathway(*info["position"][:2])
-            cells.add(layout.cell_of(*info["position"][:2]))
+            if layout is not None:  # the park's pathways; a level's walker counts its own cells
+                on_path += layout.on_pathway(*info["position"][:2])
+                cells.add(layout.cell_of(*info["position"][:2]))
             frame, _, terminated, truncated, info = env.step(action)
             if terminated or truncated or expert.done:
                 break
         n = writer.n
+    if behavior == "path" and layout is None:
+        return {"steps": n, "cells": int(expert.visited.sum())}
     if behavior == "path":
         return {"steps": n, "on_path": on_path / n, "cells": len(cells)}
     p = expert.progress
@@ -450,7 +505,10 @@ def _record_expert_episode(env, writer, expert, driver, reset: dict[str, Any], s
 
 def _say_demo_stats(behavior: str, episodes: int, out: Path, stats: list[dict[str, float]], *, dagger: bool) -> None:
     kind = f"{behavior} {'DAgger ' if dagger else ''}episodes"
-    if behavior == "path":
+    if behavior == "path" and "on_path" not in stats[0]:
+        walked = sum(s["cells"] for s in stats) / len(stats)
+        console.print(f"wrote {episodes} {kind} to {out}; {walked:.0f} cells of 64 map units walked on average")
+    elif behavior == "path":
         share = sum(s["on_path"] for s in stats) / len(stats)
         walked = sum(s["cells"] for s in stats) / len(stats)
         console.print(f"wrote {episodes} {kind} to {out}; {share:.0%} of steps on pathways, {walked:.0f} cells walked on average")

@@ -82,6 +82,7 @@ def summarise(config: dict[str, Any], trajectory: list[dict], tests: list[dict],
     summary: dict[str, Any] = {
         "game": config["game"],
         "agent": config.get("agent", ""),
+        "rules": config.get("rules"),
         FOUND_BY_KEY: found_by(config),
         "test_policy": config.get("tester"),
         "preference_policy": config.get("preference"),
@@ -143,7 +144,13 @@ def build_report(run: str | Path) -> Path:
     states = object_states(tests, findings)
     pictures: list[tuple[str, str, bytes]] = []
     if src is not None:
-        pictures.append(("coverage.png", "Bird's-eye coverage", _png(coverage_map(src, trajectory))))
+        coverage = coverage_map(src, trajectory)
+        if src.graph is not None:  # a Doom level: its doors and the sectors no one reached
+            from playtester.report.level import draw_level, level_summary
+
+            summary["level"] = level_summary(src.graph, trajectory, findings)
+            coverage = draw_level(coverage, src.view, src.graph, summary["level"])
+        pictures.append(("coverage.png", "Bird's-eye coverage", _png(coverage)))
         if src.oois:
             pictures.append(("ooi_map.png", "Object test map", _png(ooi_map(src, states))))
     pictures.append(("tested.png", "OOIs tested over episodes",

@@ -50,6 +50,11 @@ def legend_items(src: MapSource) -> dict[str, list[tuple[str, str]]]:
     coverage = [(swatch(TRACE, "line"), "the player's trace, every episode")]
     if src.walkable_mask is not None:
         coverage.append((swatch(VISITED), f"walkable cell visited ({src.cell:g} × {src.cell:g} map units)"))
+    if src.graph is not None:
+        from playtester.report.level import DOOR_STATES, UNREACHED
+
+        coverage += [(swatch(s.colour, "line"), s.label) for s in DOOR_STATES]
+        coverage.append((swatch(UNREACHED, "line"), "a sector reachable from the start that no one reached"))
     if src.things:
         coverage.append((swatch(THING, "circle", outline=False), "an object placed on the level"))
     marks = [(swatch(s.colour, s.shape), s.label) for s in STATES]
@@ -68,6 +73,11 @@ def facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
            ("test policy", summary.get("test_policy") or ("not recorded" if summary["tests"] else "none (the run tested no object)")),
            ("preference policy", summary.get("preference_policy") or "none"),
            ("episodes", summary["episodes"]), ("steps", summary["steps"])]
+    if summary.get("rules"):
+        out.insert(1, ("tester rules", summary["rules"]))
+    if "reachable_share" in cov:
+        out.append((f"reachable area covered (walkable cells reachable from the start, doors open, lifts moved)",
+                    f"{cov['reachable_share']:.1%} of {cov['reachable_cells']} cells"))
     if "walkable_share" in cov:
         out.append((f"walkable area covered (cells of {cov['cell_size']:g} map units)",
                     f"{cov['walkable_share']:.1%} of {cov['walkable_cells']} cells"))
@@ -94,10 +104,34 @@ def facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
     if "load" in summary:
         out.append(("low-FPS points (frame time over t = %.2f ms on most visits)" % summary["load"]["threshold_ms"],
                     summary["load"]["points"]))
+    level = summary.get("level")
+    if level:
+        doors = level["doors"]
+        out.append(("doors", f"{doors['opened']} of {doors['total']} opened; used without effect {doors['no effect']}, "
+                             f"used not gone through {doors['pressed']}, reached not used {doors['reached']}, "
+                             f"never reached {doors['never reached']}"))
+        out.append(("sectors reachable in the level's geometry that no one reached", len(level["unreached_sectors"])))
+        if summary.get("rules") in ("play", "no-monsters") or level["deaths"]:
+            out.append(("deaths (each a finding; the level started again)", len(level["deaths"])))
     out += harness_facts(summary)
     if summary.get("stopped_early"):
         out.append(("stopped early", summary["stopped_early"]))
     return out
+
+
+def _level(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """The level section's tables: doors, unreached sectors, deaths."""
+    level = summary.get("level")
+    if not level:
+        return None
+    from playtester.report.level import DOOR_STATE
+
+    doors = [[d["sector"], Markup(f"{swatch(DOOR_STATE[d['state']].colour, 'line')} {escape(d['state'])}"),
+              "by hand" if d["manual"] else "switch or walk-over line", d["key"] or "–", ", ".join(map(str, d["lines"]))]
+             for d in level["doors"]["each"]]
+    unreached = [[u["sector"], u["cells"], f"{u['x']}, {u['y']}", f"{u['floor']:g} / {u['ceiling']:g}"] for u in level["unreached_sectors"]]
+    deaths = [[d["episode"], d["t"], ", ".join(f"{v:.0f}" for v in (d.get("position") or [])[:2]), d["cause"]] for d in level["deaths"]]
+    return {"doors": doors, "unreached": unreached, "deaths": deaths, "exits": level["level_exits"]}
 
 
 def _findings(run: Path, findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -146,6 +180,10 @@ def _coverage_rows(cov: dict[str, Any]) -> list[list[Any]]:
     per, cumulative = cov.get("walkable_share_per_episode"), cov.get("walkable_share_cumulative")
     if not per:
         return []
+    reach = cov.get("reachable_share_per_episode")
+    if reach:
+        return [[i, f"{p:.1%}", f"{c:.1%}", f"{r:.1%}", f"{rc:.1%}"]
+                for i, (p, c, r, rc) in enumerate(zip(per, cumulative, reach, cov["reachable_share_cumulative"]))]
     return [[i, f"{p:.1%}", f"{c:.1%}"] for i, (p, c) in enumerate(zip(per, cumulative))]
 
 
@@ -168,7 +206,10 @@ def page(run: Path, summary: dict[str, Any], tests: list[dict[str, Any]], findin
                                "missed_count": summary.get("oois_missed", 0)}
     others = [_figure(png, caption) for name, (caption, png) in by_name.items() if name not in ("coverage.png", "ooi_map.png")]
     return template("report.html").render(title=run.name, facts=facts(summary), findings=_findings(run, findings), maps=maps,
-                              tests=_tests(tests), others=others)
+                              tests=_tests(tests), others=others, level=_level(summary),
+                              coverage_head=["episode", "walkable area covered in the episode", "covered so far"] + (
+                                  ["reachable area covered in the episode", "covered so far"]
+                                  if "reachable_share_per_episode" in summary.get("coverage", {}) else []))
 
 
 def template(name: str):

@@ -65,6 +65,10 @@ class MapSource:
     """World bounds of the coverage grid; default: the picture's."""
     walkable_mask: np.ndarray | None = None
     """Walkable cells of the coverage grid, when known."""
+    reachable_mask: np.ndarray | None = None
+    """Walkable cells reachable from the start (a Doom level's geometry: doors open, lifts move), when known."""
+    graph: Any = None
+    """A Doom level's `LevelGraph`, for its doors and sectors."""
     things: list[dict[str, Any]] = field(default_factory=list)
     """Every object placed on the level (drawn small on the coverage map)."""
     note: str = ""
@@ -145,8 +149,15 @@ def level_source(game: str, config: dict[str, Any]) -> tuple[MapSource | None, s
     else:
         present = sorted({o["kind"] for o in oois})
         note = f"objects under test: the {len(oois)} things of this level the detector knows ({', '.join(present)})"
-    return MapSource(view, oois, None, LEVEL_CELL, grid_bounds=level.bounds,
-                     walkable_mask=level.walkable_cells(LEVEL_CELL), things=things, note=note), ""
+    from playtester.capture.level_graph import LevelGraph
+
+    graph = LevelGraph(level)
+    try:
+        reachable = graph.reachable_cells(LEVEL_CELL)
+    except UserError:  # no player start: nothing is reachable from it
+        reachable = None
+    return MapSource(view, oois, None, LEVEL_CELL, grid_bounds=level.bounds, walkable_mask=level.walkable_cells(LEVEL_CELL),
+                     reachable_mask=reachable, graph=graph, things=things, note=note), ""
 
 
 # -- coverage ------------------------------------------------------------------------------------
@@ -167,25 +178,27 @@ def grid_of(src: MapSource, points: list[tuple[float, float]]) -> OccupancyGrid:
 
 
 def coverage_summary(src: MapSource, trajectory: list[dict[str, Any]], episodes: int) -> dict[str, Any]:
-    """Shares of the map visited: the whole grid, the pathways, and the walkable cells per
-    episode and cumulated over the episodes."""
+    """Shares of the map visited: the whole grid, the pathways, the walkable cells and (on a Doom
+    level) the walkable cells reachable from the start, per episode and cumulated over the episodes."""
     by_episode = positions_by_episode(trajectory)
     grid = grid_of(src, [p for pts in by_episode.values() for p in pts])
     out: dict[str, Any] = {"cell_size": src.cell, "area_share": grid.share()}
     if src.pathway_mask is not None:
         out["pathway_share"] = grid.share(src.pathway_mask)
-    if src.walkable_mask is not None:
-        out["walkable_cells"] = int(src.walkable_mask.sum())
-        out["walkable_share"] = grid.share(src.walkable_mask)
-        seen = np.zeros_like(src.walkable_mask)
+    visits = [grid_of(src, by_episode.get(e, [])).visited for e in range(episodes)]
+    for name, mask in (("walkable", src.walkable_mask), ("reachable", src.reachable_mask)):
+        if mask is None:
+            continue
+        out[f"{name}_cells"] = int(mask.sum())
+        out[f"{name}_share"] = grid.share(mask)
+        seen = np.zeros_like(mask)
         per, cumulative = [], []
-        for e in range(episodes):
-            visited = grid_of(src, by_episode.get(e, [])).visited
-            per.append(float((visited & src.walkable_mask).sum() / max(1, src.walkable_mask.sum())))
+        for visited in visits:
+            per.append(float((visited & mask).sum() / max(1, mask.sum())))
             seen |= visited
-            cumulative.append(float((seen & src.walkable_mask).sum() / max(1, src.walkable_mask.sum())))
-        out["walkable_share_per_episode"] = per
-        out["walkable_share_cumulative"] = cumulative
+            cumulative.append(float((seen & mask).sum() / max(1, mask.sum())))
+        out[f"{name}_share_per_episode"] = per
+        out[f"{name}_share_cumulative"] = cumulative
     return out
 
 

@@ -120,6 +120,21 @@ class ModelDetector:
         return out
 
 
+def level_events(info: dict[str, Any]) -> dict[str, Any]:
+    """What a Doom level's step told (`capture/level_play.py`) as a trajectory line keeps it:
+    `used` (the line a USE press worked), `death` (where, and what killed the player), `level_exit`."""
+    out: dict[str, Any] = {}
+    if "used" in info:
+        out["used"] = info["used"]["line"]
+    if "death" in info:
+        position = info["death"]["position"]
+        out["death"] = {"position": None if position is None else [round(float(v), 1) for v in position],
+                        "cause": info["death"]["cause"]}
+    if "level_exit" in info:
+        out["level_exit"] = True
+    return out
+
+
 def match_ooi(oois: Sequence[Any], info: dict[str, Any], box: Sequence[float], kind: str, width: int,
               hfov: float = 90.0, tolerance: float = 8.0, reach: float = 1500.0) -> int | None:
     """The known OOI a box shows: the one of that kind whose bearing from the player is closest to
@@ -363,6 +378,7 @@ class TesterEnv(gym.Wrapper):
             row["frame_cell"] = hashlib.blake2b(frame_cell(obs), digest_size=8).hexdigest()
         if "frame_time_ms" in info:
             row["frame_time_ms"] = round(float(info["frame_time_ms"]), 3)
+        row.update(level_events(info))
         if info.get("out_of_play"):  # game over or a menu: the episode ends here
             row["out_of_play"] = str(info["out_of_play"])
             row["out_of_play_steps"] = int(info.get("out_of_play_steps", 1))

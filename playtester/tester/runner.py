@@ -92,7 +92,10 @@ def tester_env(spec: RunSpec, env: gym.Env, index: int = 0, served: "ServedModel
         if live is not None and spec.acting == "int8":
             live.quantise()
     texture = TextureOracle.from_coco(spec.texture_reference) if spec.texture_reference else None
-    oracles = [CrashOracle(), StuckOracle(spec.stuck_steps), AssertionOracle([load_assertion(a) for a in spec.assertions])]
+    from playtester.bugs.level_oracles import level_oracles
+
+    oracles = [CrashOracle(), StuckOracle(spec.stuck_steps), AssertionOracle([load_assertion(a) for a in spec.assertions]),
+               *level_oracles(spec.game, getattr(env.unwrapped, "keymap", None), getattr(env.unwrapped, "graph", None))]
     layout = getattr(getattr(env.unwrapped, "scenario", None), "layout", None)
     wrapped = TesterEnv(
         env, tester=live, detector=make_detector(spec, layout, served), oracles=oracles, run_dir=spec.run_dir, game=spec.game,

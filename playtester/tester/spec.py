@@ -7,6 +7,7 @@ options from it.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import MISSING, asdict, dataclass, field
 from pathlib import Path
@@ -81,6 +82,7 @@ class RunSpec:
     min_score: float = flag("--min-score", Number(0.0, 1.0), "Detections below this confidence are not tested: each false detection tested costs a test's steps (docs/benchmarks/agents.md).", 0.6)
     track_every: int = flag("--track-every", Count(1, MANY), "During an OOI test, follow the OOI with the detector every this many steps (1: every step; more is faster, the box held in between).", 1)
     seed: int = flag("--seed", Seed(), "Seed of starts, action sampling and PPO.", 0, kept=True)
+    rules: str | None = flag("--rules", Choice("immortal", "no-monsters", "play"), "How a Doom level is played while tested: immortal (god mode; the default for stock levels, WADs and scenarios), no-monsters, or play (as shipped: each death a finding with its place and what killed it; the level starts again). A level that ends early starts again within the episode.", None, kept=True)
     lockstep: bool = flag("--lockstep", Switch(), "Step the game instances together, each waiting for the slowest (as before they ran free): for comparisons; a run on Ray always does.", False)
     device: str = flag("--device", Choice(*DEVICES), "Where the networks run: cpu, or cuda (the explorer, its rewards, and every game instance's detector and test policy on the GPU; the games stay on CPU workers).", "cpu")
     acting: str = flag("--acting", Choice(*ACTING), "The networks that play, fp32 or int8: with int8 their encoders' convolutions run in int8 once they have seen the run's first 64 frames, and their GRUs and heads in int8 (the PPO explorer decides with such a copy of itself, made anew each rollout, and still learns in fp32); a decision or a test step in about half the time on a CPU (×0.48 on 2 cores), the actions within a few per cent of fp32's (docs/benchmarks/ppo-and-loop.md). CPU only.", "fp32")
@@ -102,6 +104,9 @@ class RunSpec:
     generations: int = flag("--generations", Count(1, MANY), "evolve: generations to run.", 10)
 
     def __post_init__(self) -> None:
+        from playtester.capture.rules import check_rules
+
+        self.rules = check_rules(self.rules, self.game)
         if self.objective not in OBJECTIVES:
             raise UserError(f"--objective {self.objective!r}: use one of {', '.join(OBJECTIVES)}")
         if self.objective == "load" and self.explorer == "random":
@@ -157,6 +162,13 @@ class RunSpec:
     def game_options(self) -> dict[str, Any]:
         """What `make_game` takes for this run's game."""
         options: dict[str, Any] = {"max_steps": self.steps}
+        if self.rules is not None:
+            options["rules"] = self.rules
+        from playtester.capture.rules import is_level
+
+        keymap = policy_keymap(self.tester, self.preference) if is_level(self.game) else None
+        if keymap is not None:  # a level plays with the key map its policies were trained with
+            options["keymap"] = keymap
         if self.game.startswith("doom:") and self.frame_clock != "cpu":
             options["frame_clock"] = self.frame_clock
         if self.telemetry_port is not None:
@@ -171,6 +183,34 @@ class RunSpec:
             config["agent"] += " + load reward"
         config[FOUND_BY_KEY] = object_source(self.detector, self.oracle_labels) if self.tester else NO_OBJECTS
         return config
+
+
+def policy_keymap(*paths: str | None) -> dict[str, Any] | None:
+    """The key map (as a dict) the run's policies were trained with, None without policies; a
+    Doom level plays with it (a policy trained on the park's 9 actions keeps them, without USE).
+    Refused when two policies were trained with different key maps."""
+    maps = {}
+    for path in paths:
+        if path:
+            maps[path] = _checkpoint_keymap(str(path), Path(path).stat().st_mtime_ns if Path(path).exists() else 0)
+    known = {p: m for p, m in maps.items() if m is not None}
+    actions = {json.dumps([a["keys"] for a in m["actions"]]) for m in known.values()}
+    if len(actions) > 1:
+        sizes = "; ".join(f"{p}: {len(m['actions'])} actions" for p, m in known.items())
+        raise UserError(f"the run's policies were trained with different key maps ({sizes}); train them on demos of one key map")
+    return next(iter(known.values()), None)
+
+
+@functools.lru_cache(maxsize=16)
+def _checkpoint_keymap(path: str, stamp: int) -> dict[str, Any] | None:
+    from playtester.perception.training import read_checkpoint
+
+    try:
+        config, _ = read_checkpoint(path, "policy")
+    except UserError:
+        return None  # refused, with its reason, where the run loads it
+    keymap = (config.get("policy") or {}).get("keymap")
+    return keymap if isinstance(keymap, dict) else None
 
 
 class KnownOOI(NamedTuple):
