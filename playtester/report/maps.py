@@ -174,28 +174,34 @@ def coverage_summary(src: MapSource, trajectory: list[dict[str, Any]], episodes:
     out: dict[str, Any] = {"cell_size": src.cell, "area_share": grid.share()}
     if src.pathway_mask is not None:
         out["pathway_share"] = grid.share(src.pathway_mask)
+    # per episode and over the run: of the walkable cells where the map knows them, else (a
+    # studio's map) of the whole map
+    mask = src.walkable_mask if src.walkable_mask is not None else np.ones_like(grid.visited)
+    key = "walkable_share" if src.walkable_mask is not None else "area_share"
     if src.walkable_mask is not None:
-        out["walkable_cells"] = int(src.walkable_mask.sum())
-        out["walkable_share"] = grid.share(src.walkable_mask)
-        seen = np.zeros_like(src.walkable_mask)
-        per, cumulative = [], []
-        for e in range(episodes):
-            visited = grid_of(src, by_episode.get(e, [])).visited
-            per.append(float((visited & src.walkable_mask).sum() / max(1, src.walkable_mask.sum())))
-            seen |= visited
-            cumulative.append(float((seen & src.walkable_mask).sum() / max(1, src.walkable_mask.sum())))
-        out["walkable_share_per_episode"] = per
-        out["walkable_share_cumulative"] = cumulative
+        out["walkable_cells"] = int(mask.sum())
+        out["walkable_share"] = grid.share(mask)
+    seen = np.zeros_like(mask)
+    per, cumulative = [], []
+    for e in range(episodes):
+        visited = grid_of(src, by_episode.get(e, [])).visited
+        per.append(float((visited & mask).sum() / max(1, mask.sum())))
+        seen |= visited
+        cumulative.append(float((seen & mask).sum() / max(1, mask.sum())))
+    out[f"{key}_per_episode"] = per
+    out[f"{key}_cumulative"] = cumulative
     return out
 
 
 def coverage_map(src: MapSource, trajectory: list[dict[str, Any]]) -> np.ndarray:
-    """The map with visited walkable cells shaded yellow, every episode's trace in red and the
-    level's objects as small blue dots."""
+    """The map with visited walkable cells (every visited cell on a studio's map) shaded yellow,
+    every episode's trace in red and the level's objects as small blue dots."""
     img = src.view.image.copy()
     by_episode = positions_by_episode(trajectory)
+    visited = grid_of(src, [p for pts in by_episode.values() for p in pts]).visited
     if src.walkable_mask is not None:
-        visited = grid_of(src, [p for pts in by_episode.values() for p in pts]).visited & src.walkable_mask
+        visited &= src.walkable_mask
+    if visited.any():
         overlay = img.copy()
         x0, y0 = src.bounds[:2]
         for row, col in np.argwhere(visited):

@@ -98,10 +98,29 @@ def tester_env(spec: RunSpec, env: gym.Env, index: int = 0, served: "ServedModel
         env, tester=live, detector=make_detector(spec, layout, served), oracles=oracles, run_dir=spec.run_dir, game=spec.game,
         game_options=spec.game_options(), texture=texture,
         config=TesterConfig(test_steps=spec.test_steps, seed=spec.seed, track_every=spec.track_every, min_score=spec.min_score), env_index=index, n_envs=spec.num_envs,
-        episodes=spec.episodes, max_restarts=spec.max_restarts,
+        episodes=spec.episodes, max_restarts=spec.max_restarts, places=place_log(spec, live, index),
     )
     wrapped.continue_run()
     return wrapped
+
+
+def place_log(spec: RunSpec, live: Any, index: int):
+    """A `PlaceLog` for a run with no map (a window game without --map, a Gymnasium game): its
+    steps clustered into places by the run's frozen encoder (the test policy's, else the
+    preference policy's), or by a pixel embedding where the run has no encoder. None for a run
+    drawn on a map (the park, a Doom level, a window game's --map)."""
+    from playtester.perception.places import EncoderEmbedding, PixelEmbedding
+    from playtester.tester.runlog import PlaceLog
+
+    if spec.game.startswith("doom:") or spec.map:
+        return None
+    policy = getattr(live, "policy", None)  # a local LivePolicy (a served one keeps its encoder in the server)
+    if policy is None and spec.preference:
+        from playtester.imitation.live import load_policy
+
+        policy = load_policy(spec.preference).policy
+    embedding = EncoderEmbedding(policy.encoder, policy.cfg.frames) if policy is not None else PixelEmbedding()
+    return PlaceLog(Path(spec.run_dir), index, embedding)
 
 
 def _wrap(spec: RunSpec, env: gym.Env, index: int, served: "ServedModels | None" = None) -> gym.Env:
