@@ -25,13 +25,12 @@ pre-labels come from the detector the person's own labels made, round after roun
 studio. The first batch is labelled by hand in every arm, so it costs the same everywhere. Costs
 are also given at other pre-label thresholds (`--thresholds`), from the same detections.
 
-Data (the figures in docs/benchmarks/own-game.md):
+Data (the figures in docs/benchmarks/own-game.md): `--make-data DIR` makes it with the project's
+own commands (skipping what DIR has): the demo's demos on the park (`playtester demo`'s default
+profile: 24 inspect and 12 path episodes) as the pool, one frame in 5, and 16 + 6 episodes of
+park 7 as the test set; then `--pool DIR/pool/labels.json --test DIR/test/labels.json`:
 
-    playtester shots --demos /work/demo-base/demos --every 5 --out pool
-    playtester demos --game doom:park:7 --behavior inspect --episodes 16 --out test-demos/inspect
-    playtester demos --game doom:park:7 --behavior path --episodes 6 --out test-demos/path
-    playtester shots --demos test-demos --every 5 --out test
-    nice -n 10 python scripts/bench_prelabel.py --pool pool/labels.json --test test/labels.json --workdir bench --seeds 0 1 2
+    python scripts/bench_prelabel.py --make-data data --workdir bench --warm-steps 264 --seeds 0
 
 Each round's detector and scores are kept in --workdir, so a stopped run goes on where it was.
 """
@@ -46,6 +45,32 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+
+DATA = (  # (folder made, playtester command line)
+    ("pool-demos/inspect", ["demos", "--game", "doom:park", "--behavior", "inspect", "--episodes", "24", "--seed", "0"]),
+    ("pool-demos/path", ["demos", "--game", "doom:park", "--behavior", "path", "--episodes", "12", "--steps", "300",
+                         "--seed", "1000"]),
+    ("pool", ["shots", "--demos", "{dir}/pool-demos", "--every", "5"]),
+    ("test-demos/inspect", ["demos", "--game", "doom:park:7", "--behavior", "inspect", "--episodes", "16"]),
+    ("test-demos/path", ["demos", "--game", "doom:park:7", "--behavior", "path", "--episodes", "6"]),
+    ("test", ["shots", "--demos", "{dir}/test-demos", "--every", "5"]),
+)
+
+
+def make_data(folder: Path) -> None:
+    """The pool and the test set (`DATA`), each command run unless its folder is there."""
+    import subprocess
+    import sys
+
+    for name, args in DATA:
+        out = folder / name
+        if out.exists():
+            continue
+        out.parent.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "playtester", *[a.format(dir=folder) for a in args], "--out", str(out)]
+        print("$", " ".join(cmd[2:]), flush=True)
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
 
 
 def subset_file(pool: dict[str, Any], ids: list[int], path: Path) -> Path:
@@ -215,8 +240,9 @@ def reached(rows: list[dict], bar: float, key: str, th: str | None = None) -> in
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pool", type=Path, required=True, help="COCO labels.json of the frames to label (true boxes).")
-    ap.add_argument("--test", type=Path, required=True, help="COCO labels.json of the test frames (another park).")
+    ap.add_argument("--pool", type=Path, help="COCO labels.json of the frames to label (true boxes).")
+    ap.add_argument("--test", type=Path, help="COCO labels.json of the test frames (another park).")
+    ap.add_argument("--make-data", type=Path, metavar="DIR", help="Make the pool and the test set in DIR first and use them.")
     ap.add_argument("--workdir", type=Path, required=True)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--batch", type=int, default=100, help="Frames labelled a round.")
@@ -231,6 +257,11 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", help="Where the detectors predict and are scored (cpu or cuda); "
                                                     "training takes the GPU where there is one.")
     args = ap.parse_args()
+    if args.make_data is not None:
+        make_data(args.make_data)
+        args.pool, args.test = args.make_data / "pool" / "labels.json", args.make_data / "test" / "labels.json"
+    if args.pool is None or args.test is None:
+        ap.error("give --pool and --test, or --make-data DIR")
     if args.threshold not in args.thresholds:
         args.thresholds.append(args.threshold)
 
