@@ -48,6 +48,7 @@ def roc_auc(scores: np.ndarray, positive: np.ndarray) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--demos", type=Path, nargs="+", required=True, help="Demo folders with position and angle per step.")
+    ap.add_argument("--encoder", type=Path, help="An encoder checkpoint to measure (what `train policy` freezes into a policy).")
     ap.add_argument("--policy", type=Path, help="A policy checkpoint whose frozen encoder to measure (a run's test policy).")
     ap.add_argument("--every", type=int, default=2, help="Keep one step in this many.")
     ap.add_argument("--radius", type=float, default=64.0, help="Map units within which two frames are one view.")
@@ -64,6 +65,11 @@ def main() -> None:
 
     torch.set_num_threads(1)
     embeddings = {"pixels": PixelEmbedding()}
+    if args.encoder is not None:  # the encoder a policy is trained on (the same weights, frozen in the policy)
+        from playtester.perception.encoder import load_encoder
+
+        encoder = load_encoder(args.encoder)
+        embeddings["encoder"] = EncoderEmbedding(encoder, encoder.config.frames)
     if args.policy is not None:  # what a run has: its test (or preference) policy, the frozen encoder inside it
         from playtester.imitation.live import load_policy
 
@@ -78,7 +84,8 @@ def main() -> None:
         frames.append([np.asarray(ep.frames[t]) for t in keep])
     n_frames = sum(len(f) for f in frames)
     print(f"{len(episodes)} episodes, {n_frames} frames (one step in {args.every})")
-    sweeps = {"pixels": [0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5], "encoder": [0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3]}
+    sweeps = {"pixels": [0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3],
+              "encoder": [0.0005, 0.001, 0.0015, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.02]}
     report: dict = {"episodes": len(episodes), "frames": n_frames, "radius": args.radius, "degrees": args.degrees}
     for name, embed in embeddings.items():
         t0 = time.perf_counter()

@@ -153,3 +153,23 @@ def test_a_studio_map_is_drawn_as_for_doom(tmp_path):
     assert shaded[image.shape[0] // 2:].any() and not shaded[: image.shape[0] // 2].any(), "on the south edge, where y = 5"
     html = (out / "report.html").read_text()
     assert "map covered in the episode" in html and "cell visited (10 × 10 map units)" in html
+
+
+def test_encoder_embedding_is_the_encoders_features_as_a_unit_vector():
+    """What `scripts/bench_places.py` measures the pixels against: the frozen encoder's features
+    of the whole frame at the encoder's size, by angle."""
+    import torch
+
+    from playtester.capture.frames import FrameSpec
+    from playtester.perception.encoder import FeatureEncoder
+    from playtester.perception.places import EncoderEmbedding
+
+    torch.manual_seed(0)
+    encoder = FeatureEncoder(feature_dim=32, trunk="compact")
+    spec = FrameSpec(64, 64)
+    frame = (np.random.default_rng(2).random((120, 160, 3)) * 255).astype(np.uint8)
+    v = EncoderEmbedding(encoder, spec)(frame)
+    with torch.no_grad():
+        x = torch.from_numpy(spec.resize(frame)).permute(2, 0, 1)[None].float() / 255
+        expected = encoder(x)[0].numpy()
+    assert v.shape == (32,) and v == pytest.approx(expected / np.linalg.norm(expected), abs=1e-5)

@@ -1,8 +1,9 @@
 """The places view: where a run with no map went, as the distinct views it reached.
 
 A run with no map (a window game without `--map`, a Gymnasium game) puts every step in a place
-(`playtester.perception.places`: the frozen encoder's features, or a pixel embedding where the
-run has no encoder; `places.jsonl`, `places/`, `place` in `trajectory.jsonl`). The report shows a
+(`playtester.perception.places`: views clustered online by a pixel embedding, measured against
+the frozen encoder's features and kept for being purer and far cheaper; `places.jsonl`,
+`places/`, `place` in `trajectory.jsonl`). The report shows a
 grid of the places' thumbnails, each with when it was first seen, how often it was visited, and
 the tests and findings made there, and a curve of distinct places over the run's steps: a curve
 that flattens while the run goes on is an agent that stopped finding new views.
@@ -25,8 +26,8 @@ from playtester.tester.runlog import read_jsonl
 
 MOST_SHOWN = 60
 """Places drawn in the grid: those with tests or findings, then the most visited."""
-EMBEDDINGS = {"encoder": "the frozen encoder's features (the run's policies' own view of a frame)",
-              "pixels": "a pixel embedding (a 16×12 grey picture; the run had no encoder)"}
+EMBEDDINGS = {"encoder": "the frozen encoder's features",
+              "pixels": "a pixel embedding (each frame as a 16×12 grey picture)"}
 
 
 @dataclass
