@@ -16,6 +16,25 @@ from playtester.tester.runlog import read_jsonl
 pytestmark = [pytest.mark.display, pytest.mark.slow]
 
 
+def when_run_reaches(out, episode, t, act):
+    """Do `act()` once the run in `out` has logged step `t` of `episode`, from a thread (started);
+    `(thread, event set once done)`."""
+    done = threading.Event()
+
+    def watch():
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if any(r["episode"] == episode and r["t"] >= t for r in read_jsonl(out / "trajectory.jsonl")):
+                act()
+                done.set()
+                return
+            time.sleep(0.2)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread, done
+
+
 def test_run_on_a_window_game_maps_its_telemetry_and_ends_on_a_crash(display, small_park, tmp_path, capsys):  # noqa: F811
     from playtester.capture.games import park_config_from_spec
     from playtester.capture.park.birdseye import render_birdseye
@@ -30,19 +49,7 @@ def test_run_on_a_window_game_maps_its_telemetry_and_ends_on_a_crash(display, sm
 
     game = GameProcess(tmp_path, free_udp_port(), spec=small_park)
     out = tmp_path / "run"
-    killed = threading.Event()
-
-    def kill_in_episode_two():
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            if any(r["episode"] == 1 and r["t"] >= 10 for r in read_jsonl(out / "trajectory.jsonl")):
-                game.kill()
-                killed.set()
-                return
-            time.sleep(0.2)
-
-    killer = threading.Thread(target=kill_in_episode_two, daemon=True)
-    killer.start()
+    killer, killed = when_run_reaches(out, 1, 10, game.kill)
     try:
         code = main(["run", "--game", f"window:{GAME_TITLE}", "--telemetry-port", str(game.port), "--explorer", "random",
                      "--episodes", "3", "--steps", "30", "--map", str(tmp_path / "map.png"), "--map-bounds", bounds,
@@ -90,19 +97,8 @@ def test_a_window_run_without_a_map_reports_its_places_and_ends_when_the_window_
         pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
     game = GameProcess(tmp_path, free_udp_port(), spec="doom:park:5:24x24")
     out = tmp_path / "run"
-    closed = threading.Event()
-
-    def close_in_episode_two():
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            if any(r["episode"] == 1 and r["t"] >= 8 for r in read_jsonl(out / "trajectory.jsonl")):
-                subprocess.run(["xdotool", "windowclose", game.window], capture_output=True)
-                closed.set()
-                return
-            time.sleep(0.2)
-
-    closer = threading.Thread(target=close_in_episode_two, daemon=True)
-    closer.start()
+    closer, closed = when_run_reaches(out, 1, 8, lambda: subprocess.run(["xdotool", "windowclose", game.window],
+                                                                       capture_output=True))
     try:
         code = main(["run", "window", "--game", f"window:{GAME_TITLE}", "--explorer", "random", "--episodes", "3",
                      "--steps", "25", "--out", str(out)])

@@ -114,3 +114,145 @@ def place_log(spec: RunSpec, index: int):
     if spec.game.startswith("doom:") or spec.map:
         return None
     return PlaceLog(Path(spec.run_dir), index, PixelEmbedding())
+
+
+def _wrap(spec: RunSpec, env: gym.Env, index: int, served: "ServedModels | None" = None) -> gym.Env:
+    return tester_env(spec, env, index, served)
+
+
+def episodes_left(spec: RunSpec) -> int:
+    """Episodes of the budget not yet started in the run folder."""
+    from playtester.tester.runlog import read_jsonl
+
+    played = {r["episode"] for r in read_jsonl(Path(spec.run_dir) / "trajectory.jsonl")}
+    return max(0, spec.episodes - len(played))
+
+
+def explore_at_random(spec: RunSpec, progress: Callable[[int], None] = lambda n: None,
+                      say: Callable[[str], None] = print) -> None:
+    """The random baseline on one game instance; `progress(n)` after each episode. A crashed
+    game is started again (`TesterEnv`) until `max_restarts` is spent; then the run ends here,
+    and says why."""
+    from playtester.capture.games import make_game
+    from playtester.bugs.crashes import clear_stop
+
+    clear_stop(Path(spec.run_dir))
+    env = tester_env(spec, make_game(spec.game, **spec.game_options()))
+    rng = np.random.default_rng(spec.seed + 1 + env.local_episode)
+    first = env.episode + env.n_envs
+    try:
+        while True:
+            env.reset()
+            if env.stopped is not None:
+                say(f"the run stops: {env.stopped}")
+                return
+            if env.idle:
+                return
+            for _ in range(spec.steps):
+                _, _, terminated, truncated, info = env.step(int(rng.integers(env.action_space.n)))
+                if info.get("crashed"):
+                    say(f"the game crashed in episode {env.episode}: {info.get('crash_reason') or 'the game is gone'}")
+                if terminated or truncated:
+                    break
+            progress(env.episode + 1 - first)
+    finally:
+        env.close()
+
+
+def all_idle(infos: dict[str, Any]) -> bool:
+    """`stop` for PPO: every instance has played its share of the budget."""
+    idle = infos.get("tester_idle")
+    return idle is not None and bool(np.all(idle))
+
+
+def run_stopped(infos: dict[str, Any]) -> bool:
+    """`stop` for PPO: an instance's game crashed beyond the restart budget (`TesterEnv`)."""
+    mask = infos.get("_run_stopped")
+    return mask is not None and bool(np.any(mask))
+
+
+def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: None, resume: bool = False,
+                     cluster: bool = False):
+    """Train the PPO explorer online while it plays the run's episodes; see the module doc. With
+    `cluster`, the game instances run as Ray actors (Ray started already; `playtester/tester/cluster.py`)."""
+    import functools
+
+    from playtester.exploration.checkpoints import load_checkpoint
+    from playtester.exploration.ppo import CHECKPOINT_NAME
+    from playtester.tester.serving import ModelServer, serving
+
+    from playtester.bugs.crashes import clear_stop
+
+    clear_stop(Path(spec.run_dir))
+    explorer_dir = Path(spec.run_dir) / "explorer"
+    checkpoint = explorer_dir / "checkpoints" / CHECKPOINT_NAME
+    resume_ppo = resume and checkpoint.exists()
+    saved = load_checkpoint(checkpoint) if resume_ppo else None
+    trained = saved["global_step"] if saved else 0
+    per_env = math.ceil(episodes_left(spec) / spec.num_envs)
+    # An upper bound: a test takes many game steps but counts as one explorer step; `all_idle` ends the run.
+    budget = trained + spec.num_envs * (per_env * spec.steps + 2 * spec.rollout)
+    if saved:  # a resumed PPO run may not shrink its budget (its learning-rate schedule hangs on it)
+        budget = max(budget, int(saved["config"]["total_timesteps"]))
+    server = None  # on a cluster each Ray instance loads its own models (`serve` is refused there by `run`)
+    if serving(spec) and not cluster:
+        server = ModelServer(spec.tester, None if spec.oracle_labels else spec.detector, spec.device, worker_threads(1),
+                             int8=spec.acting == "int8")
+    wrap: Callable[[gym.Env, int], gym.Env] = functools.partial(_wrap, spec, served=server and server.models)
+    if cluster:
+        from playtester.tester.cluster import ray_instances, tester_on_worker
+
+        wrap = tester_on_worker  # in an actor: the tester loop on its scratch copy of the run folder
+    try:
+        return _train_explorer(spec, wrap, budget, resume_ppo, cluster, explorer_dir, progress)
+    finally:
+        if server is not None:
+            write_serving_stats(Path(spec.run_dir) / "serving.json", server)
+            server.close()
+
+
+def write_serving_stats(path: Path, server) -> None:
+    """What the model server answered, in how many batches and seconds, per network (for the
+    run's reader and the benchmarks: the mean batch is requests / batches)."""
+    import json
+
+    from playtester.files import write_text_atomic
+
+    try:
+        stats = server.stats()
+    except (OSError, EOFError):  # the server is gone already: nothing to say
+        return
+    write_text_atomic(path, json.dumps(stats, indent=1))
+
+
+def _train_explorer(spec: RunSpec, wrap: Callable[[gym.Env, int], gym.Env], budget: int, resume_ppo: bool, cluster: bool,
+                    explorer_dir: Path, progress: Callable[[int], None]):
+    from playtester.exploration.explorer import build_explorer
+    from playtester.exploration.ppo import train
+    from playtester.exploration.rnd import RNDConfig
+
+    explorer = build_explorer(
+        spec.game, spec.preference, spec.explorer, run_dir=str(explorer_dir), total_timesteps=budget,
+        num_envs=spec.num_envs, num_steps=spec.rollout, seed=spec.seed, checkpoint_every=5, resume=resume_ppo,
+        game_options=spec.game_options(), wrap=wrap, accelerator=spec.device, acting=spec.acting, lockstep=spec.lockstep,
+        seq_len=spec.seq_len, overlap_rnd=spec.overlap_rnd, overlap_update=spec.overlap_update, rnd=RNDConfig(train_steps=spec.rnd_train_steps),
+    )
+    if cluster:  # the same instances, each in a Ray actor; this process alone writes the run folder
+        from playtester.tester.cluster import ray_instances
+
+        explorer = explorer._replace(env_fn=ray_instances(spec, explorer.env_fn))
+    if spec.objective == "load":
+        from playtester.load.objective import load_objective
+
+        explorer = load_objective(spec, explorer)
+
+    ended = 0
+
+    def stop(infos: dict[str, Any]) -> bool:
+        nonlocal ended
+        if "_final_obs" in infos and infos["_final_obs"].any():
+            ended += int(np.sum(infos["_final_obs"]))  # idle instances' ends too: the bar is capped at the budget
+            progress(ended)
+        return all_idle(infos) or run_stopped(infos)
+
+    return train(*explorer, stop=stop)
