@@ -173,3 +173,23 @@ def test_encoder_embedding_is_the_encoders_features_as_a_unit_vector():
         x = torch.from_numpy(spec.resize(frame)).permute(2, 0, 1)[None].float() / 255
         expected = encoder(x)[0].numpy()
     assert v.shape == (32,) and v == pytest.approx(expected / np.linalg.norm(expected), abs=1e-5)
+
+
+def test_two_instances_places_merge_in_the_report(tmp_path):
+    """Each game instance clusters on its own; the report merges their places by their exemplars:
+    the same view found by both is one place, its visits summed, first seen where it was first seen."""
+    from playtester.report.places import places_view
+    from playtester.tester.runlog import JsonlWriter, PlaceLog, read_jsonl
+
+    rng = np.random.default_rng(3)
+    a, b, c = [(rng.random((60, 80, 3)) * 255).astype(np.uint8) for _ in range(3)]
+    traj = JsonlWriter(tmp_path / "trajectory.jsonl")
+    logs = [PlaceLog(tmp_path, env, PixelEmbedding()) for env in (0, 1)]
+    for env, t, frame in [(0, 0, a), (1, 0, b), (0, 1, b), (1, 1, a), (1, 2, c), (0, 2, a)]:
+        traj.write({"env": env, "episode": env, "t": t, "place": logs[env].visit(frame, env, t)})
+    for log in logs:
+        log.close()
+    traj.close()
+    view = places_view(tmp_path, list(read_jsonl(tmp_path / "trajectory.jsonl")), [], [])
+    assert [(card.id, card.visits, card.episode, card.t) for card in view.cards] == [(0, 3, 0, 0), (1, 2, 1, 0), (2, 1, 1, 2)]
+    assert view.novel == [1, 2, 2, 2, 3, 3]
