@@ -61,6 +61,7 @@ def park_demos(tmp_path_factory, small_park):
     return out
 
 
+@pytest.mark.slow
 def test_shots_with_prelabels_are_predictions_most_uncertain_first(park_demos, tiny_detector, tmp_path):
     from playtester.datasets.detection import load_coco
     from playtester.perception.detector import load_detector
@@ -91,6 +92,7 @@ def test_shots_with_prelabels_are_predictions_most_uncertain_first(park_demos, t
     assert sum(len(im.boxes) for im in coco.images) == len(doc["annotations"])
 
 
+@pytest.mark.slow
 def test_prelabel_bad_input_is_one_line(park_demos, one_step_detector, tmp_path, capsys, small_park):
     import torch
 
