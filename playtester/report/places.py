@@ -1,6 +1,6 @@
 """The places view: where a run with no map went, as the distinct views it reached.
 
-A run with no map (a window game without `--map`, a Gymnasium game) puts every step in a place
+A run with no map (a window game given no `map`, a Gymnasium game) puts every step in a place
 (`playtester.perception.places`: views clustered online by a pixel embedding, measured against
 the frozen encoder's features and kept for being purer and far cheaper; `places.jsonl`,
 `places/`, `place` in `trajectory.jsonl`). The report shows a

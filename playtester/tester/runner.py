@@ -105,9 +105,9 @@ def tester_env(spec: RunSpec, env: gym.Env, index: int = 0, served: "ServedModel
 
 
 def place_log(spec: RunSpec, index: int):
-    """A `PlaceLog` for a run with no map (a window game without --map, a Gymnasium game): its
+    """A `PlaceLog` for a run with no map (a window game given no map, a Gymnasium game): its
     steps clustered into places by the pixel embedding (`playtester/perception/places.py` says why
-    not the encoder). None for a run drawn on a map (the park, a Doom level, a window game's --map)."""
+    not the encoder). None for a run drawn on a map (the park, a Doom level, a window game's map)."""
     from playtester.perception.places import PixelEmbedding
     from playtester.tester.runlog import PlaceLog
 
