@@ -109,9 +109,10 @@ class Corrections:
 
 
 def corrections(pred: Prelabels | None, true_boxes: np.ndarray, true_labels: np.ndarray,
-                crowd_boxes: np.ndarray | None = None) -> Corrections:
+                crowd_boxes: np.ndarray | None = None, accept_iou: float = ACCEPT_IOU) -> Corrections:
     """The corrections of one frame: pre-labels matched to true boxes greedily, largest IoU first
-    (each box at most once, pairs at IoU ≥ `MATCH_IOU`). Without pre-labels every true box is drawn."""
+    (each box at most once, pairs at IoU ≥ `MATCH_IOU`), a match of the right class at
+    `accept_iou` or more accepted. Without pre-labels every true box is drawn."""
     true_boxes = np.asarray(true_boxes, np.float64).reshape(-1, 4)
     if pred is None or len(pred.boxes) == 0:
         return Corrections(draws=len(true_boxes))
@@ -125,7 +126,7 @@ def corrections(pred: Prelabels | None, true_boxes: np.ndarray, true_labels: np.
             continue
         used_pred.add(i)
         used_true.add(j)
-        if int(pred.labels[i]) == int(true_labels[j]) and overlap >= ACCEPT_IOU:
+        if int(pred.labels[i]) == int(true_labels[j]) and overlap >= accept_iou:
             out.accepts += 1
         else:
             out.fixes += 1

@@ -17,7 +17,7 @@ for the frozen encoder's features:
 The threshold chosen for each embedding (`PIXEL_THRESHOLD`, `ENCODER_THRESHOLD`) is the largest
 of the sweep whose purity is at least `--purity` (fewest places that are still one view each).
 
-    python scripts/bench_places.py --demos /work/demo-base/demos --policy /work/demo-base/models/inspect.ckpt
+    python scripts/bench_places.py --demos playtester-demo/demos --policy playtester-demo/models/inspect.ckpt
 """
 
 from __future__ import annotations

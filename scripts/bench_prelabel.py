@@ -20,6 +20,13 @@ The arms, each from the same first batch, drawn at random and labelled by hand:
   the round before pre-labels every frame not yet labelled and the person takes the `--batch` most
   uncertain, corrected as above.
 
+Costs are counted under two models. Strict (`perception/prelabel.py`'s, the one the bar is read
+on): a pre-label is accepted free only within IoU 0.8 of its true box, a looser one is a fix; the
+labels the arm then trains on are the true boxes, as the person left them. Lenient (the model the
+issue proposes): any pre-label of the right class at IoU 0.5 is accepted free; it is optimistic
+here, since the detectors still train on the true boxes where a person would have kept the loose
+ones.
+
 No arm ever sees a detector trained on more than its own labels (not the demo's detector): the
 pre-labels come from the detector the person's own labels made, round after round, as in a
 studio. The first batch is labelled by hand in every arm, so it costs the same everywhere. Costs
@@ -135,18 +142,21 @@ def raw_detections(detector, pool, ids: list[int]) -> dict[int, tuple[np.ndarray
 
 
 def costs(pool_by_id, detections, ids: list[int], thresholds: list[float]) -> dict[str, dict[str, int]]:
-    """The person's corrections of frames `ids` at each pre-label threshold."""
-    from playtester.perception.prelabel import Corrections, corrections, prelabels_of
+    """The person's corrections of frames `ids` at each pre-label threshold (keys `0.5`), and under
+    the lenient model, where a match at IoU 0.5 of the right class is accepted (keys `0.5/lenient`)."""
+    from playtester.perception.prelabel import MATCH_IOU, Corrections, corrections, prelabels_of
 
     out = {}
     for th in thresholds:
-        total = Corrections()
-        for i in ids:
-            im = pool_by_id[i]
-            pred = prelabels_of(*detections[i], th) if detections is not None else None
-            total = total + corrections(pred, im.boxes, im.labels, im.crowd_boxes)
-        out[f"{th:g}"] = {"accepts": total.accepts, "fixes": total.fixes, "draws": total.draws, "deletes": total.deletes,
-                          "actions": total.actions}
+        for accept, suffix in ((None, ""), (MATCH_IOU, "/lenient")):
+            total = Corrections()
+            for i in ids:
+                im = pool_by_id[i]
+                pred = prelabels_of(*detections[i], th) if detections is not None else None
+                kw = {} if accept is None else {"accept_iou": accept}
+                total = total + corrections(pred, im.boxes, im.labels, im.crowd_boxes, **kw)
+            out[f"{th:g}{suffix}"] = {"accepts": total.accepts, "fixes": total.fixes, "draws": total.draws,
+                                      "deletes": total.deletes, "actions": total.actions}
     return out
 
 
@@ -166,7 +176,7 @@ def run_seed(args, seed: int, pool_doc, pool, test) -> dict[str, Any]:
     out: dict[str, Any] = {"seed": seed, "random": [], "uncertain": []}
 
     # -- random order: by hand, and pre-labelled by the round before ------------------------------
-    hand, pre = 0, {t: 0 for t in map(lambda v: f"{v:g}", th)}
+    hand, pre = 0, {f"{v:g}{suffix}": 0 for v in th for suffix in ("", "/lenient")}
     for r in range(rounds):
         batch = order[r * args.batch:(r + 1) * args.batch]
         previous = None if r == 0 else out["random"][-1].get("_detector")
@@ -192,7 +202,7 @@ def run_seed(args, seed: int, pool_doc, pool, test) -> dict[str, Any]:
 
     # -- most uncertain first ---------------------------------------------------------------------
     labelled = order[:args.batch]
-    spent_total = {t: hand_cost(by_id, labelled) for t in pre}
+    spent_total = {t: hand_cost(by_id, labelled) for t in pre}  # the first batch: by hand
     detector = train_round(args, pool_doc, labelled, args.workdir / f"s{seed}" / "random-00", seed,
                            None)  # the first batch's detector: the random order's round 0
     for r in range(rounds):
@@ -273,22 +283,23 @@ def main() -> None:
     print(f"pool: {len(pool.images)} frames, boxes {pool.counts()}; test: {len(test.images)} frames, boxes {test.counts()}")
     args.workdir.mkdir(parents=True, exist_ok=True)
     results = [run_seed(args, seed, pool_doc, pool, test) for seed in args.seeds]
-    th = f"{args.threshold:g}"
-    print(f"\nboxes a person draws, fixes or deletes until every class reaches {100 * args.bar:.0f} % AP50 "
-          f"(pre-label threshold {th}):")
-    print("| seed | by hand | pre-labels, random order | pre-labels, most uncertain first | ratio (uncertain / hand) |")
-    print("|---:|---:|---:|---:|---:|")
     summary = []
-    for res in results:
-        hand = reached(res["random"], args.bar, "hand_boxes")
-        pre_random = reached(res["random"], args.bar, "prelabel_actions", th)
-        pre_uncertain = reached(res["uncertain"], args.bar, "prelabel_actions", th)
-        ratio = pre_uncertain / hand if hand and pre_uncertain is not None else None
-        summary.append({"seed": res["seed"], "hand": hand, "prelabel_random": pre_random, "prelabel_uncertain": pre_uncertain,
-                        "ratio": ratio})
-        print(f"| {res['seed']} | {hand if hand is not None else 'not reached'} | "
-              f"{pre_random if pre_random is not None else 'not reached'} | "
-              f"{pre_uncertain if pre_uncertain is not None else 'not reached'} | {f'{ratio:.2f}' if ratio else '–'} |")
+    for model, suffix in (("strict: accepted only within IoU 0.8", ""), ("lenient: accepted at IoU 0.5", "/lenient")):
+        th = f"{args.threshold:g}{suffix}"
+        print(f"\nboxes a person draws, fixes or deletes until every class reaches {100 * args.bar:.0f} % AP50 "
+              f"(pre-label threshold {args.threshold:g}; {model}):")
+        print("| seed | by hand | pre-labels, random order | pre-labels, most uncertain first | ratio (uncertain / hand) |")
+        print("|---:|---:|---:|---:|---:|")
+        for res in results:
+            hand = reached(res["random"], args.bar, "hand_boxes")
+            pre_random = reached(res["random"], args.bar, "prelabel_actions", th)
+            pre_uncertain = reached(res["uncertain"], args.bar, "prelabel_actions", th)
+            ratio = pre_uncertain / hand if hand and pre_uncertain is not None else None
+            summary.append({"seed": res["seed"], "model": model, "hand": hand, "prelabel_random": pre_random,
+                            "prelabel_uncertain": pre_uncertain, "ratio": ratio})
+            print(f"| {res['seed']} | {hand if hand is not None else 'not reached'} | "
+                  f"{pre_random if pre_random is not None else 'not reached'} | "
+                  f"{pre_uncertain if pre_uncertain is not None else 'not reached'} | {f'{ratio:.2f}' if ratio else '–'} |")
     (args.workdir / "report.json").write_text(json.dumps({"summary": summary, "seeds": results, "args": {
         k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}}, indent=1))
     print(f"\nevery round of every arm: {args.workdir / 'report.json'}")

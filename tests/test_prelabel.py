@@ -48,6 +48,9 @@ def test_corrections_by_hand():
     assert got == Corrections(accepts=1, fixes=2, draws=1, deletes=1)  # the fourth true box was missed: a draw
     assert got.actions == 4
     assert corrections(None, truth, labels) == Corrections(draws=4), "without pre-labels every box is drawn"
+    # the lenient model: any match of the right class at IoU 0.5 is accepted (the loose box too)
+    lenient = corrections(pred, truth, labels, crowd_boxes=np.array([[200, 0, 204, 4]], np.float32), accept_iou=0.5)
+    assert lenient == Corrections(accepts=2, fixes=1, draws=1, deletes=1)
     # two pre-labels on one box: the closer is matched, the other deleted
     twice = corrections(draft([[0, 0, 10, 10], [1, 0, 10, 10]], [1, 1]), truth[:1], labels[:1])
     assert twice == Corrections(accepts=1, deletes=1)
