@@ -249,6 +249,8 @@ def reached(rows: list[dict], bar: float, key: str, th: str | None = None) -> in
 
 
 def main() -> None:
+    from playtester.perception.prelabel import PRELABEL_SCORE
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pool", type=Path, help="COCO labels.json of the frames to label (true boxes).")
     ap.add_argument("--test", type=Path, help="COCO labels.json of the test frames (another park).")
@@ -258,8 +260,10 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=100, help="Frames labelled a round.")
     ap.add_argument("--steps", type=int, default=528, help="Gradient steps of each round's training (the demo's).")
     ap.add_argument("--bar", type=float, default=0.8, help="AP50 every class must reach.")
-    ap.add_argument("--threshold", type=float, default=0.5, help="The pre-label score threshold (the detector's own).")
-    ap.add_argument("--thresholds", type=float, nargs="+", default=[0.3, 0.5, 0.7], help="Thresholds also costed.")
+    ap.add_argument("--threshold", type=float, default=PRELABEL_SCORE,
+                    help="The pre-label score threshold the tables are read at (shots --prelabel's).")
+    ap.add_argument("--thresholds", type=float, nargs="+", default=[0.3, 0.5, 0.6, 0.7, 0.8, 0.9],
+                    help="Thresholds also costed.")
     ap.add_argument("--warm-steps", type=int, default=0,
                     help="Rounds after the first go on from the arm's last detector for this many steps (0: every round "
                          "trains --steps from random init).")

@@ -65,16 +65,19 @@ def park_demos(tmp_path_factory, small_park):
 
 
 @pytest.mark.slow
-def test_shots_with_prelabels_are_predictions_most_uncertain_first(park_demos, tiny_detector, tmp_path):
+def test_shots_with_prelabels_are_predictions_most_uncertain_first(park_demos, tiny_detector, tmp_path, monkeypatch):
     from playtester.datasets.detection import load_coco
+    from playtester.perception import prelabel
     from playtester.perception.detector import load_detector
+
+    monkeypatch.setattr(prelabel, "PRELABEL_SCORE", 0.1)  # the tiny detector, trained one step, is never sure
 
     out = tmp_path / "to-label"
     assert main(["shots", "--demos", str(park_demos), "--every", "6", "--prelabel", str(tiny_detector), "--out", str(out)]) == 0
     doc = json.loads((out / "labels.json").read_text())
     detector = load_detector(tiny_detector)
     assert [c["name"] for c in doc["categories"]] == detector.classes
-    assert doc["info"]["prelabels"]["order"] == "most uncertain first"
+    assert doc["info"]["prelabels"]["order"] == "most uncertain first" and doc["info"]["prelabels"]["score_threshold"] == 0.1
     assert len(doc["images"]) == 2 * 5  # 30 steps, one frame in 6, two episodes
     uncertainty = [im["uncertainty"] for im in doc["images"]]
     assert uncertainty == sorted(uncertainty, reverse=True) and uncertainty[0] > uncertainty[-1]
@@ -88,8 +91,8 @@ def test_shots_with_prelabels_are_predictions_most_uncertain_first(park_demos, t
     assert first["uncertainty"] == pytest.approx(frame_uncertainty(scores), abs=1e-4)
     mine = [a for a in doc["annotations"] if a["image_id"] == first["id"]]
     assert mine and all(a["attributes"]["source"] == "prelabel" and 0 <= a["score"] <= 1 and a["iscrowd"] == 0 for a in mine)
-    assert sorted(a["score"] for a in mine) == pytest.approx(sorted(s for b, s in zip(boxes, scores)
-                                                                     if np.sqrt((b[2] - b[0]) * (b[3] - b[1])) >= 15), abs=1e-4)
+    assert sorted(a["score"] for a in mine) == pytest.approx(sorted(s for b, s in zip(boxes, scores) if s >= 0.1
+                                                                     and np.sqrt((b[2] - b[0]) * (b[3] - b[1])) >= 15), abs=1e-4)
     # what CVAT or Label Studio hand back after correction is read by `train detector`'s loader
     coco = load_coco(out / "labels.json", classes=detector.classes)
     assert sum(len(im.boxes) for im in coco.images) == len(doc["annotations"])

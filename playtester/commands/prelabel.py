@@ -20,15 +20,16 @@ def demo_classes(episodes: list[Any], every: int) -> set[str]:
 
 def prelabelled_shots(demos: Path, out: Path, every: int, min_box: int, checkpoint: Path,
                       progress: Callable[[], Any]) -> tuple[Path, dict[str, int]]:
-    """Every `every`-th frame of the demos, with the detector's boxes at or above its score
-    threshold as pre-labels (boxes under `min_box` left out: too small to ask for), written as
+    """Every `every`-th frame of the demos, with the detector's boxes at or above `PRELABEL_SCORE`
+    as pre-labels (boxes under `min_box` left out: too small to ask for), written as
     COCO in order of uncertainty, the most uncertain first; `(labels.json, pre-labels per class)`."""
     import numpy as np
 
     from playtester.datasets.coco import CocoWriter, box_size
     from playtester.datasets.episodes import load_episodes
     from playtester.perception.detector import load_detector
-    from playtester.perception.prelabel import CANDIDATE_SCORE, most_uncertain_first, prelabels_of
+    from playtester.perception.prelabel import (CANDIDATE_SCORE, PRELABEL_SCORE, most_uncertain_first,
+                                                prelabels_of)
 
     with about("--demos"):
         episodes = load_episodes(demos)
@@ -40,7 +41,7 @@ def prelabelled_shots(demos: Path, out: Path, every: int, min_box: int, checkpoi
         raise UserError(f"--prelabel {checkpoint}: its classes ({', '.join(classes)}) differ from the shots' "
                         f"({', '.join(sorted(theirs))}); give a detector trained on this game's objects")
     frames = [(ep, t) for ep in episodes for t in range(0, len(ep), every)]
-    threshold = detector.config.score_threshold
+    threshold = PRELABEL_SCORE
     drafts = []
     with progress() as bar:
         task = bar.add_task("pre-labelling", total=len(frames))
