@@ -15,9 +15,12 @@ that lock when the engine is dead and a call has not come back in 2 s. A watchdo
 (`engine_guard.EngineWatchdog`) kills the engine and frees its shared memory if this process
 dies without closing it.
 
-`frame_time_ms` is a wall-clock reading, the one thing in `info` that differs between two runs
-of the same seed and actions; `frame_timing=False` leaves it out, for exact comparisons such as
-Gymnasium's determinism check.
+`frame_time_ms` is what the step cost: by default (`frame_clock="cpu"`) the CPU time of the engine
+process and of this thread over the step, which other processes on a shared machine do not
+change; `frame_clock="wall"` makes it the wall clock (`capture/timing.py` says why the CPU clock
+is the default). Both readings are in `info` as `frame_cpu_ms` and `frame_wall_ms`. They are the
+only things in `info` that differ between two runs of the same seed and actions;
+`frame_timing=False` leaves them out, for exact comparisons such as Gymnasium's determinism check.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import vizdoom as vzd
 from playtester.capture import engine_guard
 from playtester.errors import UserError
 from playtester.capture.keymap import KeyMap
+from playtester.capture.timing import FRAME_CLOCKS, StepCpuClock
 from playtester.capture.park.layout import ParkLayout, parse_actor
 
 TICRATE = 35
@@ -122,9 +126,12 @@ class DoomGame(gym.Env):
         labels: bool = True,
         random_start: bool = True,
         frame_timing: bool = True,
+        frame_clock: str = "cpu",
     ) -> None:
         if resolution not in RESOLUTIONS:
             raise UserError(f"resolution {resolution!r}: use one of {', '.join(RESOLUTIONS)}")
+        if frame_clock not in FRAME_CLOCKS:
+            raise UserError(f"frame clock {frame_clock!r}: use one of {', '.join(FRAME_CLOCKS)}")
         if frame_skip < 1:
             raise UserError(f"frame skip {frame_skip}: use a whole number of tics of at least 1")
         if render_mode not in (None, *self.metadata["render_modes"]):
@@ -144,6 +151,8 @@ class DoomGame(gym.Env):
         self.labels = labels
         self.random_start = random_start
         self.frame_timing = frame_timing
+        self.frame_clock = frame_clock
+        self._cpu_clock = StepCpuClock(None)
         self.metadata = dict(self.metadata, render_fps=TICRATE / self.frame_skip)
 
         self.buttons: list[vzd.Button] = []
@@ -220,6 +229,7 @@ class DoomGame(gym.Env):
         if self.engine_pid is not None:
             engine_guard.EngineWatchdog.here().watch(self.engine_pid, self.engine_id)
             self._stall.engine = (self.engine_pid, self.engine_id)
+        self._cpu_clock = StepCpuClock(self.engine_pid if self.frame_timing else None)
         return game
 
     def _close_engine(self) -> None:
@@ -289,6 +299,7 @@ class DoomGame(gym.Env):
             self.game.make_action(self._noop, 1)
             self.face(angle)
         state = self.game.get_state()
+        self._cpu_ms = 0.0 if self._cpu_clock.available else None  # no step was played yet
         return self._observe(state), self._info(state, 0.0)
 
     def _choose_start(self, start: Any) -> tuple[float, float, float] | None:
@@ -329,17 +340,20 @@ class DoomGame(gym.Env):
             raise ValueError(f"action {action!r} is not in {self.action_space}")
         if self._dead is not None:
             raise RuntimeError("the engine died in this episode; call reset() to start a fresh one")
+        self._cpu_clock.start()
         t0 = time.perf_counter()
         try:
             with self._stall.call():  # an engine killed at the wrong instant would hang the library
                 reward = self.game.make_action(self._vectors[index], self.frame_skip)
                 frame_time_ms = (time.perf_counter() - t0) * 1000.0
+                self._cpu_ms = self._cpu_clock.stop()
                 finished = self.game.is_episode_finished()
                 terminated = bool(finished or self.game.is_player_dead())
                 state = None if finished else self.game.get_state()
         except ENGINE_DEATH as e:
             reason = self._engine_died(e)
             self._steps += 1
+            self._cpu_ms = None
             info = self._info(None, (time.perf_counter() - t0) * 1000.0)
             if reason is None:  # Ctrl-C, which the run's own process is acting on
                 return self._frame, 0.0, False, True, info | {"interrupted": True}
@@ -368,7 +382,11 @@ class DoomGame(gym.Env):
     def _info(self, state, frame_time_ms: float) -> dict[str, Any]:
         info: dict[str, Any] = {"step": self._steps}
         if self.frame_timing:
-            info["frame_time_ms"] = frame_time_ms
+            cpu_ms = getattr(self, "_cpu_ms", None)
+            info["frame_wall_ms"] = frame_time_ms
+            if cpu_ms is not None:
+                info["frame_cpu_ms"] = cpu_ms
+            info["frame_time_ms"] = cpu_ms if self.frame_clock == "cpu" and cpu_ms is not None else frame_time_ms
         if state is None:
             return info
         x, y, z, angle, pitch = state.game_variables.tolist()

@@ -92,7 +92,7 @@ def doom_scenario(spec: str):
     raise UserError(f"game {spec!r}: unknown Doom scenario {what!r}; use doom:park, doom:park-perf, doom:freedoom2:MAPxx or doom:freedoom1:ExMy")
 
 
-_DOOM_OPTIONS = {"resolution", "frame_skip", "spectator", "labels", "random_start"}
+_DOOM_OPTIONS = {"resolution", "frame_skip", "spectator", "labels", "random_start", "frame_clock"}
 
 
 def _make_doom(spec: str, options: dict[str, Any]) -> gym.Env:

@@ -68,7 +68,7 @@ SUBCOMMANDS = (
     Subcommand("load", "Load-test a game (RELINE): the PPO explorer is also rewarded for frame-rate drops, measured "
                "against a threshold from random play; the report maps where the game slows down.",
                ("game", "run_dir", "explorer", "preference", "tester", "detector", "episodes", "steps", "num_envs", "seed",
-                "load_threshold", "load_area"), ("rollout", "seq_len", "rnd_train_steps", "overlap_rnd", "overlap_update", "oracle_labels", "texture_reference", "device", "acting", "lockstep", "serve", *ORACLE_KNOBS),
+                "load_threshold", "load_area"), ("rollout", "seq_len", "rnd_train_steps", "overlap_rnd", "overlap_update", "oracle_labels", "texture_reference", "device", "acting", "lockstep", "serve", "frame_clock", *ORACLE_KNOBS),
                {"objective": "load"}, ("config", "resume", "overwrite")),
     Subcommand("evolve", "Evolve a population of explorers (Wuji): for exploration and for winning, offspring refined "
                "by PPO; crash, stuck and assertion oracles on every evaluation.",

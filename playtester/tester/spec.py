@@ -93,6 +93,7 @@ class RunSpec:
     objective: str = flag("--objective", "coverage (the explorer's own reward) or load (plus RELINE's reward for frame-rate drops: load testing).", "coverage", kept=True)
     load_threshold: str | None = flag("--load-threshold", "With --objective load: a threshold file (load_threshold.json of an earlier run); default: measured by random play first.", None)
     load_area: str = flag("--load-area", "With --objective load: where frame-rate drops are rewarded, everywhere or pathways.", "everywhere")
+    frame_clock: str = flag("--frame-clock", "A ViZDoom step's frame time: cpu (the engine's and the game thread's CPU time, which other work on the machine does not change) or wall.", "cpu", kept=True)
     max_restarts: int = flag("--max-restarts", "Game crashes to restart from (each is a crash finding); at one more the run stops, and the report says why.", 3, limits=(0, 1000))
     reward: str | None = flag("--reward", "evolve: the winning score's reward, module:function or file.py:function over (frame, info); needed where the game has none (a window, the park).", None)
     population: int = flag("--population", "evolve: policies in the population.", 30, limits=(2, 10_000))
@@ -104,6 +105,8 @@ class RunSpec:
         if self.objective == "load" and self.explorer == "random":
             raise UserError("--objective load trains the PPO explorer; use --explorer inspector or ppgta "
                             "(a random run's report shows its frame times anyway)")
+        if self.frame_clock not in ("cpu", "wall"):
+            raise UserError(f"--frame-clock {self.frame_clock!r}: use cpu or wall")
         if self.load_area not in ("everywhere", "pathways"):
             raise UserError(f"--load-area {self.load_area!r}: use everywhere or pathways")
         if self.explorer == "evolve":  # its own loop (playtester/evolution/run.py), its own checks
@@ -152,6 +155,8 @@ class RunSpec:
     def game_options(self) -> dict[str, Any]:
         """What `make_game` takes for this run's game."""
         options: dict[str, Any] = {"max_steps": self.steps}
+        if self.game.startswith("doom:") and self.frame_clock != "cpu":
+            options["frame_clock"] = self.frame_clock
         if self.telemetry_port is not None:
             options["telemetry_port"] = self.telemetry_port
         return options | harness_options(self.launch, self.reset, self.out_of_play)
