@@ -79,6 +79,11 @@ def shots(
     n: int = option(Count(1, MANY), 2000, "--n", help="With --game: how many shots."),
     demos: Optional[Path] = option(InFolder("folder of demo episodes"), None, "--demos", help="Take frames from demo episodes instead (for labelling)."),
     every: int = option(Count(1, MANY), 20, "--every", help="With --demos: keep one frame in this many."),
+    prelabel: Optional[Path] = option(
+        InFile("detector checkpoint"), None, "--prelabel", metavar="DETECTOR.ckpt",
+        help="With --demos: a trained detector drafts the labels: its boxes are written as pre-labels (each marked a "
+             "prediction, with its score) for CVAT or Label Studio to import and a person to correct, and the frames come "
+             "most uncertain first (label the start of the file first); then train detector on the corrected file."),
     min_box: int = option(
         Count(1, 4096), 15, "--min-box",
         help="Smallest box size, sqrt(width·height) in pixels of the shot, to ask a detector for: smaller objects are "
@@ -92,12 +97,15 @@ def shots(
     With --game the engine labels every shot: the player is placed around objects of the classes
     asked for (the park's OOIs, or a stock level's things read from its map), balanced over the
     classes. With --demos, every N-th frame of the episodes is kept, labelled when the episode
-    carries ground-truth boxes, otherwise ready to label by hand.
+    carries ground-truth boxes, otherwise ready to label by hand; with --prelabel, a detector's
+    boxes are the first draft (docs/labelling.md).
     """
     if (game is None) == (demos is None):
         raise UserError("shots: give exactly one of --game (auto-labelled) or --demos (frames from episodes)")
     if classes is not None and game is None:
         raise UserError("shots --classes: it picks what --game labels; frames from --demos keep the labels they carry")
+    if prelabel is not None and demos is None:
+        raise UserError("shots --prelabel: it drafts labels for frames from --demos; --game labels its shots itself")
     labelled = (out / "labels.json").exists  # until then shots are no use: a refusal leaves no folder
     if game is not None:
         from playtester.capture.rules import check_rules
@@ -108,11 +116,17 @@ def shots(
             path, counts = _shots_from_game(game, out, n, min_box, seed, resolution, wanted, rules)
     elif rules is not None:
         raise UserError(f"--rules {rules}: it says how --game is played; frames from --demos were played already")
+    elif prelabel is not None:
+        from playtester.commands.prelabel import prelabelled_shots
+
+        with new_folder(out, kept=labelled):
+            path, counts = prelabelled_shots(demos, out, every, min_box, prelabel, progress)
     else:
         with new_folder(out, kept=labelled):
             path, counts = _shots_from_demos(demos, out, every, min_box)
     summary = ", ".join(f"{k} {v}" for k, v in counts.items())
-    console.print(f"wrote {path} and images in {path.parent / 'images'} (boxes: {summary})")
+    kind = "pre-labels to correct, frames most uncertain first" if prelabel is not None else "boxes"
+    console.print(f"wrote {path} and images in {path.parent / 'images'} ({kind}: {summary})")
 
 
 @dataclass

@@ -6,7 +6,8 @@ preference policies), the findings with their clip and replay command, the bird'
 map and the object test map each with its legend, the objects beside the map and those missed,
 then every executed test in episode and step order. Maps are drawn on the built-in park, on any
 Doom level's own geometry, or on a window game's studio map (`playtester.report.maps`); a run
-whose map cannot be drawn still gets its report, which says why the map is missing.
+whose map cannot be drawn still gets its report, which says why the map is missing. A run with no map shows the places it reached instead
+(`playtester.report.places`).
 """
 
 from __future__ import annotations
@@ -123,7 +124,8 @@ def read_findings(run: Path) -> list[dict[str, Any]]:
 
 
 def build_report(run: str | Path) -> Path:
-    """Write `report.html`, `coverage.png`, `ooi_map.png`, `tested.png` and `summary.json`."""
+    """Write `report.html`, `coverage.png`, `ooi_map.png`, `tested.png`, `places.png` (a run that
+    kept places) and `summary.json`."""
     run = Path(run)
     if not run.is_dir():
         raise UserError(f"run folder {run}: not found")
@@ -159,10 +161,16 @@ def build_report(run: str | Path) -> Path:
     if load is not None:  # only when the run recorded frame times
         summary["load"] = load.summary
         pictures += load.pictures
+    from playtester.report.places import novel_places_curve, places_view
+
+    places = places_view(run, trajectory, tests, findings)  # a run with no map: the views it reached
+    if places is not None:
+        summary["places"] = places.summary()
+        pictures.append(("places.png", "Distinct places over steps", _png(novel_places_curve(places))))
     for name, _, png in pictures:
         write_bytes_atomic(run / name, png)
     write_text_atomic(run / "summary.json", json.dumps(summary, indent=1))
     from playtester.report.html import page
 
-    write_text_atomic(run / "report.html", page(run, summary, tests, findings, pictures, src, states))
+    write_text_atomic(run / "report.html", page(run, summary, tests, findings, pictures, src, states, places))
     return run / "report.html"

@@ -48,8 +48,8 @@ def legend_items(src: MapSource) -> dict[str, list[tuple[str, str]]]:
     else:
         ground = [(swatch((200, 200, 200)), "the studio's map")]
     coverage = [(swatch(TRACE, "line"), "the player's trace, every episode")]
-    if src.walkable_mask is not None:
-        coverage.append((swatch(VISITED), f"walkable cell visited ({src.cell:g} × {src.cell:g} map units)"))
+    walkable = "walkable cell" if src.walkable_mask is not None else "cell"
+    coverage.append((swatch(VISITED), f"{walkable} visited ({src.cell:g} × {src.cell:g} map units)"))
     if src.graph is not None:
         from playtester.report.level import DOOR_STATES, UNREACHED
 
@@ -87,6 +87,10 @@ def facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
         out.append(("whole map covered", f"{cov['area_share']:.1%}"))
     if "frame_cells" in cov:
         out.append(("distinct frame cells seen (no positions)", cov["frame_cells"]))
+    if "places" in summary:
+        out.append(("distinct places reached (views clustered by "
+                    f"{'the encoder' if summary['places']['embedding'] == 'encoder' else 'pixels'})",
+                    summary["places"]["places"]))
     if summary.get("map_missing"):
         out.append(("map", f"missing: {summary['map_missing']}"))
     tested = f"{summary['oois_tested']}" + (f" of {summary['oois_total']}" if "oois_total" in summary else "")
@@ -176,19 +180,34 @@ def _tests(tests: list[dict[str, Any]]) -> list[list[Any]]:
     return rows
 
 
-def _coverage_rows(cov: dict[str, Any]) -> list[list[Any]]:
-    per, cumulative = cov.get("walkable_share_per_episode"), cov.get("walkable_share_cumulative")
+def _coverage_rows(cov: dict[str, Any]) -> tuple[str, list[list[Any]]]:
+    """What the coverage table counts (the walkable area, or a studio's whole map) and its rows."""
+    key = "walkable_share" if "walkable_share_per_episode" in cov else "area_share"
+    per, cumulative = cov.get(f"{key}_per_episode"), cov.get(f"{key}_cumulative")
     if not per:
-        return []
+        return "", []
+    what = "walkable area" if key == "walkable_share" else "map"
     reach = cov.get("reachable_share_per_episode")
     if reach:
-        return [[i, f"{p:.1%}", f"{c:.1%}", f"{r:.1%}", f"{rc:.1%}"]
-                for i, (p, c, r, rc) in enumerate(zip(per, cumulative, reach, cov["reachable_share_cumulative"]))]
-    return [[i, f"{p:.1%}", f"{c:.1%}"] for i, (p, c) in enumerate(zip(per, cumulative))]
+        return what, [[i, f"{p:.1%}", f"{c:.1%}", f"{r:.1%}", f"{rc:.1%}"]
+                      for i, (p, c, r, rc) in enumerate(zip(per, cumulative, reach, cov["reachable_share_cumulative"]))]
+    return what, [[i, f"{p:.1%}", f"{c:.1%}"] for i, (p, c) in enumerate(zip(per, cumulative))]
+
+
+def _places(places: Any, by_name: dict[str, tuple[str, bytes]]) -> dict[str, Any] | None:
+    """The places view's grid and curve (`playtester.report.places`), or None for a run without places."""
+    if places is None:
+        return None
+    from playtester.report.places import EMBEDDINGS
+
+    shown = places.shown
+    caption, png = by_name["places.png"]
+    return {"count": len(places.cards), "shown": shown, "hidden": len(places.cards) - len(shown),
+            "embedding": EMBEDDINGS.get(places.embedding, places.embedding), "curve": _figure(png, caption)}
 
 
 def page(run: Path, summary: dict[str, Any], tests: list[dict[str, Any]], findings: list[dict[str, Any]],
-         pictures: list[tuple[str, str, bytes]], src: MapSource | None, states: dict[Any, str]) -> str:
+         pictures: list[tuple[str, str, bytes]], src: MapSource | None, states: dict[Any, str], places: Any = None) -> str:
     """The report's HTML: templates/report.html filled in (Jinja2, every value escaped)."""
     by_name = {name: (caption, png) for name, caption, png in pictures}
     maps: dict[str, Any] = {"missing": None, "coverage": None, "objects": None}
@@ -198,18 +217,17 @@ def page(run: Path, summary: dict[str, Any], tests: list[dict[str, Any]], findin
         legends = legend_items(src)
         if "coverage.png" in by_name:
             caption, png = by_name["coverage.png"]
-            maps["coverage"] = {**_figure(png, caption), "legend": legends["coverage.png"],
-                                "rows": _coverage_rows(summary.get("coverage", {}))}
+            what, rows = _coverage_rows(summary.get("coverage", {}))
+            maps["coverage"] = {**_figure(png, caption), "legend": legends["coverage.png"], "rows": rows, "what": what}
         if "ooi_map.png" in by_name:
             caption, png = by_name["ooi_map.png"]
             maps["objects"] = {**_figure(png, caption), "legend": legends["ooi_map.png"], **_objects(src, states),
                                "missed_count": summary.get("oois_missed", 0)}
-    others = [_figure(png, caption) for name, (caption, png) in by_name.items() if name not in ("coverage.png", "ooi_map.png")]
+    others = [_figure(png, caption) for name, (caption, png) in by_name.items()
+              if name not in ("coverage.png", "ooi_map.png", "places.png")]
     return template("report.html").render(title=run.name, facts=facts(summary), findings=_findings(run, findings), maps=maps,
-                              tests=_tests(tests), others=others, level=_level(summary),
-                              coverage_head=["episode", "walkable area covered in the episode", "covered so far"] + (
-                                  ["reachable area covered in the episode", "covered so far"]
-                                  if "reachable_share_per_episode" in summary.get("coverage", {}) else []))
+                              places=_places(places, by_name), tests=_tests(tests), others=others, level=_level(summary),
+                              reachable="reachable_share_per_episode" in summary.get("coverage", {}))
 
 
 def template(name: str):

@@ -185,12 +185,17 @@ def coverage_summary(src: MapSource, trajectory: list[dict[str, Any]], episodes:
     out: dict[str, Any] = {"cell_size": src.cell, "area_share": grid.share()}
     if src.pathway_mask is not None:
         out["pathway_share"] = grid.share(src.pathway_mask)
+    # per episode and over the run: of the walkable cells (and of those reachable from the start)
+    # where the map knows them, else (a studio's map) of the whole map
     visits = [grid_of(src, by_episode.get(e, [])).visited for e in range(episodes)]
-    for name, mask in (("walkable", src.walkable_mask), ("reachable", src.reachable_mask)):
+    masks = ((("walkable", src.walkable_mask), ("reachable", src.reachable_mask)) if src.walkable_mask is not None
+             else (("area", np.ones_like(grid.visited)),))
+    for name, mask in masks:
         if mask is None:
             continue
-        out[f"{name}_cells"] = int(mask.sum())
-        out[f"{name}_share"] = grid.share(mask)
+        if name != "area":
+            out[f"{name}_cells"] = int(mask.sum())
+            out[f"{name}_share"] = grid.share(mask)
         seen = np.zeros_like(mask)
         per, cumulative = [], []
         for visited in visits:
@@ -203,12 +208,14 @@ def coverage_summary(src: MapSource, trajectory: list[dict[str, Any]], episodes:
 
 
 def coverage_map(src: MapSource, trajectory: list[dict[str, Any]]) -> np.ndarray:
-    """The map with visited walkable cells shaded yellow, every episode's trace in red and the
-    level's objects as small blue dots."""
+    """The map with visited walkable cells (every visited cell on a studio's map) shaded yellow,
+    every episode's trace in red and the level's objects as small blue dots."""
     img = src.view.image.copy()
     by_episode = positions_by_episode(trajectory)
+    visited = grid_of(src, [p for pts in by_episode.values() for p in pts]).visited
     if src.walkable_mask is not None:
-        visited = grid_of(src, [p for pts in by_episode.values() for p in pts]).visited & src.walkable_mask
+        visited &= src.walkable_mask
+    if visited.any():
         overlay = img.copy()
         x0, y0 = src.bounds[:2]
         for row, col in np.argwhere(visited):

@@ -217,8 +217,10 @@ class TesterEnv(gym.Wrapper):
         self, env: gym.Env, *, tester: LivePolicy | None, detector: Callable[[np.ndarray, dict], list[Detection]] | None,
         oracles: Sequence[Any], run_dir: str | Path, game: str, game_options: dict[str, Any] | None = None,
         texture: TextureOracle | None = None, config: TesterConfig | None = None, env_index: int = 0, n_envs: int = 1,
-        episodes: int | None = None, max_restarts: int | None = None,
+        episodes: int | None = None, max_restarts: int | None = None, places: Any = None,
     ) -> None:
+        """`places`: a `PlaceLog` (`playtester/tester/runlog.py`) that puts every step in a place
+        (a run with no map: the report's places view); None: none kept."""
         super().__init__(env)
         self.tester = tester
         self.detector = detector
@@ -255,6 +257,7 @@ class TesterEnv(gym.Wrapper):
         self.n_findings = len([p for p in (self.run_dir / "findings").glob(f"{self._finding_prefix()}*")
                                if not p.name.endswith(".partial") and (self.env_index or not p.name.startswith("e"))])
         self.fps = float(env.metadata.get("render_fps", 10))
+        self.places = places
 
     # -- episode bookkeeping ------------------------------------------------------------------
     @property
@@ -357,6 +360,11 @@ class TesterEnv(gym.Wrapper):
             obs, reward, terminated, truncated, info = self.env.step(int(action))
             return obs, reward, terminated, truncated, self._annotate(info)
         obs, reward, terminated, truncated, info = self._step(int(action), "explore", None)
+        if info.get("keys_ignored"):  # nothing can be tested in a game that does not play: the run ends, saying why
+            self._stop(f"the picture has not changed in the {info['keys_ignored']} steps of key presses since the game "
+                       "was opened: the game ignores the keys (does its window take the keyboard? does it accept "
+                       "synthetic key events? is it waiting on a menu or a dialog?)")
+            return obs, reward, terminated, True, self._annotate(info)
         testing = self.tester is not None and self.detector is not None
         if testing and not (terminated or truncated) and self.t % self.cfg.detect_every == 0:
             self.detections = self._follow(self.detector(obs, info))
@@ -382,6 +390,8 @@ class TesterEnv(gym.Wrapper):
         if info.get("out_of_play"):  # game over or a menu: the episode ends here
             row["out_of_play"] = str(info["out_of_play"])
             row["out_of_play_steps"] = int(info.get("out_of_play_steps", 1))
+        if self.places is not None:
+            row["place"] = self.places.visit(obs, self.episode, self.t)
         self.trajectory.write(row)
         for oracle in self.oracles:
             for finding in oracle.observe(obs, info, action, self.episode, self.t):
@@ -515,4 +525,6 @@ class TesterEnv(gym.Wrapper):
         if self.harness is not None:
             self.harness.close()
         self.claims.close()
+        if self.places is not None:
+            self.places.close()
         super().close()

@@ -101,10 +101,22 @@ def tester_env(spec: RunSpec, env: gym.Env, index: int = 0, served: "ServedModel
         env, tester=live, detector=make_detector(spec, layout, served), oracles=oracles, run_dir=spec.run_dir, game=spec.game,
         game_options=spec.game_options(), texture=texture,
         config=TesterConfig(test_steps=spec.test_steps, seed=spec.seed, track_every=spec.track_every, min_score=spec.min_score), env_index=index, n_envs=spec.num_envs,
-        episodes=spec.episodes, max_restarts=spec.max_restarts,
+        episodes=spec.episodes, max_restarts=spec.max_restarts, places=place_log(spec, index),
     )
     wrapped.continue_run()
     return wrapped
+
+
+def place_log(spec: RunSpec, index: int):
+    """A `PlaceLog` for a run with no map (a window game given no map, a Gymnasium game): its
+    steps clustered into places by the pixel embedding (`playtester/perception/places.py` says why
+    not the encoder). None for a run drawn on a map (the park, a Doom level, a window game's map)."""
+    from playtester.perception.places import PixelEmbedding
+    from playtester.tester.runlog import PlaceLog
+
+    if spec.game.startswith("doom:") or spec.map:
+        return None
+    return PlaceLog(Path(spec.run_dir), index, PixelEmbedding())
 
 
 def _wrap(spec: RunSpec, env: gym.Env, index: int, served: "ServedModels | None" = None) -> gym.Env:
