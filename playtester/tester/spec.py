@@ -15,6 +15,7 @@ from typing import Any, Callable, NamedTuple
 from playtester.errors import UserError
 from playtester.files import read_json
 from playtester.commands.options import MANY
+from playtester.perception.candidates import CONFIRM_HITS, CONFIRM_WINDOW
 from playtester.tester.object_source import FOUND_BY_KEY, NO_OBJECTS, check_object_source, object_source
 
 EXPLORERS = ("ppgta", "inspector", "random")
@@ -77,6 +78,8 @@ class RunSpec:
     stuck_steps: int = flag("--stuck-steps", "Steps of unchanged picture under input that count as stuck.", 40, limits=(1, MANY))
     test_steps: int | None = flag("--test-steps", "Steps of one OOI test (default: the test policy's demo length).", None, limits=(1, MANY))
     min_score: float = flag("--min-score", "Detections below this confidence are not tested: each false detection tested costs a test's steps (docs/benchmarks/agents.md).", 0.6, limits=(0, 1))
+    confirm_hits: int = flag("--confirm-hits", "A detection is tested once it was found in this many of the last --confirm-window detector passes, of the same class, in about the same place and size (1: every detection at once); the others are logged in rejected.jsonl (docs/benchmarks/real-tests.md).", CONFIRM_HITS, limits=(1, MANY))
+    confirm_window: int = flag("--confirm-window", "The detector passes --confirm-hits counts; while a detection close enough to test waits for confirmation, the detector looks every step.", CONFIRM_WINDOW, limits=(1, MANY))
     track_every: int = flag("--track-every", "During an OOI test, follow the OOI with the detector every this many steps (1: every step; more is faster, the box held in between).", 1, limits=(1, MANY))
     seed: int = flag("--seed", "Seed of starts, action sampling and PPO.", 0, kept=True, limits=(0, None))
     lockstep: bool = flag("--lockstep", "Step the game instances together, each waiting for the slowest (as before they ran free): for comparisons; a run on Ray always does.", False)
@@ -115,6 +118,9 @@ class RunSpec:
                 raise UserError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")
         if self.seq_len < 0 or (self.seq_len and self.rollout % self.seq_len):
             raise UserError(f"--seq-len {self.seq_len}: must divide --rollout {self.rollout} (or be 0: whole rollouts)")
+        if not 1 <= self.confirm_hits <= self.confirm_window:
+            raise UserError(f"--confirm-hits {self.confirm_hits} of --confirm-window {self.confirm_window}: "
+                            "the hits must be at least 1 and at most the window")
         if not 0.0 <= self.min_score <= 1.0:
             raise UserError(f"--min-score {self.min_score}: a detector confidence, between 0 and 1")
         if self.device not in DEVICES:
