@@ -116,15 +116,22 @@ def negative_images(paths: Sequence[str | Path], size: tuple[int, int] | None = 
     return list(dict.fromkeys(images))
 
 
-def background_images(paths: Sequence[str | Path], size: tuple[int, int] | None, first_id: int) -> list[Any]:
-    """The `--negatives` images as `CocoImage`s with no boxes (ids from `first_id`), for a training split."""
-    from playtester.datasets.detection import CocoImage
+def with_backgrounds(split: Any, paths: Sequence[str | Path]) -> Any:
+    """A training split (`CocoSet`) with the `--negatives` images added as images without boxes.
+    They must have the split's image size (its most common one, where shots of several sizes are
+    mixed)."""
+    from collections import Counter
 
-    out = []
+    from playtester.datasets.detection import CocoImage, CocoSet
+
+    sizes = Counter((im.width, im.height) for im in split.images)
+    size = sizes.most_common(1)[0][0] if sizes else None
+    first = 1 + max((im.id for im in split.images), default=0)
+    backgrounds = []
     for i, path in enumerate(negative_images(paths, size)):
         w, h = size if size is not None else _size(path)
-        out.append(CocoImage(first_id + i, path, str(path), int(w), int(h)))
-    return out
+        backgrounds.append(CocoImage(first + i, path, str(path), int(w), int(h)))
+    return CocoSet(split.source, split.classes, split.images + backgrounds)
 
 
 def _size(path: Path) -> tuple[int, int]:

@@ -74,6 +74,10 @@ def train_detector(
     logdir: Optional[Path] = typer.Option(None, "--logdir", help="TensorBoard logs (default: logs/ beside --out)."),
     workers: int = typer.Option(0, "--workers", help="Data-loading worker processes."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
+    negatives: Optional[list[Path]] = typer.Option(
+        None, "--negatives", help="Frames with no object in them, trained on as background images (repeatable): a run "
+        "folder (the candidate negatives its run wrote in negatives/), a folder of images (frames you marked empty), or a "
+        "text file naming such folders one a line. They must have the shots' size."),
 ) -> None:
     """Train the OOI detector (Faster R-CNN) on labelled shots; print its test AP per class."""
     _check_out(out)
@@ -84,7 +88,7 @@ def train_detector(
         coco=coco, out=out, images=images, backbone=backbone, pretrained=pretrained, image_size=image_size, epochs=epochs,
         max_minutes=max_minutes, batch_size=batch_size, lr=lr, schedule=schedule, trainable_layers=trainable_layers,
         base_coco=base_coco, base_images=base_images, base_shots=base_shots, augment=augment, seed=seed, threads=threads,
-        logdir=logdir, workers=workers, accelerator=_accelerator(device),
+        logdir=logdir, workers=workers, accelerator=_accelerator(device), negatives=tuple(negatives or ()),
     )
     done = recipes.train_detector(recipe, say=console.print, about=about)
     _say_written(out, done.trainer)
