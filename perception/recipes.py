@@ -131,8 +131,16 @@ def train_detector(r: DetectorRecipe, *, say: Callable[[str], None] = log.info, 
     if sizes["test"]:
         table = evaluate_detector(module.model, dm.splits["test"], batch_size=r.batch_size)
         module.held_out = {"map50": table.map50, "map": table.map, "images": table.images, **table.to_json()}
+        module.thresholds = calibrate_on_held_out(module.model, dm.splits["test"].images, r.batch_size)
     save_checkpoint_atomic(trainer, r.out)
     return Trained(trainer, module, table, sizes["test"])
+
+
+def calibrate_on_held_out(model: Any, images: list[Any], batch_size: int) -> dict[str, Any]:
+    """Per-class score thresholds for `calibration.TARGET_PRECISION` on the held-out shots, for the checkpoint."""
+    from playtester.perception.calibration import calibrate
+
+    return calibrate(model, images, batch_size=batch_size)
 
 
 def add_negatives(dm: Any, negatives: tuple[Path, ...], say: Callable[[str], None]) -> None:

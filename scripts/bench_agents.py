@@ -216,7 +216,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="during an OOI test, the detector every this many steps, the tracker in between (the run's track_every)")
     parser.add_argument("--test-steps", type=int, default=None, help="steps of one OOI test (default: the policy's demo length)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of this process")
-    parser.add_argument("--min-score", type=float, default=0.6, help="the detections the agents test: confidence at least this (the run's min_score)")
+    parser.add_argument("--min-score", type=float, default=None,
+                        help="the detections the agents test: confidence at least this (the run's min_score; default: the "
+                             "detector's per-class thresholds, else 0.6)")
     parser.add_argument("--confirm-hits", type=int, default=CONFIRM_HITS,
                         help="a detection is tested once found in this many of the last --confirm-window detector passes (the run's confirm_hits)")
     parser.add_argument("--confirm-window", type=int, default=CONFIRM_WINDOW, help="the passes counted (the run's confirm_window)")

@@ -240,3 +240,29 @@ def test_a_detection_is_tested_only_once_confirmed_and_a_flicker_is_logged(small
         assert tests[0]["target"] == "phantom", "the park's labels show no barrel where the scripted box is"
     finally:
         loop.close()
+
+
+def test_the_detectors_per_class_thresholds_decide_unless_min_score_is_given(small_park, tiny_inspect_policy, tmp_path):
+    """A barrel found at 0.9 in every pass: under the checkpoint's barrel threshold of 0.95 it is
+    never tested; with --min-score 0.5 given, that one threshold holds for every class."""
+    class Scripted:
+        thresholds = {"barrel": 0.95, "tire": 0.5}
+
+        def __call__(self, frame, info):
+            return [{"box": [40.0, 30.0, 70.0, 80.0], "class": "barrel", "score": 0.9, "ooi": None}]
+
+    tested = []
+    for min_score in (None, 0.5):
+        run = tmp_path / str(min_score)
+        loop = TesterEnv(make_game(small_park), tester=load_policy(tiny_inspect_policy), detector=Scripted(), oracles=[],
+                         run_dir=run, game=small_park,
+                         config=TesterConfig(test_steps=3, min_box_height=20, seed=1, confirm_hits=2, confirm_window=2,
+                                             min_score=min_score))
+        try:
+            loop.reset(seed=0)
+            for _ in range(8):
+                loop.step(4)
+        finally:
+            loop.close()
+        tested.append(len(list(read_jsonl(run / "tests.jsonl"))))
+    assert tested[0] == 0 and tested[1] >= 1

@@ -115,9 +115,16 @@ def eval_detector(
     batch_size: int = typer.Option(8, "--batch-size", help="Images per batch."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the table as JSON here."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
+    target_precision: Optional[float] = typer.Option(
+        None, "--target-precision", min=0.0, max=1.0,
+        help="Pick each class's score threshold for this precision on these shots (the lowest that reaches it) and show "
+             "them beside the ones the checkpoint keeps; `train detector` keeps those of 0.9 on its held-out shots."),
+    store: bool = typer.Option(False, "--store", help="With --target-precision: keep the thresholds picked in the checkpoint "
+                               "(a tester run then uses them instead of one --min-score)."),
 ) -> None:
     """Per-class AP50 and AP@[.5:.95] of a detector on labelled shots (the paper's Table I), also
-    for the healthy and the bugged boxes apart when the file marks bugs."""
+    for the healthy and the bugged boxes apart when the file marks bugs; the per-class score
+    thresholds the checkpoint keeps, and with --target-precision those these shots give."""
     from playtester.datasets.detection import load_coco, split_images
     from playtester.perception.detector import load_detector
     from playtester.perception.detector_eval import evaluate_variants
@@ -126,6 +133,8 @@ def eval_detector(
 
     if split not in ("test", "val", "train", "all"):
         raise UserError(f"--split {split!r}: use test, val, train or all")
+    if store and target_precision is None:
+        raise UserError("--store keeps the thresholds --target-precision picks; give --target-precision too (e.g. 0.9)")
     if json_out is not None:
         _check_out(json_out, ".json")
     _check_coco_path(coco)
@@ -157,6 +166,41 @@ def eval_detector(
             doc["variants"] = {v: tables[v].to_json() for v in ("healthy", "bugged")}
         write_text_atomic(json_out, json.dumps(doc, indent=1))
         console.print(f"wrote {json_out}")
+    _show_thresholds(ckpt, detector, data, target_precision, store, batch_size)
+
+
+def _show_thresholds(ckpt: Path, detector, data, target: float | None, store: bool, batch_size: int) -> None:
+    """The per-class thresholds the checkpoint keeps, and those `target` picks on `data` (kept with `store`)."""
+    import torch
+
+    from playtester.perception.calibration import KEY, calibrate, store_thresholds
+
+    kept = (torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True).get("playtester") or {}).get(KEY)
+    picked = calibrate(detector, data.images, target, batch_size) if target is not None else None
+    if kept is None and picked is None:
+        console.print("no per-class score thresholds in this checkpoint (trained before them): a run uses --min-score 0.6; "
+                      "pick them with --target-precision 0.9 --store")
+        return
+    t = Table(title="per-class score thresholds")
+    t.add_column("class")
+    for entry, source in ((kept, "kept"), (picked, "these shots")):
+        if entry is not None:
+            what = f"{source}: for precision {entry['target_precision']:.2f} on {entry['images']} images"
+            for col in ("threshold", "precision", "recall"):
+                t.add_column(f"{col} ({what})" if col == "threshold" else col, justify="right")
+    for c in detector.classes:
+        row = [c]
+        for entry in (kept, picked):
+            if entry is not None:
+                v = entry["classes"].get(c)
+                row += ["–", "–", "–"] if v is None else [
+                    f"{v['threshold']:.2f}" + ("" if v["reached"] else " (target not reached)"),
+                    "–" if v["precision"] is None else f"{100 * v['precision']:.1f} %", f"{100 * v['recall']:.1f} %"]
+        t.add_row(*row)
+    console.print(t)
+    if store and picked is not None:
+        store_thresholds(ckpt, picked)
+        console.print(f"kept these thresholds in {ckpt}")
 
 
 def _check_eval_classes(coco: Path, ckpt: Path, classes: list[str]) -> None:

@@ -52,6 +52,8 @@ from playtester.tester.runlog import JsonlWriter, read_jsonl
 
 VIEWS_PER_TEST = 6
 """Appearance signatures kept from each test of an OOI no telemetry names."""
+MIN_SCORE = 0.6
+"""The confidence a detection needs where neither `--min-score` nor the detector's checkpoint says."""
 FOUND_NOTHING = 0.25
 """A test whose detector passes found its object in fewer than this share found nothing: its
 start frame is a candidate negative."""
@@ -66,8 +68,9 @@ class TesterConfig:
 
     detect_every: int = 4
     """Run the detector every this many explorer steps."""
-    min_score: float = 0.6
-    """Detections below this confidence are ignored."""
+    min_score: float | None = None
+    """Detections below this confidence are ignored; None: the detector's per-class thresholds
+    (`thresholds`, kept in its checkpoint), else `MIN_SCORE`."""
     min_box_height: int = 28
     """An OOI is tested once its box is at least this tall (close enough to circle)."""
     test_steps: int | None = None
@@ -118,9 +121,12 @@ class NoDetector:
 class ModelDetector:
     """A trained detector; detections are matched to known OOIs by telemetry when there is some."""
 
-    def __init__(self, detector, oois: Sequence[Any] = (), hfov: float = 90.0, description: str = "a trained detector") -> None:
+    def __init__(self, detector, oois: Sequence[Any] = (), hfov: float = 90.0, description: str = "a trained detector",
+                 thresholds: dict[str, float] | None = None) -> None:
         self.detector = detector
         self.oois = list(oois)
+        self.thresholds = dict(thresholds or {})
+        """Per-class score thresholds from the checkpoint (`playtester.perception.calibration`)."""
         self.hfov = hfov
         self.description = description
         """What the run's report says found the objects (`playtester.tester.object_source.describe_detector`)."""
@@ -251,6 +257,8 @@ class TesterEnv(gym.Wrapper):
         self.pending: dict[int, dict[str, Any]] = {}
         """What the loop keeps of each candidate: `testable` (was ever close enough), and the frame
         of its most confident testable detection (`frame`, `score`, `detection`)."""
+        self.thresholds: dict[str, float] = dict(getattr(detector, "thresholds", None) or {})
+        """Per-class score thresholds the detector's checkpoint keeps (used when `min_score` is None)."""
         self.classes = getattr(detector, "classes", None)
         """The detector's classes: tests are scored against labelled objects of these (scoring only)."""
         self.known = list(getattr(detector, "oois", ()))
@@ -419,7 +427,7 @@ class TesterEnv(gym.Wrapper):
         (`playtester.tester.identity`). Candidates that end unconfirmed go to `rejected.jsonl`."""
         best = None
         tested = self.tested  # one look at the claims for the whole pick (views too)
-        for c in self.confirm.update([d for d in detections if d["score"] >= self.cfg.min_score]):
+        for c in self.confirm.update([d for d in detections if d["score"] >= self._min_score(d["class"])]):
             d = c.detection
             kept = self.pending.setdefault(c.id, {"testable": False})
             if d["box"][3] - d["box"][1] < self.cfg.min_box_height:
@@ -436,6 +444,13 @@ class TesterEnv(gym.Wrapper):
         for c in self.confirm.take_ended():
             self._rejected(c)
         return best
+
+    def _min_score(self, kind: str) -> float:
+        """The confidence a detection of `kind` needs: `min_score` when set, else the class's
+        calibrated threshold (`playtester.perception.calibration`), else `MIN_SCORE`."""
+        if self.cfg.min_score is not None:
+            return self.cfg.min_score
+        return self.thresholds.get(kind, MIN_SCORE)
 
     def _untested(self, obs: np.ndarray, d: Detection, tested: set[Any]) -> Detection | None:
         """`d` named for its test, or None when it is an OOI tested already: by its telemetry name,

@@ -49,10 +49,12 @@ def make_detector(spec: RunSpec, layout: Any, served: "ServedModels | None" = No
     from playtester.perception.detector import load_detector
     from playtester.tester.serving import ServedDetector
 
+    from playtester.perception.calibration import read_thresholds
+
     model = ServedDetector(served) if served is not None else load_detector(spec.detector, map_location=spec.device)
     # the objects it can place by telemetry: the park's OOIs, --oois, or a Doom level's things of its classes
     known = layout.oois if layout else load_known_oois(spec.oois) if spec.oois else level_objects(spec.game, model.classes)
-    return ModelDetector(model, known)
+    return ModelDetector(model, known, thresholds=read_thresholds(spec.detector))
 
 
 def worker_threads(num_envs: int, cores: int | None = None) -> int:

@@ -77,7 +77,7 @@ class RunSpec:
     assertions: list[str] = flag("--assert", "A user assertion, module:function or file.py:function (repeatable).", factory=list)
     stuck_steps: int = flag("--stuck-steps", "Steps of unchanged picture under input that count as stuck.", 40, limits=(1, MANY))
     test_steps: int | None = flag("--test-steps", "Steps of one OOI test (default: the test policy's demo length).", None, limits=(1, MANY))
-    min_score: float = flag("--min-score", "Detections below this confidence are not tested: each false detection tested costs a test's steps (docs/benchmarks/agents.md).", 0.6, limits=(0, 1))
+    min_score: float | None = flag("--min-score", "Detections below this confidence are not tested, whatever their class (each false detection tested costs a test's steps); default: the per-class thresholds the detector's checkpoint keeps (picked by `train detector` for precision 0.9 on its held-out shots), else 0.6 (docs/benchmarks/real-tests.md).", None, limits=(0, 1))
     confirm_hits: int = flag("--confirm-hits", "A detection is tested once it was found in this many of the last --confirm-window detector passes, of the same class, in about the same place and size (1: every detection at once); the others are logged in rejected.jsonl (docs/benchmarks/real-tests.md).", CONFIRM_HITS, limits=(1, MANY))
     confirm_window: int = flag("--confirm-window", "The detector passes --confirm-hits counts; while a detection close enough to test waits for confirmation, the detector looks every step.", CONFIRM_WINDOW, limits=(1, MANY))
     track_every: int = flag("--track-every", "During an OOI test, follow the OOI with the detector every this many steps (1: every step; more is faster, the box held in between).", 1, limits=(1, MANY))
@@ -121,7 +121,7 @@ class RunSpec:
         if not 1 <= self.confirm_hits <= self.confirm_window:
             raise UserError(f"--confirm-hits {self.confirm_hits} of --confirm-window {self.confirm_window}: "
                             "the hits must be at least 1 and at most the window")
-        if not 0.0 <= self.min_score <= 1.0:
+        if self.min_score is not None and not 0.0 <= self.min_score <= 1.0:
             raise UserError(f"--min-score {self.min_score}: a detector confidence, between 0 and 1")
         if self.device not in DEVICES:
             raise UserError(f"--device {self.device!r}: use {' or '.join(DEVICES)}")
