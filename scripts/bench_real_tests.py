@@ -2,8 +2,7 @@
 
     python scripts/bench_real_tests.py collect --game doom:park:1:24x24 --detector DET --seeds 1 2 3 --steps 1000 --out walks.jsonl
     python scripts/bench_real_tests.py recall  --walks walks.jsonl [--detector DET2]
-    python scripts/bench_real_tests.py confirm --walks walks.jsonl --k 1 2 3 --n 2 3 4
-    python scripts/bench_real_tests.py runs    RUN_FOLDER ...
+    python scripts/bench_real_tests.py confirm --walks walks.jsonl --kn 1/1 3/3 4/4 --thresholds 0.6 0.7
 
 `collect` plays uniform random actions (the random explorer's walk, no tests) on a Doom game from
 fixed seeds, runs the detector on every frame and writes one JSON line a step: the action, the
@@ -16,12 +15,13 @@ the detections at that height that box no labelled object (false detections a fr
 `--detector` the walk is played again (the same seeds and actions: the engine is deterministic)
 with another detector.
 
-`confirm` replays a walk's detections through `ConfirmTracker` (`playtester.perception.tracker`)
-for each k of n: the candidates that would become test targets, what share of them are real, and
-how many distinct real OOIs were confirmed while testable.
-
-`runs` prints each run folder's test precision, real OOIs tested per 10 000 steps and test
-success on real objects from its summary.json (the report built again first).
+`confirm` replays a walk's detections through `ConfirmTracker` (`playtester.perception.candidates`)
+as the tester loop does (a pass every 4th step, and every step while a candidate close enough to
+test waits), for each k/n and threshold: the candidates that would become test targets (once
+each), what share of them box a real object (IoU ≥ 0.3 with a label), how many distinct real OOIs
+they are, and the detector passes it took. The walk goes on where a run would test, so it
+measures what confirmation keeps and drops, not the steps a run saves by not testing phantoms
+(`scripts/bench_agents.py` measures that).
 
 The engine's labels only score here; nothing they say reaches the detector or the tracker.
 """
@@ -93,8 +93,26 @@ def read_walks(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def cut(threshold: float | dict[str, float], kind: str) -> float:
+    """The score a detection of `kind` needs: one threshold, or a checkpoint's per-class ones (0.6 where it has none)."""
+    return threshold.get(kind, 0.6) if isinstance(threshold, dict) else threshold
+
+
+def thresholds(args) -> list[float | dict[str, float]]:
+    """`--thresholds`, and the per-class thresholds of `--thresholds-from` checkpoints."""
+    from playtester.perception.calibration import read_thresholds
+
+    return list(args.thresholds) + [read_thresholds(p) for p in args.thresholds_from]
+
+
+def name(threshold: float | dict[str, float]) -> str:
+    if isinstance(threshold, dict):
+        return "per class: " + ", ".join(f"{k} {v:.2f}" for k, v in threshold.items())
+    return f"{threshold:.2f}"
+
+
 def recall_table(rows: list[dict[str, Any]], thresholds: list[float], min_height: float) -> list[dict[str, Any]]:
-    """Per threshold: recall of testable OOIs in view, false testable detections a frame, their precision."""
+    """Per threshold (one, or per class): recall of testable OOIs in view, false testable detections a frame, their precision."""
     from playtester.tester.identity import iou
 
     out = []
@@ -104,7 +122,7 @@ def recall_table(rows: list[dict[str, Any]], thresholds: list[float], min_height
             if r["t"] % EVERY:
                 continue
             frames += 1
-            boxes = [d for d in r["detections"] if d["score"] >= thr]
+            boxes = [d for d in r["detections"] if d["score"] >= cut(thr, d["class"])]
             for label in r["labels"]:
                 if label["box"][3] - label["box"][1] < min_height:
                     continue
@@ -131,7 +149,7 @@ def recall(args) -> int:
         torch.set_num_threads(args.threads)
         detector = load_detector(args.detector)
         replayed = []
-        for (game, seed), steps in sorted({(r["game"], r["seed"]): 0 for r in rows}.items()):
+        for game, seed in sorted({(r["game"], r["seed"]) for r in rows}):
             n = 1 + max(r["t"] for r in rows if r["seed"] == seed and r["game"] == game)
             for t, action, _, info, dets in play(game, seed, n, detector, every=EVERY):
                 replayed.append({"game": game, "seed": seed, "t": t, "action": action, "detections": dets,
@@ -139,14 +157,55 @@ def recall(args) -> int:
         rows = replayed
     print("| threshold | frames | testable OOIs in view | recall | testable detections | of no object | a 100 frames | precision |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for r in recall_table(rows, args.thresholds, args.min_height):
-        print(f"| {r['threshold']:.2f} | {r['frames']} | {r['in_view']} | {fmt(r['recall'])} | {r['detections']} | {r['false']} | "
+    for r in recall_table(rows, thresholds(args), args.min_height):
+        print(f"| {name(r['threshold'])} | {r['frames']} | {r['in_view']} | {fmt(r['recall'])} | {r['detections']} | {r['false']} | "
               f"{r['false_per_100_frames']:.1f} | {fmt(r['precision'])} |")
     return 0
 
 
 def fmt(v: float | None) -> str:
     return "–" if v is None else f"{100 * v:.1f} %"
+
+
+def confirm_table(rows: list[dict[str, Any]], hits: int, window: int, threshold: float, min_height: float) -> dict[str, Any]:
+    """One k/n and threshold replayed over the walks: targets, real ones, distinct real OOIs, passes."""
+    from playtester.perception.candidates import ConfirmConfig, ConfirmTracker
+    from playtester.tester.identity import iou
+
+    tracker = ConfirmTracker(ConfirmConfig(hits, window))
+    targets: list[tuple[Any, int, Any]] = []
+    walk, passes, confirming, taken = None, 0, False, set()
+    for r in rows:
+        if (r["game"], r["seed"]) != walk:
+            tracker.reset()
+            walk, confirming, taken = (r["game"], r["seed"]), False, set()
+        if r["t"] % EVERY and not confirming:
+            continue
+        passes += 1
+        tracker.update([d for d in r["detections"] if d["score"] >= cut(threshold, d["class"])])
+        for c in tracker.candidates:
+            if c.detection is not None and c.confirmed and c.height >= min_height and c.id not in taken:
+                taken.add(c.id)
+                best = max(r["labels"], key=lambda label: iou(c.box, label["box"]), default=None)
+                real = best is not None and iou(c.box, best["box"]) >= 0.3
+                targets.append((walk, r["t"], best["ooi"] if real else None))
+        confirming = any(not c.confirmed and c.height >= min_height for c in tracker.candidates)
+    real = [t for t in targets if t[2] is not None]
+    return {"k": hits, "n": window, "threshold": threshold, "targets": len(targets), "real": len(real),
+            "precision": len(real) / len(targets) if targets else None, "oois": len({(t[0], t[2]) for t in real}),
+            "passes": passes}
+
+
+def confirm(args) -> int:
+    rows = read_walks(args.walks)
+    print("| k of n | threshold | targets | of real objects | precision | distinct real OOIs | detector passes |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for kn in args.kn:
+        k, n = (int(v) for v in kn.split("/"))
+        for thr in thresholds(args):
+            r = confirm_table(rows, k, n, thr, args.min_height)
+            print(f"| {k}/{n} | {name(thr)} | {r['targets']} | {r['real']} | {fmt(r['precision'])} | {r['oois']} | {r['passes']} |")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -163,10 +222,17 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--walks", type=Path, required=True)
     r.add_argument("--detector", type=Path, default=None, help="play the walks again with this detector")
     r.add_argument("--thresholds", type=float, nargs="+", default=[0.5, 0.6, 0.7, 0.8, 0.9])
+    r.add_argument("--thresholds-from", type=Path, nargs="*", default=[], help="also each checkpoint's per-class thresholds")
     r.add_argument("--min-height", type=float, default=28)
     r.add_argument("--threads", type=int, default=1)
+    k = sub.add_parser("confirm", help="confirmation replayed over the walks for each k/n and threshold")
+    k.add_argument("--walks", type=Path, required=True)
+    k.add_argument("--kn", nargs="+", default=["1/1", "2/2", "2/3", "3/3", "3/4", "4/4", "4/5", "5/5", "5/6", "6/6"])
+    k.add_argument("--thresholds", type=float, nargs="+", default=[0.5, 0.6, 0.7])
+    k.add_argument("--thresholds-from", type=Path, nargs="*", default=[], help="also each checkpoint's per-class thresholds")
+    k.add_argument("--min-height", type=float, default=28)
     args = parser.parse_args(argv)
-    return {"collect": collect, "recall": recall}[args.part](args)
+    return {"collect": collect, "recall": recall, "confirm": confirm}[args.part](args)
 
 
 if __name__ == "__main__":
