@@ -90,6 +90,9 @@ class RunSpec:
     map_bounds: list[float] | None = flag("--map-bounds", "X0,Y0,X1,Y1: the world area (telemetry units) the --map image shows.", None)
     oois: str | None = flag("--oois", "JSON list of the known OOIs ({id, kind, x, y}): detections are matched to them by telemetry and the report draws them.", None)
     telemetry_port: int | None = flag("--telemetry-port", "A window game's UDP port for JSON-line telemetry from its dev build (pos, angle, fps).", None, limits=(1, 65535))
+    launch: str | None = flag("--launch", "The command that starts a window game, e.g. \"./MyGame -windowed\": playtester starts it, waits for its window (the title after window:), ends it with the run (also when playtester is killed) and starts it again after a crash (a crash finding; the run goes on).", None)
+    reset: str | None = flag("--reset", "A window game's reset recipe, played before every episode and after a game over, outside the episode's steps: a reset plan (YAML: keys, waits, until a screenshot matches) or the keys themselves, e.g. \"y 10 down enter 20\" (a number waits that many steps). See docs/your-own-game.md.", None)
+    out_of_play: list[str] = flag("--out-of-play", "A screenshot of a window game's screen that is not play (game over, a menu; repeatable): a frame that matches one ends the episode, and the reset recipe runs. Without one, with --reset, a picture no key changes for 20 steps does.", factory=list)
     objective: str = flag("--objective", "coverage (the explorer's own reward) or load (plus RELINE's reward for frame-rate drops: load testing).", "coverage", kept=True)
     load_threshold: str | None = flag("--load-threshold", "With --objective load: a threshold file (load_threshold.json of an earlier run); default: measured by random play first.", None)
     load_area: str = flag("--load-area", "With --objective load: where frame-rate drops are rewarded, everywhere or pathways.", "everywhere")
@@ -141,6 +144,12 @@ class RunSpec:
             check_map(self.map, self.map_bounds)
         if self.oois is not None:
             load_known_oois(self.oois)
+        harness = [name for name, given in (("--launch", self.launch), ("--reset", self.reset),
+                                            ("--out-of-play", self.out_of_play)) if given]
+        if harness and not self.game.startswith("window:"):
+            raise UserError(f"{harness[0]}: only a window game (window:TITLE) is launched, reset by keys and watched "
+                            f"for game over; {self.game} is started by playtester itself")
+        check_harness(self.launch, self.reset, self.out_of_play)
         if self.telemetry_port is not None and not self.game.startswith("window:"):
             raise UserError(f"--telemetry-port: only a window game listens for telemetry; {self.game} reports its own")
         check_object_source(self.detector, self.oracle_labels, needed=self.tester is not None,
@@ -151,7 +160,7 @@ class RunSpec:
         options: dict[str, Any] = {"max_steps": self.steps}
         if self.telemetry_port is not None:
             options["telemetry_port"] = self.telemetry_port
-        return options
+        return options | harness_options(self.launch, self.reset, self.out_of_play)
 
     def to_config(self) -> dict[str, Any]:
         config = asdict(self)
@@ -198,3 +207,35 @@ def check_map(image: str, bounds: list[float] | None) -> None:
         raise UserError(f"--map {image}: missing or not an image (PNG or JPEG)")
     if bounds is None or len(bounds) != 4 or not (bounds[2] > bounds[0] and bounds[3] > bounds[1]):
         raise UserError(f"--map-bounds {bounds}: give X0,Y0,X1,Y1 (world units) with X1 > X0 and Y1 > Y0")
+
+
+def check_harness(launch: str | None, reset: str | None, out_of_play: list[str]) -> None:
+    """Refuse a launch command that names no program, a reset recipe with a key no key map may
+    press or an unreadable screenshot, and an unreadable out-of-play screenshot, before any game starts."""
+    if launch is not None:
+        from playtester.capture.window.launch import launch_argv
+
+        launch_argv(launch)
+    if reset is not None:
+        from playtester.plans.reset import reset_recipe
+
+        reset_recipe(reset)
+    if out_of_play:
+        from playtester.capture.window.play_state import OutOfPlay
+
+        OutOfPlay(out_of_play)
+
+
+def harness_options(launch: str | None, reset: str | None, out_of_play: list[str]) -> dict[str, Any]:
+    """The `make_game` options of a window game's harness: its launch command, reset recipe and
+    out-of-play screenshots (`capture/window/game.py`)."""
+    options: dict[str, Any] = {}
+    if launch is not None:
+        options["launch"] = launch
+    if reset is not None:
+        from playtester.plans.reset import reset_recipe
+
+        options["reset_recipe"] = reset_recipe(reset)
+    if out_of_play:
+        options["out_of_play"] = list(out_of_play)
+    return options
