@@ -54,9 +54,6 @@ VIEWS_PER_TEST = 6
 """Appearance signatures kept from each test of an OOI no telemetry names."""
 MIN_SCORE = 0.6
 """The confidence a detection needs where neither `--min-score` nor the detector's checkpoint says."""
-FOUND_NOTHING = 0.25
-"""A test whose detector passes found its object in fewer than this share found nothing: its
-start frame is a candidate negative."""
 
 Detection = dict[str, Any]
 """`box` [x0, y0, x1, y1] pixels, `class`, `score`, and `ooi` (the matched known OOI id, or None)."""
@@ -584,8 +581,8 @@ class TesterEnv(gym.Wrapper):
                   **scored}
         if witness is not None and not success:
             record["failure"] = witness.failure()
-        if self.negatives is not None and passes and len(crops) < FOUND_NOTHING * passes:
-            # the object was not there when looked at again: its first frame is a candidate negative
+        if self.negatives is not None and passes and not crops:
+            # no detector pass of the test found it again: its first frame is a candidate negative
             record["negative"] = self.negatives.write(start_frame, self.episode, start, "test found nothing", [target])
         self.tests.write(record)
         if verdict is not None and verdict.bug:
