@@ -535,7 +535,7 @@ class TesterEnv(gym.Wrapper):
         box: list[float] | None = target["box"]
         last_seen = box
         crops, actions, frames = [], [], []
-        passes = 0
+        found = []  # what each detector pass of the test said: found its object again (1) or not (0)
         start = self.t
         total = 0.0
         terminated = truncated = False
@@ -550,8 +550,8 @@ class TesterEnv(gym.Wrapper):
             total += r
             frames.append(obs)
             if terminated or truncated or len(actions) % self.cfg.track_every == 0:
-                passes += 1
                 box = self._track(obs, info, target, box if box is not None else last_seen)
+                found.append("1" if box is not None else "0")
                 last_seen = box if box is not None else last_seen
                 if tracker is not None:
                     tracker.anchor(obs, box)
@@ -575,13 +575,13 @@ class TesterEnv(gym.Wrapper):
         success = score <= self.threshold
         record = {"env": self.env_index, "episode": self.episode, "step": start, "ooi": ooi, "kind": kind,
                   "box": [round(float(v), 1) for v in target["box"]], "score": round(float(target["score"]), 3),
-                  "steps": len(actions), "jsd": score, "success": success, "crops": len(crops),
+                  "steps": len(actions), "jsd": score, "success": success, "crops": len(crops), "found": "".join(found),
                   "texture": None if verdict is None else {"bug": verdict.bug, "aspect_ratio": verdict.aspect_ratio,
                                                            "texel_ratio": verdict.texel_ratio, "crops": verdict.crops},
                   **scored}
         if witness is not None and not success:
             record["failure"] = witness.failure()
-        if self.negatives is not None and passes and not crops:
+        if self.negatives is not None and found and not crops:
             # no detector pass of the test found it again: its first frame is a candidate negative
             record["negative"] = self.negatives.write(start_frame, self.episode, start, "test found nothing", [target])
         self.tests.write(record)
