@@ -474,6 +474,8 @@ class DetectorModule(L.LightningModule):
         checkpoint["playtester"]["pretrained_used"] = self.config.pretrained_used
         if self.held_out is not None:
             checkpoint["playtester"]["held_out"] = self.held_out
+        if getattr(self, "thresholds", None):  # per-class score thresholds (perception/calibration.py)
+            checkpoint["playtester"]["thresholds"] = self.thresholds
 
 
 def detector_memory(config: DetectorConfig, batch_size: int, training: bool = True) -> int:

@@ -75,6 +75,8 @@ class DetectorRecipe:
     logdir: Path | None = None
     workers: int = 0
     accelerator: str = "auto"
+    negatives: tuple[Path, ...] = ()
+    """Frames with no object in them, added to the training split (`playtester.datasets.negatives`)."""
 
 
 def train_detector(r: DetectorRecipe, *, say: Callable[[str], None] = log.info, about: About = nullcontext,
@@ -102,6 +104,8 @@ def train_detector(r: DetectorRecipe, *, say: Callable[[str], None] = log.info, 
         batch_size=r.batch_size, augment=r.augment, seed=r.seed, workers=r.workers,
     )
     dm.setup("fit")
+    if r.negatives:
+        add_negatives(dm, r.negatives, say)
     sizes = {s: len(dm.splits[s].images) for s in dm.splits}
     if sizes["train"] == 0:
         raise UserError(f"COCO file {r.coco}: too few images to train on ({sum(sizes.values())}); label more shots")
@@ -137,8 +141,27 @@ def train_detector(r: DetectorRecipe, *, say: Callable[[str], None] = log.info, 
     if sizes["test"]:
         table = evaluate_detector(module.model, dm.splits["test"], batch_size=r.batch_size)
         module.held_out = {"map50": table.map50, "map": table.map, "images": table.images, **table.to_json()}
+        module.thresholds = calibrate_on_held_out(module.model, dm.splits["test"].images, r.batch_size)
     save_checkpoint_atomic(trainer, r.out)
     return Trained(trainer, module, table, sizes["test"])
+
+
+def calibrate_on_held_out(model: Any, images: list[Any], batch_size: int) -> dict[str, Any]:
+    """Per-class score thresholds for `calibration.TARGET_PRECISION` on the held-out shots, for the checkpoint."""
+    from playtester.perception.calibration import calibrate
+
+    return calibrate(model, images, batch_size=batch_size)
+
+
+def add_negatives(dm: Any, negatives: tuple[Path, ...], say: Callable[[str], None]) -> None:
+    """`--negatives`: their frames join the training split as background images (checked first:
+    a folder without images, another size than the shots, a listed folder that is gone)."""
+    from playtester.datasets.negatives import with_backgrounds
+
+    train = dm.splits["train"]
+    dm.splits["train"] = with_backgrounds(train, negatives)
+    say(f"--negatives: {len(dm.splits['train'].images) - len(train.images)} background images join the "
+        f"{len(train.images)} training shots")
 
 
 def check_class_counts(coco: Path, counts: dict[str, int]) -> None:

@@ -53,6 +53,8 @@ from pathlib import Path
 
 import numpy as np
 
+from playtester.perception.candidates import CONFIRM_HITS, CONFIRM_WINDOW
+
 PROFILES = {
     "quick": dict(game="doom:park:1", episodes=6, steps=400),
     "cpu": dict(game="doom:park:1:24x24", episodes=18, steps=1000),
@@ -81,6 +83,7 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
                    rules=args.rules if on_level else None,
                    steps=args.steps, num_envs=args.envs, rollout=args.rollout, test_steps=args.test_steps, seed=seed,
                    track_every=args.track_every, device=args.device, min_score=args.min_score, acting=args.acting,
+                   confirm_hits=args.confirm_hits, confirm_window=args.confirm_window,
                    seq_len=args.seq_len, rnd_train_steps=args.rnd_train_steps, overlap_update=args.overlap_update)
     import yaml
 
@@ -148,6 +151,8 @@ def score(agent: str, seed: int, folder: Path, episodes: int, seconds: float) ->
         "tested_per_episode": tested_counts(tests, episodes, known),
         "tests": len(tests), "tests_unmatched": summary.get("tests_unmatched", 0), "success_rate": summary["test_success_rate"],
         "oois_total": summary.get("oois_total"), "objects_found_by": summary["objects_found_by"],
+        "steps": summary["steps"], "test_precision": summary.get("test_precision"),
+        "success_on_real": summary.get("test_success_on_real"), "failures_on_real": summary.get("test_failures_on_real", {}),
     }
 
 
@@ -159,7 +164,7 @@ def mean(values):
 def table(results: list[dict], episodes: int) -> str:
     marks = sorted({1, max(1, episodes // 2), episodes})
     head = (["agent", "pathway coverage"] + [f"OOIs tested after {e} ep." for e in marks]
-            + ["tests (of no known OOI)", "success rate", "minutes"])
+            + ["tests (of no known OOI)", "test precision", "OOIs tested a 10 000 steps", "success rate (on real objects)", "minutes"])
     lines = ["| " + " | ".join(head) + " |", "| " + " | ".join(["---"] + ["---:"] * (len(head) - 1)) + " |"]
     for agent in AGENTS:
         rows = [r for r in results if r["agent"] == agent]
@@ -168,8 +173,13 @@ def table(results: list[dict], episodes: int) -> str:
         share, rate = mean([r["pathway_share"] for r in rows]), mean([r["success_rate"] for r in rows])
         cells = [agent, "–" if share is None else f"{100 * share:.1f} %"]
         cells += [f"{np.mean([r['tested_per_episode'][e - 1] for r in rows]):.1f}" for e in marks]
+        real_rate = mean([r.get("success_on_real") for r in rows])
+        tests, phantom = sum(r["tests"] for r in rows), sum(r.get("tests_unmatched", 0) for r in rows)
+        steps = sum(r.get("steps") or 0 for r in rows)
         cells += [f"{np.mean([r['tests'] for r in rows]):.1f} ({np.mean([r.get('tests_unmatched', 0) for r in rows]):.1f})",
-                  "–" if rate is None else f"{100 * rate:.0f} %",
+                  f"{100 * (1 - phantom / tests):.0f} %" if tests else "–",
+                  f"{1e4 * sum(r['tested_per_episode'][-1] for r in rows) / steps:.1f}" if steps else "–",
+                  ("–" if rate is None else f"{100 * rate:.0f} %") + ("" if real_rate is None else f" ({100 * real_rate:.0f} %)"),
                   "–" if any(np.isnan(r["seconds"]) for r in rows) else f"{np.mean([r['seconds'] for r in rows]) / 60:.1f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -258,7 +268,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="during an OOI test, the detector every this many steps, the tracker in between (the run's track_every)")
     parser.add_argument("--test-steps", type=int, default=None, help="steps of one OOI test (default: the policy's demo length)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of this process")
-    parser.add_argument("--min-score", type=float, default=0.6, help="the detections the agents test: confidence at least this (the run's min_score)")
+    parser.add_argument("--min-score", type=float, default=None,
+                        help="the detections the agents test: confidence at least this (the run's min_score; default: the "
+                             "detector's per-class thresholds, else 0.6)")
+    parser.add_argument("--confirm-hits", type=int, default=CONFIRM_HITS,
+                        help="a detection is tested once found in this many of the last --confirm-window detector passes (the run's confirm_hits)")
+    parser.add_argument("--confirm-window", type=int, default=CONFIRM_WINDOW, help="the passes counted (the run's confirm_window)")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                         help="where the runs' networks run (cuda serves every instance's detector and test policy from one process)")
     parser.add_argument("--acting", default="fp32", choices=("fp32", "int8"),
@@ -400,7 +415,8 @@ def report(results: list[dict], args) -> int:
 def settings(args) -> dict:
     """What makes two runs of an agent and seed the same run: `--resume` keeps a run only if these match."""
     keys = ("game", "episodes", "steps", "models", "detector", "oracle_labels", "envs", "rollout", "track_every", "test_steps",
-            "device", "min_score", "acting", "seq_len", "rnd_train_steps", "overlap_update", "preference", "rules")
+            "device", "min_score", "acting", "seq_len", "rnd_train_steps", "overlap_update", "preference", "rules",
+            "confirm_hits", "confirm_window")
     return {key: str(getattr(args, key)) for key in keys}
 
 
@@ -472,7 +488,8 @@ def run_agents(args) -> list[dict]:
                 continue
             whole.append(line + "\n")
             if {"device": "cpu", "min_score": "0.6", "acting": "fp32", "seq_len": "0", "rnd_train_steps": "8", "overlap_update": "False",
-                "preference": str(args.models / "path.ckpt"), "rules": "immortal", **row.get("budget", {})} == settings(args):  # rows from before these options
+                "preference": str(args.models / "path.ckpt"), "rules": "immortal", "confirm_hits": "1", "confirm_window": "1",
+                **row.get("budget", {})} == settings(args):  # rows from before these options
                 done[row["agent"], row["seed"]] = row
         write_text_atomic(log, "".join(whole))  # without the torn line, so that the next run's line stands alone
         print(f"--resume: {len(done)} runs kept from {log}")

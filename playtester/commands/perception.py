@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 from rich.console import Console
@@ -77,6 +77,11 @@ def train_detector(
     logdir: Optional[Path] = option(LOGDIR, None, "--logdir", help="TensorBoard logs (default: logs/ beside --out)."),
     workers: int = option(WORKERS, 0, "--workers", help="Data-loading worker processes."),
     device: str = option(DEVICE, "auto", "--device", help="auto, cpu, cuda or mps."),
+    negatives: Optional[List[Path]] = option(
+        InFile("run folder, image folder or list of folders", folder_ok=True), None, "--negatives",
+        help="Frames with no object in them, trained on as background images (repeatable): a run "
+        "folder (the candidate negatives its run wrote in negatives/), a folder of images (frames you marked empty), or a "
+        "text file naming such folders one a line. They must have the shots' size."),
 ) -> None:
     """Train the OOI detector (Faster R-CNN) on labelled shots; print its test AP per class."""
     from playtester.perception import recipes
@@ -85,7 +90,7 @@ def train_detector(
         coco=coco, out=out, images=images, backbone=backbone, pretrained=pretrained, image_size=image_size, epochs=epochs,
         max_minutes=max_minutes, batch_size=batch_size, lr=lr, schedule=schedule, trainable_layers=trainable_layers,
         base_coco=base_coco, base_images=base_images, base_shots=base_shots, augment=augment, seed=seed, threads=threads,
-        logdir=logdir, workers=workers, accelerator=_accelerator(device),
+        logdir=logdir, workers=workers, accelerator=_accelerator(device), negatives=tuple(negatives or ()),
     )
     done = recipes.train_detector(recipe, say=console.print, about=about, memory=check_memory)
     _say_written(out, done.trainer)
@@ -105,15 +110,24 @@ def eval_detector(
     batch_size: int = option(Size(), 8, "--batch-size", help="Images per batch."),
     json_out: Optional[Path] = option(OutFile(".json"), None, "--json", help="Also write the table as JSON here."),
     device: str = option(DEVICE, "auto", "--device", help="auto, cpu, cuda or mps."),
+    target_precision: Optional[float] = option(
+        Number(0.0, 1.0), None, "--target-precision",
+        help="Pick each class's score threshold for this precision on these shots (the lowest that reaches it) and show "
+             "them beside the ones the checkpoint keeps; `train detector` keeps those of 0.9 on its held-out shots."),
+    store: bool = typer.Option(False, "--store", help="With --target-precision: keep the thresholds picked in the checkpoint "
+                               "(a tester run then uses them instead of one --min-score)."),
 ) -> None:
     """Per-class AP50 and AP@[.5:.95] of a detector on labelled shots (the paper's Table I), also
-    for the healthy and the bugged boxes apart when the file marks bugs."""
+    for the healthy and the bugged boxes apart when the file marks bugs; the per-class score
+    thresholds the checkpoint keeps, and with --target-precision those these shots give."""
     from playtester.datasets.detection import load_coco, split_images
     from playtester.perception.detector import detector_memory, load_detector
     from playtester.perception.detector_eval import evaluate_variants
     from playtester.perception.recipes import MIN_BOXES_PER_CLASS
     from playtester.perception.training import resolve_device
 
+    if store and target_precision is None:
+        raise UserError("--store keeps the thresholds --target-precision picks; give --target-precision too (e.g. 0.9)")
     with about("--ckpt"):
         detector = load_detector(ckpt, resolve_device(None if device == "auto" else device))
     check_memory(detector_memory(detector.config, batch_size, training=False), f"--batch-size {batch_size}")
@@ -143,6 +157,41 @@ def eval_detector(
             doc["variants"] = {v: tables[v].to_json() for v in ("healthy", "bugged")}
         write_text_atomic(json_out, json.dumps(doc, indent=1))
         console.print(f"wrote {json_out}")
+    _show_thresholds(ckpt, detector, data, target_precision, store, batch_size)
+
+
+def _show_thresholds(ckpt: Path, detector, data, target: float | None, store: bool, batch_size: int) -> None:
+    """The per-class thresholds the checkpoint keeps, and those `target` picks on `data` (kept with `store`)."""
+    import torch
+
+    from playtester.perception.calibration import KEY, calibrate, store_thresholds
+
+    kept = (torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True).get("playtester") or {}).get(KEY)
+    picked = calibrate(detector, data.images, target, batch_size) if target is not None else None
+    if kept is None and picked is None:
+        console.print("no per-class score thresholds in this checkpoint (trained before them): a run uses --min-score 0.6; "
+                      "pick them with --target-precision 0.9 --store")
+        return
+    t = Table(title="per-class score thresholds")
+    t.add_column("class")
+    for entry, source in ((kept, "kept"), (picked, "these shots")):
+        if entry is not None:
+            what = f"{source}: for precision {entry['target_precision']:.2f} on {entry['images']} images"
+            for col in ("threshold", "precision", "recall"):
+                t.add_column(f"{col} ({what})" if col == "threshold" else col, justify="right")
+    for c in detector.classes:
+        row = [c]
+        for entry in (kept, picked):
+            if entry is not None:
+                v = entry["classes"].get(c)
+                row += ["–", "–", "–"] if v is None else [
+                    f"{v['threshold']:.2f}" + ("" if v["reached"] else " (target not reached)"),
+                    "–" if v["precision"] is None else f"{100 * v['precision']:.1f} %", f"{100 * v['recall']:.1f} %"]
+        t.add_row(*row)
+    console.print(t)
+    if store and picked is not None:
+        store_thresholds(ckpt, picked)
+        console.print(f"kept these thresholds in {ckpt}")
 
 
 def _check_eval_classes(coco: Path, ckpt: Path, classes: list[str]) -> None:

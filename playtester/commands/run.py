@@ -54,7 +54,7 @@ class Subcommand:
     launch: tuple[str, ...] = ("config", "resume", "overwrite")
 
 
-ORACLE_KNOBS = ("assertions", "stuck_steps", "test_steps", "track_every", "min_score", "max_restarts")
+ORACLE_KNOBS = ("assertions", "stuck_steps", "test_steps", "track_every", "min_score", "confirm_hits", "confirm_window", "max_restarts")
 SUBCOMMANDS = (
     Subcommand("explore", "Explore a game and test the objects it finds: the PPO explorer (ppgta or inspector) learns as "
                "it plays, the test policy tests every object the detector finds, the oracles watch for crashes, stuck "

@@ -77,6 +77,11 @@ def shots(
         Text(), None, "--classes", help="With --game: the object classes to label, comma-separated (a stock level's thing classes, "
                                 "e.g. Zombieman,ExplosiveBarrel,Stimpack; on the park a subset of its OOI kinds)."),
     n: int = option(Count(1, MANY), 2000, "--n", help="With --game: how many shots."),
+    background: int = option(
+        Count(0, MANY), 0, "--background",
+        help="With --game: this many more shots from free play (random moves, turns and looks from places near the "
+             "objects) in which no object of the classes is in view, as background images: they teach the detector "
+             "what scenery is not an object (docs/benchmarks/real-tests.md)."),
     demos: Optional[Path] = option(InFolder("folder of demo episodes"), None, "--demos", help="Take frames from demo episodes instead (for labelling)."),
     every: int = option(Count(1, MANY), 20, "--every", help="With --demos: keep one frame in this many."),
     prelabel: Optional[Path] = option(
@@ -104,6 +109,9 @@ def shots(
         raise UserError("shots: give exactly one of --game (auto-labelled) or --demos (frames from episodes)")
     if classes is not None and game is None:
         raise UserError("shots --classes: it picks what --game labels; frames from --demos keep the labels they carry")
+    if background and game is None:
+        raise UserError("shots --background: the engine tells which free-play frames are empty only with --game; "
+                        "with --demos, leave the empty frames unlabelled in the labelling tool")
     if prelabel is not None and demos is None:
         raise UserError("shots --prelabel: it drafts labels for frames from --demos; --game labels its shots itself")
     labelled = (out / "labels.json").exists  # until then shots are no use: a refusal leaves no folder
@@ -113,7 +121,7 @@ def shots(
         wanted = [c.strip() for c in classes.split(",") if c.strip()] if classes is not None else None
         rules = check_rules(rules, game)
         with new_folder(out, kept=labelled):
-            path, counts = _shots_from_game(game, out, n, min_box, seed, resolution, wanted, rules)
+            path, counts = _shots_from_game(game, out, n, min_box, seed, resolution, wanted, rules, background)
     elif rules is not None:
         raise UserError(f"--rules {rules}: it says how --game is played; frames from --demos were played already")
     elif prelabel is not None:
@@ -219,7 +227,7 @@ def shot_targets(spec: str, layout: Any, classes: list[str] | None):
 
 
 def _shots_from_game(spec: str, out: Path, n: int, min_box: int, seed: int, resolution: str, classes: list[str] | None,
-                     rules: str | None = None):
+                     rules: str | None = None, background: int = 0):
     import numpy as np
 
     from playtester.capture.games import make_game
@@ -238,7 +246,7 @@ def _shots_from_game(spec: str, out: Path, n: int, min_box: int, seed: int, reso
         by_kind = {k: v for k, v in by_kind.items() if v}
         framing = {k: Framing(near, far, min_box) for k in by_kind}
         with progress() as bar:
-            task = bar.add_task("shots", total=n)
+            task = bar.add_task("shots", total=n + background)
             tries = 0
             while len(writer.images) < n:
                 tries += 1
@@ -263,9 +271,45 @@ def _shots_from_game(spec: str, out: Path, n: int, min_box: int, seed: int, reso
                     continue
                 writer.add(frame, objects, min_box=min_box, game=spec, position=list(info["position"]), angle=info["angle"])
                 bar.advance(task)
-        return writer.close(game=spec, seed=seed), writer.counts
+            if background:
+                _background_shots(env, writer, background, targets, walkable, far, rng, spec, lambda: bar.advance(task))
+        return writer.close(game=spec, seed=seed, background=background), writer.counts
     finally:
         env.close()
+
+
+FREE_PLAY_STEPS = 40
+"""A background shot is taken after up to this many random actions from its start."""
+
+
+def _background_shots(env, writer, count: int, targets: list[ShotTarget], walkable, far: float, rng, spec: str,
+                      advance) -> None:
+    """`count` free-play frames in which the engine labels no object of the writer's classes (none
+    at all, however small), as images without boxes: the player starts within `far` of a random
+    object facing anywhere, plays up to `FREE_PLAY_STEPS` uniform random actions (it turns, walks,
+    looks up and down as the random explorer does), and the last frame is kept if it is empty."""
+    kinds = set(writer.counts)
+    added = tries = 0
+    while added < count:
+        tries += 1
+        if tries > 20 * count + 100:
+            raise UserError(f"shots --game {spec} --background {count}: objects were in view in nearly every free-play frame "
+                            f"({added} empty in {tries} tries); ask for fewer")
+        target = targets[int(rng.integers(len(targets)))]
+        dist, around = float(rng.uniform(0, far)), float(rng.uniform(0, 2 * math.pi))
+        x, y = target.x + dist * math.cos(around), target.y + dist * math.sin(around)
+        if not walkable(x, y):
+            continue
+        frame, info = env.reset(seed=int(rng.integers(2**31 - 1)), options={"start": (x, y, float(rng.uniform(0, 360)))})
+        for _ in range(int(rng.integers(FREE_PLAY_STEPS + 1))):
+            frame, _, terminated, truncated, info = env.step(int(rng.integers(env.action_space.n)))
+            if terminated or truncated:
+                break
+        if any(o["class"] in kinds for o in info.get("objects", [])) or "position" not in info:
+            continue
+        writer.add(frame, (), game=spec, position=list(info["position"]), angle=info["angle"], background=True)
+        added += 1
+        advance()
 
 
 def _shots_from_demos(demos: Path, out: Path, every: int, min_box: int):

@@ -95,7 +95,11 @@ def facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
         out.append(("map", f"missing: {summary['map_missing']}"))
     tested = f"{summary['oois_tested']}" + (f" of {summary['oois_total']}" if "oois_total" in summary else "")
     out.append(("objects tested", tested))
-    if summary.get("tests_unmatched"):
+    if summary.get("test_precision") is not None:
+        out.append(("tests of real objects (scored by the game's labels: an object in the tested box)",
+                    f"{summary['tests_matched']} of {summary['tests']} ({summary['test_precision']:.0%}); "
+                    f"{summary['tests_unmatched']} phantom, listed apart below"))
+    elif summary.get("tests_unmatched"):
         out.append(("tests of detections no known object matched (false detections, or objects the list lacks)",
                     summary["tests_unmatched"]))
     if "oois_by_state" in summary:
@@ -103,7 +107,11 @@ def facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
     if summary.get("objects_note"):
         out.append(("objects", summary["objects_note"]))
     out.append(("findings", sum(summary["findings"].values()) if summary["findings"] else 0))
-    if summary["test_success_rate"] is not None:
+    if summary.get("test_success_on_real") is not None:
+        failures = summary.get("test_failures_on_real") or {}
+        why = "; failed: " + ", ".join(f"{k} {v}" for k, v in failures.items()) if failures else ""
+        out.append(("behaviour tests of real objects performed as asked", f"{summary['test_success_on_real']:.0%}{why}"))
+    elif summary["test_success_rate"] is not None:
         out.append(("behaviour tests performed as asked", f"{summary['test_success_rate']:.0%}"))
     if "load" in summary:
         out.append(("low-FPS points (frame time over t = %.2f ms on most visits)" % summary["load"]["threshold_ms"],
@@ -171,13 +179,24 @@ def _objects(src: MapSource, states: dict[Any, str]) -> dict[str, Any]:
 
 
 def _tests(tests: list[dict[str, Any]]) -> list[list[Any]]:
+    """The executed tests' rows, phantom tests left out (`_phantoms` lists them)."""
     rows = []
     for t in tests:
+        if t.get("target") == "phantom":
+            continue
         bug = (t.get("texture") or {}).get("bug")
         outcome = "bug found by the texture oracle" if bug else ("passed" if t.get("success", True) else "behaviour test failed")
-        rows.append([t["episode"], t["step"], t["ooi"], t.get("kind", ""), f"{t.get('jsd', float('nan')):.3f}",
+        if t.get("failure") and not t.get("success", True):
+            outcome += f" ({t['failure']})"
+        rows.append([t["episode"], t["step"], t.get("target_ooi", t["ooi"]), t.get("kind", ""), f"{t.get('jsd', float('nan')):.3f}",
                      "yes" if t.get("success") else "no", bug or "–", outcome])
     return rows
+
+
+def _phantoms(tests: list[dict[str, Any]]) -> list[list[Any]]:
+    """The tests the game's labels found no object for: where, what the detector took it for."""
+    return [[t["episode"], t["step"], t.get("kind", ""), "–" if t.get("score") is None else f"{t['score']:.2f}",
+             ", ".join(f"{v:.0f}" for v in t.get("box", ()))] for t in tests if t.get("target") == "phantom"]
 
 
 def _coverage_rows(cov: dict[str, Any]) -> tuple[str, list[list[Any]]]:
@@ -226,7 +245,8 @@ def page(run: Path, summary: dict[str, Any], tests: list[dict[str, Any]], findin
     others = [_figure(png, caption) for name, (caption, png) in by_name.items()
               if name not in ("coverage.png", "ooi_map.png", "places.png")]
     return template("report.html").render(title=run.name, facts=facts(summary), findings=_findings(run, findings), maps=maps,
-                              places=_places(places, by_name), tests=_tests(tests), others=others, level=_level(summary),
+                              places=_places(places, by_name), tests=_tests(tests), phantoms=_phantoms(tests),
+                              others=others, level=_level(summary),
                               reachable="reachable_share_per_episode" in summary.get("coverage", {}))
 
 

@@ -243,19 +243,25 @@ def passed(test: dict[str, Any]) -> bool:
 
 def object_states(tests: list[dict[str, Any]], findings: list[dict[str, Any]]) -> dict[Any, str]:
     """The state (`STATES` key) of every tested object known by id: a bug any oracle found wins,
-    then a test that passed, else the behaviour test failed."""
+    then a test that passed, else the behaviour test failed. Where the game's labels scored a
+    test, it counts for the object they saw in the tested box, and a phantom test for none."""
     states: dict[Any, str] = {}
     for t in tests:
-        if isinstance(t["ooi"], str) and "@" in t["ooi"]:
-            continue  # told apart by sight: no place on the map
-        ooi = t["ooi"]
+        if t.get("target") == "phantom":
+            continue  # the game's labels say no object stood in the tested box
+        ooi = t.get("target_ooi", t["ooi"])  # scored by the labels: the object really tested
+        if isinstance(ooi, str) and ("@" in ooi or "#" in ooi):
+            continue  # told apart by sight, or an object the level's list lacks: no place on the map
         if (t.get("texture") or {}).get("bug"):
             states[ooi] = "bug"
         elif states.get(ooi) != "bug":
             states[ooi] = "passed" if t.get("success", True) or states.get(ooi) == "passed" else "failed"
     for f in findings:
-        ooi = (f.get("details") or {}).get("ooi")
-        if ooi is not None and not (isinstance(ooi, str) and "@" in ooi):
+        details = f.get("details") or {}
+        if details.get("target") == "phantom":
+            continue
+        ooi = details.get("target_ooi", details.get("ooi"))
+        if ooi is not None and not (isinstance(ooi, str) and ("@" in ooi or "#" in ooi)):
             states[ooi] = "bug"
     return states
 

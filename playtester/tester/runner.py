@@ -49,10 +49,12 @@ def make_detector(spec: RunSpec, layout: Any, served: "ServedModels | None" = No
     from playtester.perception.detector import load_detector
     from playtester.tester.serving import ServedDetector
 
+    from playtester.perception.calibration import read_thresholds
+
     model = ServedDetector(served) if served is not None else load_detector(spec.detector, map_location=spec.device)
     # the objects it can place by telemetry: the park's OOIs, --oois, or a Doom level's things of its classes
     known = layout.oois if layout else load_known_oois(spec.oois) if spec.oois else level_objects(spec.game, model.classes)
-    return ModelDetector(model, known)
+    return ModelDetector(model, known, thresholds=read_thresholds(spec.detector))
 
 
 def worker_threads(num_envs: int, cores: int | None = None) -> int:
@@ -100,7 +102,9 @@ def tester_env(spec: RunSpec, env: gym.Env, index: int = 0, served: "ServedModel
     wrapped = TesterEnv(
         env, tester=live, detector=make_detector(spec, layout, served), oracles=oracles, run_dir=spec.run_dir, game=spec.game,
         game_options=spec.game_options(), texture=texture,
-        config=TesterConfig(test_steps=spec.test_steps, seed=spec.seed, track_every=spec.track_every, min_score=spec.min_score), env_index=index, n_envs=spec.num_envs,
+        config=TesterConfig(test_steps=spec.test_steps, seed=spec.seed, track_every=spec.track_every, min_score=spec.min_score,
+                            confirm_hits=spec.confirm_hits, confirm_window=spec.confirm_window),
+        env_index=index, n_envs=spec.num_envs,
         episodes=spec.episodes, max_restarts=spec.max_restarts, places=place_log(spec, index),
     )
     wrapped.continue_run()

@@ -18,6 +18,7 @@ from playtester.files import read_json
 from playtester.commands.options import (
     MANY, Bounds, Choice, Count, InFile, Number, OptionType, OutFolder, Seed, Size, Switch, Text,
 )
+from playtester.perception.candidates import CONFIRM_HITS, CONFIRM_WINDOW
 from playtester.tester.object_source import FOUND_BY_KEY, NO_OBJECTS, check_object_source, object_source
 
 EXPLORERS = ("ppgta", "inspector", "random")
@@ -79,7 +80,9 @@ class RunSpec:
     assertions: list[str] = flag("--assert", Text(), "A user assertion, module:function or file.py:function (repeatable).", factory=list)
     stuck_steps: int = flag("--stuck-steps", Count(1, MANY), "Steps of unchanged picture under input that count as stuck.", 40)
     test_steps: int | None = flag("--test-steps", Count(1, MANY), "Steps of one OOI test (default: the test policy's demo length).", None)
-    min_score: float = flag("--min-score", Number(0.0, 1.0), "Detections below this confidence are not tested: each false detection tested costs a test's steps (docs/benchmarks/agents.md).", 0.6)
+    min_score: float | None = flag("--min-score", Number(0.0, 1.0), "Detections below this confidence are not tested, whatever their class (each false detection tested costs a test's steps); default: the per-class thresholds the detector's checkpoint keeps (picked by `train detector` for precision 0.9 on its held-out shots), else 0.6 (docs/benchmarks/real-tests.md).", None)
+    confirm_hits: int = flag("--confirm-hits", Count(1, MANY), "A detection is tested once it was found in this many of the last --confirm-window detector passes, of the same class, in about the same place and size (1: every detection at once); the others are logged in rejected.jsonl (docs/benchmarks/real-tests.md).", CONFIRM_HITS)
+    confirm_window: int = flag("--confirm-window", Count(1, MANY), "The detector passes --confirm-hits counts; while a detection close enough to test waits for confirmation, the detector looks every step.", CONFIRM_WINDOW)
     track_every: int = flag("--track-every", Count(1, MANY), "During an OOI test, follow the OOI with the detector every this many steps (1: every step; more is faster, the box held in between).", 1)
     seed: int = flag("--seed", Seed(), "Seed of starts, action sampling and PPO.", 0, kept=True)
     rules: str | None = flag("--rules", Choice("immortal", "no-monsters", "play"), "How a Doom level is played while tested: immortal (god mode; the default for stock levels, WADs and scenarios), no-monsters, or play (as shipped: each death a finding with its place and what killed it; the level starts again). A level that ends early starts again within the episode.", None, kept=True)
@@ -128,7 +131,10 @@ class RunSpec:
                 raise UserError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")
         if self.seq_len < 0 or (self.seq_len and self.rollout % self.seq_len):
             raise UserError(f"--seq-len {self.seq_len}: must divide --rollout {self.rollout} (or be 0: whole rollouts)")
-        if not 0.0 <= self.min_score <= 1.0:
+        if not 1 <= self.confirm_hits <= self.confirm_window:
+            raise UserError(f"--confirm-hits {self.confirm_hits} of --confirm-window {self.confirm_window}: "
+                            "the hits must be at least 1 and at most the window")
+        if self.min_score is not None and not 0.0 <= self.min_score <= 1.0:
             raise UserError(f"--min-score {self.min_score}: a detector confidence, between 0 and 1")
         if self.device not in DEVICES:
             raise UserError(f"--device {self.device!r}: use {' or '.join(DEVICES)}")
