@@ -167,6 +167,21 @@ def test_a_map_that_is_no_image_is_one_line_without_opencvs_warning(files, capfd
     (files / "map.png").write_bytes(b"not a png")
     refused(["run", "all", "--game", "window:Nothing", "--explorer", "random", "--map", files / "map.png",
              "--map-bounds", "0,0,1,1", "--out", files / "out"], capfd, "--map", "not an image")
+    (files / "map.yaml").write_text(f"map: {files / 'map.png'}\nmap_bounds: [0, 0, 1, 1]\n")  # run window takes it in --config
+    line = refused(["run", "window", "--game", "window:Nothing", "--explorer", "random", "--config", files / "map.yaml",
+                    "--out", files / "out"], capfd, "--config", "map.yaml: map", "not an image")
+    assert "--map " not in line, "blames an option run window does not have"
+    assert not (files / "out").exists()
+
+
+def test_a_run_spec_built_in_code_has_its_values_checked_by_their_option_types(tmp_path):
+    from playtester.errors import UserError
+    from playtester.tester.spec import RunSpec
+
+    for wrong, said in ((dict(episodes=0), "--episodes 0: out of range"), (dict(min_score=1.5), "--min-score 1.5: out of range"),
+                        (dict(device="tpu"), "--device tpu: use cpu or cuda"), (dict(max_restarts=-1), "--max-restarts -1")):
+        with pytest.raises(UserError, match=said):
+            RunSpec(game=GAME, tester=None, run_dir=str(tmp_path / "r"), explorer="random", **wrong)
 
 
 def fake_encoder(path: Path, feature_dim: int = 512) -> Path:

@@ -17,7 +17,7 @@ from rich.console import Console
 from playtester.files import holds_lines, new_folder, write_text_atomic
 from playtester.errors import UserError
 from playtester.commands.options import (
-    InFile, Switch, Text, about, check_free_disk, check_memory, config_value, inputs_checked, option,
+    InFile, Switch, Text, about, check_free_disk, check_memory, config_value, inputs_checked, option, shown,
 )
 from playtester.commands.scenario import progress
 from playtester.tester.spec import RunSpec
@@ -149,6 +149,7 @@ def spec_for(sub: Subcommand, on_command_line: dict[str, Any], config: Path | No
     if resume and (out / "config.yaml").is_file():
         values.update({k: v for k, v in saved_options(out).items() if k in names})
     asked = read_run_config(config, names) if config is not None else {}
+    from_config = {k: v for k, v in asked.items() if k not in on_command_line}
     asked.update(on_command_line)
     asked = {k: as_field(k, v) for k, v in asked.items()}
     values.update(asked)
@@ -163,7 +164,15 @@ def spec_for(sub: Subcommand, on_command_line: dict[str, Any], config: Path | No
         raise UserError("--game: missing; give the game spec (see `playtester games`), or a --config that names it")
     if sub is not ALL and sub.name != "evolve" and values.get("explorer") == "evolve":
         raise UserError("--explorer evolve: use `playtester run evolve`")
-    return RunSpec(**values)
+    try:
+        return RunSpec(**values)
+    except UserError as e:  # a value from --config is named as its file has it, not as an option not given
+        message = str(e)
+        for key, value in from_config.items():
+            said = f"{spec_flag(key).name} {shown(as_field(key, value))}"
+            if message.startswith(said):
+                raise UserError(f"--config {config}: {key} {shown(as_field(key, value))}{message[len(said):]}") from None
+        raise
 
 
 def read_run_config(path: Path, names: set[str]) -> dict[str, Any]:
