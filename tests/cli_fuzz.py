@@ -150,10 +150,11 @@ def values(param) -> st.SearchStrategy:
         return st.one_of(st.sampled_from(["160x120", "320x240", "1x1", "0x5", "5x0", "-1x-1", "4097x10", "320X240", "x",
                                           "320x240x2", ""]), st.tuples(st.integers(-2, 5000), st.integers(-2, 5000))
                          .map(lambda wh: f"{wh[0]}x{wh[1]}"))
-    if isinstance(kind, o.Bounds):
-        return st.one_of(st.sampled_from(["0,0,1000,1000", "1,1,0,0", "nan,0,1,1", "0,0,inf,1", "0,0,1", "a,b,c,d", ""]),
-                         st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=3, max_size=5)
-                         .map(lambda v: ",".join(map(str, v))))
+    if isinstance(kind, (o.Bounds, o.Region)):  # four numbers: world bounds, a screen rectangle
+        return st.one_of(st.sampled_from(["0,0,1000,1000", "0,0,640,480", "-5,-5,10,10", "1,1,0,0", "0,0,0,10",
+                                          "0,0,99999999999,5", "nan,0,1,1", "0,0,inf,1", "0,0,1", "a,b,c,d", ""]),
+                         st.lists(st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**6, 10**6)),
+                                  min_size=3, max_size=5).map(lambda v: ",".join(map(str, v))))
     return st.one_of(st.just(("good-text",)), st.sampled_from(HOSTILE_TEXT), st.text(max_size=20))
 
 

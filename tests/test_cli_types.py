@@ -12,7 +12,7 @@ import pytest
 from playtester.cli import main
 from playtester.commands import options as o
 from playtester.commands.options import (
-    Bounds, Choice, Count, FrameSize, InFile, InFolder, NameOrFile, Number, OutFile, OutFolder, Refused, Seed, Size, Switch,
+    Bounds, Choice, Count, FrameSize, InFile, InFolder, NameOrFile, Number, OutFile, OutFolder, Refused, Region, Seed, Size, Switch,
     Text,
 )
 
@@ -31,6 +31,7 @@ GAME = "doom:park:5:24x24"
     (Switch(), [True, False], ["yes", 1, None]),
     (Text(), ["doom:park", "a b", 3], ["", "  ", "a\0b", ["x"], True]),
     (FrameSize(), ["320x240", "1X1", "4096x4096"], ["0x5", "4097x1", "x", "320x240x1", "-1x-1", ""]),
+    (Region(), ["0,0,640,480", "-10,-20,1,1", [5, 5, 65536, 2]], ["0,0,0,10", "0,0,10,-1", "0,0,65537,5", "0,0,1.5,2", "0,0,1", "a,b,c,d", ""]),
     (Bounds(), ["0,0,1,1", [0, 0, 600, 400], "-5,-5,5.5,5"], ["1,1,0,0", "0,0,1", "nan,0,1,1", "0,0,inf,1", "a,b,c,d", [0, 0, 0, 0]]),
 ])
 def test_each_type_takes_what_it_says_and_refuses_the_rest(kind, good, bad):
@@ -43,7 +44,7 @@ def test_each_type_takes_what_it_says_and_refuses_the_rest(kind, good, bad):
 
 def test_parsed_values_and_what_a_refusal_says():
     assert Seed().parse(" 12 ") == 12 and Number().parse("2.5") == 2.5 and Bounds().parse("0,1,2,3") == [0, 1, 2, 3]
-    assert FrameSize().parse("320X240") == "320x240"
+    assert FrameSize().parse("320X240") == "320x240" and Region().parse(" 1, -2,30,40") == (1, -2, 30, 40)
     with pytest.raises(Refused, match="give a seed, a whole number from 0 to 4294967295"):
         Seed().parse("-1")
     with pytest.raises(Refused, match="not a finite number; give a number above 0 to 1000000"):
