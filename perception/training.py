@@ -239,7 +239,13 @@ def activation_count(module: torch.nn.Module, *shapes: tuple[int, ...]) -> int:
     return total
 
 
-def training_bytes(trained: int, frozen: int = 0, activations: int = 0) -> int:
-    """Memory of training `trained` parameters with AdamW beside `frozen` ones, `activations`
-    elements kept for the backward pass (their gradients come and go a layer at a time)."""
-    return FLOAT_BYTES * (TRAINING_COPIES * trained + frozen + activations)
+def training_bytes(trained: int, frozen: int = 0, activations: int = 0, resumable: bool = False) -> int:
+    """Memory of training `trained` parameters with AdamW beside `frozen` ones: the weights
+    (`TRAINING_COPIES` of each trained one), and the larger of what comes and goes on top of
+    them: a step's `activations`, kept for the backward pass (their gradients a layer at a time),
+    or a checkpoint being written, which Lightning serialises whole in memory before it writes the
+    file (`_atomic_save`): the weights (and the `frozen` ones), and with `resumable` (the whole
+    training state kept at each epoch's end, `keep_last`) the optimiser's two moments too.
+    Measured against peak memory in docs/benchmarks/cli.md."""
+    checkpoint = (TRAINING_COPIES - 1 if resumable else 1) * trained + frozen
+    return FLOAT_BYTES * (TRAINING_COPIES * trained + frozen + max(activations, checkpoint))
