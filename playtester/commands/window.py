@@ -44,7 +44,8 @@ def record(
     """
     from playtester.capture.keymap import load_keymap
     from playtester.capture.window.platform import parse_region
-    from playtester.capture.window.recorder import Hotkeys, Recorder, RecorderConfig
+    from playtester.capture.window.record_config import Hotkeys, RecorderConfig
+    from playtester.capture.window.recorder import Recorder
     from playtester.datasets.episodes import open_episode
 
     with about("--keymap"):
