@@ -43,7 +43,8 @@ def record(
     episodes, frames, the achieved fps and dropped frames.
     """
     from playtester.capture.keymap import load_keymap
-    from playtester.capture.window.recorder import Hotkeys, Recorder, RecorderConfig
+    from playtester.capture.window.record_config import Hotkeys, RecorderConfig
+    from playtester.capture.window.recorder import Recorder
     from playtester.datasets.episodes import open_episode
 
     with about("--keymap"):
