@@ -20,7 +20,7 @@ with another detector.
 `confirm` replays a walk's detections through `ConfirmTracker` (`playtester.perception.candidates`)
 as the tester loop does (a pass every 4th step, and every step while a candidate close enough to
 test waits), for each k/n and threshold: the candidates that would become test targets (once
-each), what share of them box a real object (IoU ≥ 0.3 with a label), how many distinct real OOIs
+each), what share of them box a real object (IoU ≥ 0.5 with a label, as a run scores a test), how many distinct real OOIs
 they are, and the detector passes it took. The walk goes on where a run would test, so it
 measures what confirmation keeps and drops, not the steps a run saves by not testing phantoms
 (`runs` measures that).
@@ -180,6 +180,7 @@ def confirm_table(rows: list[dict[str, Any]], hits: int, window: int, threshold:
     """One k/n and threshold replayed over the walks: targets, real ones, distinct real OOIs, passes."""
     from playtester.perception.candidates import ConfirmConfig, ConfirmTracker
     from playtester.tester.identity import iou
+    from playtester.tester.scoring import MATCH_IOU
 
     tracker = ConfirmTracker(ConfirmConfig(hits, window))
     targets: list[tuple[Any, int, Any]] = []
@@ -196,24 +197,27 @@ def confirm_table(rows: list[dict[str, Any]], hits: int, window: int, threshold:
             if c.detection is not None and c.confirmed and c.height >= min_height and c.id not in taken:
                 taken.add(c.id)
                 best = max(r["labels"], key=lambda label: iou(c.box, label["box"]), default=None)
-                real = best is not None and iou(c.box, best["box"]) >= 0.3
+                real = best is not None and iou(c.box, best["box"]) >= MATCH_IOU
                 targets.append((walk, r["t"], best["ooi"] if real else None))
         confirming = any(not c.confirmed and c.height >= min_height for c in tracker.candidates)
     real = [t for t in targets if t[2] is not None]
+    walks = sorted({(r["game"], r["seed"]) for r in rows})
+    per_walk = [f"{sum(t[0] == w and t[2] is not None for t in targets)}/{sum(t[0] == w for t in targets)}" for w in walks]
     return {"k": hits, "n": window, "threshold": threshold, "targets": len(targets), "real": len(real),
             "precision": len(real) / len(targets) if targets else None, "oois": len({(t[0], t[2]) for t in real}),
-            "passes": passes}
+            "passes": passes, "per_walk": per_walk}
 
 
 def confirm(args) -> int:
     rows = read_walks(args.walks)
-    print("| k of n | threshold | targets | of real objects | precision | distinct real OOIs | detector passes |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| k of n | threshold | targets | of real objects | precision | distinct real OOIs | detector passes | real/targets a walk |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for kn in args.kn:
         k, n = (int(v) for v in kn.split("/"))
         for thr in thresholds(args):
             r = confirm_table(rows, k, n, thr, args.min_height)
-            print(f"| {k}/{n} | {name(thr)} | {r['targets']} | {r['real']} | {fmt(r['precision'])} | {r['oois']} | {r['passes']} |")
+            print(f"| {k}/{n} | {name(thr)} | {r['targets']} | {r['real']} | {fmt(r['precision'])} | {r['oois']} | {r['passes']} | "
+                  f"{' '.join(r['per_walk'])} |")
     return 0
 
 
