@@ -55,8 +55,8 @@ class EpisodicConfig:
     ridge: float = 0.1
     """λ of `C = λI + Σ φφᵀ` (E3B's value): the first frame of a direction earns up to 1/λ."""
     dim: int = 128
-    """Length of the embedding φ (a fixed random projection of the encoder's features); 0: the
-    features as they are."""
+    """Length of the embedding φ (a fixed random projection of the encoder's features); 0, or
+    at least the features' own length: the features as they are."""
     projection_seed: int = 0
     """Seed of the random projection."""
     reward_gamma: float = 0.99
@@ -90,9 +90,10 @@ class EllipticalEpisodicBonus(nn.Module):
     def __init__(self, config: EpisodicConfig, feature_dim: int, num_envs: int):
         super().__init__()
         self.config, self.num_envs = config, num_envs
-        dim = config.dim or feature_dim
+        projected = 0 < config.dim < feature_dim
+        dim = config.dim if projected else feature_dim
         generator = torch.Generator().manual_seed(config.projection_seed)
-        projection = torch.randn(feature_dim, dim, generator=generator, dtype=torch.float64) if config.dim else None
+        projection = torch.randn(feature_dim, dim, generator=generator, dtype=torch.float64) if projected else None
         self.register_buffer("projection", projection)
         self.reward_rms = RunningMeanStd()
         self.dim = dim
