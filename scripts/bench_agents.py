@@ -1,29 +1,42 @@
-"""The tester's explorer against the paper's baselines, on the same park seeds with the same budget.
+"""The tester's explorers against the paper's baselines, on the same park seeds with the same budget.
 
-Three agents play the same park, from the same random starts, for the same episodes and steps,
+The agents play the same game, from the same random starts, for the same episodes and steps,
 each with the same test policy and detector:
 
-    ppgta      PPO trained online, ensemble RND novelty + the path policy's preference (PPGTA)
-    inspector  PPO trained online, single-predictor RND, no preference (the Inspector baseline)
-    random     uniform random actions
+    ppgta           PPO trained online, ensemble RND novelty + the path policy's preference (PPGTA)
+    ppgta-episodic  ppgta + E3B's elliptical episodic novelty on the path policy's IDM features
+    episodic        the episodic novelty + the preference, no RND
+    inspector       PPO trained online, single-predictor RND, no preference (the Inspector baseline)
+    random          uniform random actions
+    expert          the scripted path follower, driven by the engine's telemetry and the park's
+                    map: a ceiling, not a pixel-only agent (the park only; not run by default)
 
-and the script prints, per agent (mean over seeds): preferred-area (pathway) coverage, OOIs
-tested after each episode (the park's known OOIs: a test of a detection that no known OOI matched,
-a false detection, is counted apart), tests and their success rate (JSD under the validation
-threshold), and saves `agents.png` (OOIs tested over episodes) and `agents.json` in `--out`.
+and the script prints, per agent (mean over seeds): coverage (of the pathways where the map has
+them, else of the walkable cells) and its ratio to random's, OOIs tested after each episode (the
+park's known OOIs: a test of a detection that no known OOI matched, a false detection, is counted
+apart), tests and their success rate (JSD under the validation threshold). It saves in `--out`:
+`agents.json` (every run's figures), `agents.png` (OOIs tested over episodes),
+`coverage-steps.png` (coverage over game steps per agent), `heat-maps.png` (where each agent
+spends its steps), `diagnosis.png` (α and the reward terms over time, the share of exploring
+steps in cells covered before) and each agent's coverage map of its first seed
+(`coverage-AGENT.png`).
 
-    python scripts/bench_agents.py [--models playtester-demo/models] [--seeds 1 2 3] [--profile quick|cpu|paper] [--resume]
+    python scripts/bench_agents.py [--models playtester-demo/models] [--seeds 1 2 3 4 5] [--profile quick|cpu|paper-short|paper18|paper] [--resume] [--parallel N]
 
 The models are the inspect (test) and path (preference) policies, e.g. those `playtester demo`
 or `scripts/bench_imitation.py` trains. Profiles:
 
-    quick   the built-in demo park, 6 episodes × 400 steps: about ten minutes on 2 CPU cores
-    cpu     a 24 × 24 park, 18 episodes × 1000 steps: the paper's protocol scaled to a CPU box
-    paper   the paper's protocol: 45 episodes × 2000 steps from random starts on a 40 × 40 park
+    quick        the built-in demo park, 6 episodes × 400 steps: about ten minutes on 2 CPU cores
+    cpu          a 24 × 24 park, 18 episodes × 1000 steps: the paper's protocol scaled to a CPU box
+    paper-short  the paper's 40 × 40 park, 6 episodes × 1000 steps: what 2 shared cores allow for
+                 5 agents × 5 seeds
+    paper18      the paper's 40 × 40 park, 18 episodes × 2000 steps (its reporting point for OOIs tested)
+    paper        the paper's protocol: 45 episodes × 2000 steps from random starts on a 40 × 40 park
 
-With two seeds or more, the table gains Mann–Whitney U tests over seeds (PPGTA against each
-baseline, one-sided: PPGTA greater) for pathway coverage and OOIs tested, and `--out` gets each
-agent's coverage map of its first seed (`coverage-AGENT.png`). Every agent finds its OOIs with the same trained detector
+With two seeds or more, the table gains one-sided Mann–Whitney U tests over seeds (each explorer
+greater than each baseline, and each episodic explorer greater than ppgta) for coverage and OOIs
+tested; 5 seeds a side can reach p = 0.004, 3 no lower than 0.05. `--parallel N` plays N runs at
+once, each in a process of its own (a many-core machine: give `--threads 1 --envs 1`). Every agent finds its OOIs with the same trained detector
 (`--detector`, default `MODELS/detector.ckpt`), named with its held-out AP in the output;
 `--oracle-labels` gives them the engine's labels instead (an ablation, so that what differs
 between the agents is only how they explore), and the output says so.
@@ -48,9 +61,15 @@ import numpy as np
 PROFILES = {
     "quick": dict(game="doom:park:1", episodes=6, steps=400),
     "cpu": dict(game="doom:park:1:24x24", episodes=18, steps=1000),
+    "paper-short": dict(game="doom:park:1:40x40", episodes=6, steps=1000),
+    "paper18": dict(game="doom:park:1:40x40", episodes=18, steps=2000),
     "paper": dict(game="doom:park:1:40x40", episodes=45, steps=2000),
 }
-AGENTS = ("ppgta", "inspector", "random")
+AGENTS = ("ppgta", "ppgta-episodic", "episodic", "inspector", "random", "expert")
+DEFAULT_AGENTS = ("ppgta", "ppgta-episodic", "episodic", "inspector", "random")
+BASELINES = ("inspector", "random")
+"""What every other agent is tested against; the episodic explorers are also tested against ppgta."""
+EXPERT_NOTE = "scripted path expert (engine telemetry and the park's map: a ceiling)"
 
 
 def run_agent(agent: str, seed: int, args, out: Path) -> dict:
@@ -62,7 +81,8 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    spec = RunSpec(game=args.game, tester=str(args.models / "inspect.ckpt"), run_dir=str(folder), explorer=agent,
+    spec = RunSpec(game=args.game, tester=str(args.models / "inspect.ckpt"), run_dir=str(folder),
+                   explorer="random" if agent == "expert" else agent,
                    preference=str(args.models / "path.ckpt"), detector=None if args.oracle_labels else str(args.detector),
                    oracle_labels=args.oracle_labels, episodes=args.episodes,
                    steps=args.steps, num_envs=args.envs, rollout=args.rollout, test_steps=args.test_steps, seed=seed,
@@ -70,9 +90,12 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
                    seq_len=args.seq_len, rnd_train_steps=args.rnd_train_steps, overlap_update=args.overlap_update)
     import yaml
 
-    (folder / "config.yaml").write_text(yaml.safe_dump(spec.to_config(), sort_keys=False))
+    config = spec.to_config() | ({"agent": EXPERT_NOTE} if agent == "expert" else {})
+    (folder / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     started = time.time()
-    if agent == "random" and args.cluster:
+    if agent == "expert":
+        explore_with_expert(spec)
+    elif agent == "random" and args.cluster:
         from playtester.tester.cluster import explore_at_random_on_cluster
 
         explore_at_random_on_cluster(spec, say=lambda m: None)
@@ -83,10 +106,42 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
     return score(agent, seed, folder, args.episodes, time.time() - started)
 
 
+def explore_with_expert(spec) -> None:
+    """The scripted path follower (`capture/experts.py`) on one instance of the park, in the same
+    tester loop as the explorers: it walks the pathway network by the engine's telemetry and the
+    park's map, the ceiling of a pixel-only explorer's pathway coverage."""
+    from playtester.capture.experts import PathFollower
+    from playtester.capture.games import make_game
+    from playtester.tester.runner import tester_env
+
+    game = make_game(spec.game, **spec.game_options())
+    layout = getattr(getattr(game.unwrapped, "scenario", None), "layout", None)
+    if layout is None:
+        game.close()
+        raise SystemExit(f"error: the expert agent walks the park's map; {spec.game} has none")
+    env = tester_env(spec, game)
+    follower = PathFollower(layout, game.unwrapped.keymap, np.random.default_rng(spec.seed))
+    try:
+        while True:
+            _, info = env.reset()
+            if env.idle or env.stopped is not None:
+                return
+            follower.reset(info)
+            for _ in range(spec.steps):
+                _, _, terminated, truncated, info = env.step(follower.act(info))
+                if terminated or truncated or "position" not in info:
+                    break
+    finally:
+        env.close()
+
+
 def score(agent: str, seed: int, folder: Path, episodes: int, seconds: float) -> dict:
-    """A finished run's figures, from its folder (its report built again): pathway coverage, the
-    known OOIs tested after each episode (a test of a detection no known OOI matched counts
-    apart, in `tests_unmatched`), tests and their success rate."""
+    """A finished run's figures, from its folder (its report built again): pathway and walkable
+    coverage, coverage over game steps, the known OOIs tested after each episode (a test of a
+    detection no known OOI matched counts apart, in `tests_unmatched`), tests and their success
+    rate, the share of exploring steps in cells covered before, and the explorer's logged α and
+    reward terms."""
+    from agent_figures import coverage_over_steps, explorer_scalars, revisits
     from playtester.report.build import build_report, known_ids, tested_counts
     from playtester.report.maps import map_source
     from playtester.tester.runlog import read_jsonl
@@ -95,14 +150,30 @@ def score(agent: str, seed: int, folder: Path, episodes: int, seconds: float) ->
     build_report(folder)
     summary = json.loads((folder / "summary.json").read_text())
     tests = list(read_jsonl(folder / "tests.jsonl"))
-    known = known_ids(map_source(folder, yaml.safe_load((folder / "config.yaml").read_text()))[0])
+    src = map_source(folder, yaml.safe_load((folder / "config.yaml").read_text()))[0]
+    known = known_ids(src)
+    trajectory = list(read_jsonl(folder / "trajectory.jsonl"))
+    coverage = summary.get("coverage", {})
     return {
         "agent": agent, "seed": seed, "seconds": seconds,
-        "pathway_share": summary.get("coverage", {}).get("pathway_share"),
+        "pathway_share": coverage.get("pathway_share"), "walkable_share": coverage.get("walkable_share"),
         "tested_per_episode": tested_counts(tests, episodes, known),
         "tests": len(tests), "tests_unmatched": summary.get("tests_unmatched", 0), "success_rate": summary["test_success_rate"],
         "oois_total": summary.get("oois_total"), "objects_found_by": summary["objects_found_by"],
+        "steps": len(trajectory), "explore_steps": sum(r.get("mode", "explore") == "explore" for r in trajectory),
+        "coverage_curve": coverage_over_steps(src, trajectory) if src is not None else None,
+        "revisits": revisits(src, trajectory, episodes) if src is not None else None,
+        "scalars": explorer_scalars(folder),
     }
+
+
+def coverage_of(row: dict) -> float | None:
+    """A run's coverage: of the pathways where the map has them, else of the walkable cells."""
+    return row["pathway_share"] if row.get("pathway_share") is not None else row.get("walkable_share")
+
+
+def measure_name(results: list[dict]) -> str:
+    return "pathway coverage" if any(r.get("pathway_share") is not None for r in results) else "walkable coverage"
 
 
 def mean(values):
@@ -112,15 +183,18 @@ def mean(values):
 
 def table(results: list[dict], episodes: int) -> str:
     marks = sorted({1, max(1, episodes // 2), episodes})
-    head = (["agent", "pathway coverage"] + [f"OOIs tested after {e} ep." for e in marks]
+    head = (["agent", "seeds", measure_name(results), "× random"] + [f"OOIs tested after {e} ep." for e in marks]
             + ["tests (of no known OOI)", "success rate", "minutes"])
     lines = ["| " + " | ".join(head) + " |", "| " + " | ".join(["---"] + ["---:"] * (len(head) - 1)) + " |"]
+    random_share = mean([coverage_of(r) for r in results if r["agent"] == "random"])
     for agent in AGENTS:
         rows = [r for r in results if r["agent"] == agent]
         if not rows:
             continue
-        share, rate = mean([r["pathway_share"] for r in rows]), mean([r["success_rate"] for r in rows])
-        cells = [agent, "–" if share is None else f"{100 * share:.1f} %"]
+        share, rate = mean([coverage_of(r) for r in rows]), mean([r["success_rate"] for r in rows])
+        per_seed = " / ".join("–" if coverage_of(r) is None else f"{100 * coverage_of(r):.1f}" for r in sorted(rows, key=lambda r: r["seed"]))
+        cells = [agent, str(len(rows)), "–" if share is None else f"{100 * share:.1f} % ({per_seed})",
+                 "–" if share is None or not random_share else f"×{share / random_share:.2f}"]
         cells += [f"{np.mean([r['tested_per_episode'][e - 1] for r in rows]):.1f}" for e in marks]
         cells += [f"{np.mean([r['tests'] for r in rows]):.1f} ({np.mean([r.get('tests_unmatched', 0) for r in rows]):.1f})",
                   "–" if rate is None else f"{100 * rate:.0f} %",
@@ -129,24 +203,32 @@ def table(results: list[dict], episodes: int) -> str:
     return "\n".join(lines)
 
 
+def comparisons(agents: set[str]) -> list[tuple[str, str]]:
+    """(agent, baseline) pairs to test, one-sided (agent greater): every explorer against each
+    baseline, and each episodic explorer against ppgta."""
+    pairs = [(a, b) for a in AGENTS if a not in BASELINES and a != "expert" for b in BASELINES]
+    pairs += [(a, "ppgta") for a in ("ppgta-episodic", "episodic")]
+    return [(a, b) for a, b in pairs if a in agents and b in agents]
+
+
 def significance(results: list[dict]) -> str:
-    """Mann–Whitney U over seeds, PPGTA against each baseline, for pathway coverage and the OOIs
-    tested by the last episode; empty with fewer than two seeds of PPGTA and the baseline."""
+    """Mann–Whitney U over seeds (`comparisons`) for coverage and the OOIs tested by the last
+    episode; empty without two seeds of both agents of any pair."""
     from scipy.stats import mannwhitneyu
 
     def values(agent: str, key: str) -> list[float]:
         rows = [r for r in results if r["agent"] == agent]
-        return [r["tested_per_episode"][-1] if key == "oois" else r["pathway_share"] for r in rows
-                if key == "oois" or r["pathway_share"] is not None]
+        return [r["tested_per_episode"][-1] if key == "oois" else coverage_of(r) for r in rows
+                if key == "oois" or coverage_of(r) is not None]
 
     lines = []
-    for baseline in ("inspector", "random"):
-        for key, name in (("coverage", "pathway coverage"), ("oois", "OOIs tested")):
-            ours, theirs = values("ppgta", key), values(baseline, key)
+    for agent, baseline in comparisons({r["agent"] for r in results}):
+        for key, name in (("coverage", measure_name(results)), ("oois", "OOIs tested")):
+            ours, theirs = values(agent, key), values(baseline, key)
             if len(ours) < 2 or len(theirs) < 2:
                 continue
             test = mannwhitneyu(ours, theirs, alternative="greater")
-            lines.append(f"| ppgta vs {baseline} | {name} | {np.mean(ours):.3g} vs {np.mean(theirs):.3g} | "
+            lines.append(f"| {agent} vs {baseline} | {name} | {np.mean(ours):.3g} vs {np.mean(theirs):.3g} | "
                          f"U = {test.statistic:.1f} | p = {test.pvalue:.3f} |")
     if not lines:
         return ""
@@ -168,11 +250,13 @@ def plot(results: list[dict], episodes: int, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from agent_figures import COLOURS
+
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
-    for agent, colour in zip(AGENTS, ("#c0392b", "#2c7fb8", "#7f7f7f")):
+    for agent in AGENTS:
         rows = [r["tested_per_episode"] for r in results if r["agent"] == agent]
         if rows:
-            ax.plot(range(1, episodes + 1), np.mean(rows, axis=0), marker="o", color=colour, label=agent)
+            ax.plot(range(1, episodes + 1), np.mean(rows, axis=0), marker="o", color=COLOURS[agent], label=agent)
     ax.set_xlabel("episodes")
     ax.set_ylabel("OOIs tested (mean over seeds)")
     ax.grid(alpha=0.3)
@@ -185,13 +269,18 @@ def plot(results: list[dict], episodes: int, path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", type=Path, default=Path("playtester-demo/models"), help="folder with inspect.ckpt and path.ckpt")
-    parser.add_argument("--profile", choices=sorted(PROFILES), default="quick", help="quick (6 × 400 on the demo park), cpu (18 × 1000 on 24 × 24) or paper (45 × 2000 on 40 × 40)")
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="quick",
+                        help="quick (6 × 400 on the demo park), cpu (18 × 1000 on 24 × 24), paper-short (6 × 1000 on 40 × 40), "
+                             "paper18 (18 × 2000 on 40 × 40) or paper (45 × 2000 on 40 × 40)")
     parser.add_argument("--full", action="store_true", help="the same as --profile paper")
     parser.add_argument("--game", default=None, help="park spec (default: the profile's)")
     parser.add_argument("--episodes", type=int, default=None)
     parser.add_argument("--steps", type=int, default=None)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--agents", nargs="+", default=list(AGENTS), choices=AGENTS)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    parser.add_argument("--agents", nargs="+", default=list(DEFAULT_AGENTS), choices=AGENTS,
+                        help=f"default: {' '.join(DEFAULT_AGENTS)} (expert, the telemetry-driven ceiling, on the park only)")
+    parser.add_argument("--parallel", type=int, default=1,
+                        help="runs played at once, each in a process of its own (on a many-core machine, with --threads 1)")
     parser.add_argument("--detector", type=Path, default=None, help="detector checkpoint (default: MODELS/detector.ckpt)")
     parser.add_argument("--oracle-labels", action="store_true", help="find OOIs through the engine's labels (an ablation)")
     parser.add_argument("--envs", type=int, default=2, help="game instances of the PPO explorers")
@@ -266,17 +355,23 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(results: list[dict], args) -> int:
-    """The table, the significance tests, the coverage maps and the plot of `results` in `args.out`."""
+    """The table, the significance tests, the coverage maps and the figures of `results` in `args.out`."""
+    from agent_figures import heat_maps, plot_coverage_over_steps, plot_diagnosis, plot_heat_maps
+
     print()
     print(table(results, args.episodes))
     tests = significance(results)
     if tests:
-        print("\nMann–Whitney U over seeds, one-sided (PPGTA greater):")
+        print("\nMann–Whitney U over seeds, one-sided (the first agent greater):")
         print(tests)
     copy_coverage_maps(results, args.out)
     (args.out / "agents.json").write_text(json.dumps(results, indent=1))
     plot(results, args.episodes, args.out / "agents.png")
-    print(f"\nwrote {args.out / 'agents.json'} and {args.out / 'agents.png'}")
+    agents = tuple(a for a in AGENTS if any(r["agent"] == a for r in results))
+    plot_coverage_over_steps(results, agents, args.out / "coverage-steps.png")
+    plot_heat_maps(heat_maps(results, args.out, agents), args.out / "heat-maps.png")
+    plot_diagnosis(results, agents, args.out / "diagnosis.png")
+    print(f"\nwrote {args.out / 'agents.json'}, agents.png, coverage-steps.png, heat-maps.png and diagnosis.png")
     return 0
 
 
@@ -360,21 +455,44 @@ def run_agents(args) -> list[dict]:
         print(f"--resume: {len(done)} runs kept from {log}")
     elif log.exists():
         log.unlink()
-    results = []
+    results, jobs = [], []
     for seed in args.seeds:
         for agent in args.agents:
             if (agent, seed) in done:  # scored again from its folder: a fix to the scoring reaches it too
                 results.append(score(agent, seed, args.out / f"{agent}-seed{seed}", args.episodes, done[agent, seed]["seconds"]))
-                continue
-            result = run_agent(agent, seed, args, args.out)
-            result["budget"] = settings(args)
-            with log.open("a") as f:
-                f.write(json.dumps(result) + "\n")
-            results.append(result)
-            print(f"  {agent:9s} seed {seed}: pathway coverage {result['pathway_share']}, OOIs tested "
-                  f"{result['tested_per_episode']}, tests {result['tests']}, success {result['success_rate']} "
-                  f"({result['seconds'] / 60:.1f} min)", flush=True)
+            else:
+                jobs.append((agent, seed))
+
+    def finished(result: dict) -> None:
+        result["budget"] = settings(args)
+        with log.open("a") as f:
+            f.write(json.dumps(result) + "\n")
+        results.append(result)
+        print(f"  {result['agent']:9s} seed {result['seed']}: coverage {coverage_of(result)}, OOIs tested "
+              f"{result['tested_per_episode']}, tests {result['tests']}, success {result['success_rate']} "
+              f"({result['seconds'] / 60:.1f} min)", flush=True)
+
+    if args.parallel <= 1:
+        for agent, seed in jobs:
+            finished(run_agent(agent, seed, args, args.out))
+        return results
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    # Each run in a process of its own (spawned: torch's threads do not survive a fork), as many
+    # at once as asked; the runs' own game processes are their children.
+    with ProcessPoolExecutor(args.parallel, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_worker_threads, initargs=(args.threads,)) as pool:
+        running = [pool.submit(run_agent, agent, seed, args, args.out) for agent, seed in jobs]
+        for future in as_completed(running):
+            finished(future.result())
     return results
+
+
+def _worker_threads(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
 
 
 if __name__ == "__main__":
