@@ -120,7 +120,8 @@ def _make_window(spec: str, options: dict[str, Any]) -> gym.Env:
         title = title[1:-1]
     if not title and options.get("region") is None:
         raise UserError(f"game {spec!r}: name the window, e.g. window:\"My Game\", or give --region X,Y,W,H")
-    window_options = {"region", "keymap", "fps", "size", "max_steps", "telemetry_port", "render_mode"}
+    window_options = {"region", "keymap", "fps", "size", "max_steps", "telemetry_port", "render_mode", "launch",
+                      "launch_wait", "reset_recipe", "out_of_play", "still_steps"}
     options = {k: v for k, v in options.items() if k in window_options}
     return WindowGame(title or None, regex=regex, **options)
 

@@ -44,8 +44,6 @@ KEY_ALIASES: dict[str, str] = {
     "spacebar": "space", "pageup": "page_up", "pagedown": "page_down", "del": "delete",
 }
 
-MODIFIERS = frozenset({"shift", "ctrl", "alt", "super"})
-
 
 def normalise_key(name: str, *, where: str = "key map") -> str:
     """The canonical name of a key, or a `UserError` naming it and `where` it came from."""

@@ -14,13 +14,12 @@ coverage, reports) is shared.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 from playtester.errors import UserError
 from playtester.exploration.reward import ExplorationRewardConfig
 from playtester.exploration.rnd import RNDConfig
 
-ExplorerMode = Literal["ppgta", "ppgta-episodic", "episodic", "inspector", "random"]
 MODES: tuple[str, ...] = ("ppgta", "ppgta-episodic", "episodic", "inspector", "random")
 NOVELTY_WEIGHTS = {"ppgta": (1.0, 0.0), "ppgta-episodic": (1.0, 1.0), "episodic": (0.0, 1.0), "inspector": (1.0, 0.0)}
 """Each trained mode's (w_rnd, w_epi): the weights of RND's and the episodic bonus's novelty."""

@@ -35,7 +35,6 @@ log = logging.getLogger(__name__)
 
 BACKBONES = ("resnet50", "mobilenet", "compact")
 BACKBONE_STAGES = {"resnet50": 5, "mobilenet": 6, "compact": 4}
-PRETRAINED_CHOICES = ("auto", "coco", "none")
 SCHEDULES = ("constant", "cosine")
 
 
@@ -486,6 +485,6 @@ def load_detector(path: str | Path, map_location: str | torch.device = "cpu") ->
     if missing or unexpected:
         raise UserError(f"checkpoint {path}: its weights do not fit its own config ({len(missing)} missing, {len(unexpected)} unexpected)")
     # The body and FPN in NHWC memory layout: their convolutions then all take oneDNN's kernels
-    # (in NCHW several fall back to im2col); the same boxes to 1e-4 px (docs/BENCHMARKS.md).
+    # (in NCHW several fall back to im2col); the same boxes to 1e-4 px (docs/benchmarks/detector.md).
     detector.model.backbone.to(memory_format=torch.channels_last)
     return detector.to(map_location).eval()

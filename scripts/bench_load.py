@@ -16,7 +16,7 @@
    cell overlaps a ground-truth slow zone (`perf.json`, never shown to the agents).
 
 Writes `results.json`, `violins.png`, `replays.png` and one low-FPS map per agent under `--out`,
-and prints the markdown table that docs/BENCHMARKS.md holds.
+and prints the markdown table that docs/benchmarks/load.md holds.
 """
 
 from __future__ import annotations

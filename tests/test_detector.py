@@ -150,7 +150,7 @@ def test_checkpoint_round_trip_gives_identical_outputs(shots, tmp_path, backbone
 def test_fine_tuned_detector_beats_the_untrained_one_on_held_out_shots(shots, tmp_path, capsys):
     """Without COCO weights (none can be downloaded here) the model learns from scratch, and a
     one epoch (53 steps, a few CPU minutes) moves its held-out loss long before its AP: the test checks the loss, the
-    AP table is printed (docs/BENCHMARKS.md has AP after a longer run)."""
+    AP table is printed (docs/benchmarks/detector.md has AP after a longer run)."""
     torch.set_num_threads(2)
     out = tmp_path / "detector.ckpt"
     code = main(["train", "detector", "--coco", str(shots / "labels.json"), "--out", str(out), "--backbone", "mobilenet",

@@ -12,7 +12,9 @@ loses only the episode being recorded. Quitting, or Ctrl-C, while recording keep
 
 Two sources of frames:
 - a window (`--window TITLE`): screen grabs of its client area; keys count only while the
-  window has the focus; the episode ends if the window's process dies.
+  window has the focus; the episode ends if the window's process dies. With `--launch COMMAND`
+  the recorder starts the game itself, ends it when it quits, and after a crash keeps the
+  episode, starts the game again and waits for the next episode's hotkey.
 - the engine's own window (`--game doom:…`): the engine's frames; the engine applies exactly the
   labelled action each step (or, with `--spectator`, reads the keyboard itself in ViZDoom's
   spectator mode), and waits while no action's keys are held, so that every step it takes has
@@ -97,12 +99,16 @@ class RecorderConfig:
     """Merge telemetry the game sends to this UDP port into the steps."""
     spectator: bool = False
     """For `doom:` games: let the engine read the keyboard itself (ViZDoom's spectator mode)."""
+    launch: str | None = None
+    """The command that starts the game: started here, ended with the recording, started again after a crash."""
 
     def __post_init__(self) -> None:
         if self.window is not None and self.game is not None:
             raise UserError("record: give --window TITLE (a game's window) or --game doom:… (the engine's window), not both")
         if self.window is None and self.game is None and self.region is None:
             raise UserError("record: give --window TITLE (a game's window), --region X,Y,W,H or --game doom:…")
+        if self.launch is not None and self.window is None:
+            raise UserError("record --launch: give --window TITLE too, the title of the window the game opens")
         if self.game is not None and not self.game.startswith("doom:"):
             raise UserError(f"--game {self.game!r}: the recorder plays doom: games in the engine's window; use --window for others")
         if not self.fps > 0:
@@ -180,11 +186,18 @@ class Recorder:
                 "recording %s into %s at %.1f fps: %s starts/stops an episode, %s discards it, %s quits",
                 source.game, cfg.out, source.fps, hk.start_stop.upper(), hk.discard.upper(), hk.quit.upper(),
             )
-            self._loop(source, listener)
-        except SourceGone as e:
-            log.warning("%s; stopping", e)
-            if self.writer is not None:
-                self.writer.meta["crashed"] = True
+            while True:
+                try:
+                    self._loop(source, listener)
+                    break
+                except SourceGone as e:
+                    if self.writer is not None:
+                        self.writer.meta["crashed"] = True
+                        self._stop(keep=True)  # what was played before the crash is kept
+                    if not source.relaunch():
+                        log.warning("%s; stopping", e)
+                        break
+                    log.warning("%s; the game was started again (%s starts an episode)", e, cfg.hotkeys.start_stop.upper())
         finally:
             try:
                 if self.writer is not None:

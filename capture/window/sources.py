@@ -45,9 +45,15 @@ class WindowSource:
 
         self.cfg = cfg
         self.desktop = open_desktop()
-        self.grabber = self.telemetry = None
+        self.grabber = self.telemetry = self.launcher = None
         try:
-            self.window = find_window(self.desktop, cfg.window, regex=cfg.regex) if cfg.window else None
+            if cfg.launch is not None:
+                from playtester.capture.window.launch import LaunchedGame
+
+                self.launcher = LaunchedGame(cfg.launch, title=cfg.window, regex=cfg.regex)  # type: ignore[arg-type]
+                self.window = self.launcher.start(self.desktop)
+            else:
+                self.window = find_window(self.desktop, cfg.window, regex=cfg.regex) if cfg.window else None
             region = self._region()
             size = cfg.size or (region[2], region[3])
             self.grabber = FrameGrabber(size=size)
@@ -78,6 +84,8 @@ class WindowSource:
             meta["window"] = {"title": self.window.title, "pid": self.window.pid}
         if self.cfg.region is not None:
             meta["region"] = list(self.cfg.region)
+        if self.cfg.launch is not None:  # replay starts the game the same way
+            meta["game_options"] = {"launch": self.cfg.launch}
         return meta
 
     def start_episode(self, seed: int) -> None:
@@ -96,7 +104,16 @@ class WindowSource:
         telemetry = self.telemetry.poll() if self.telemetry is not None else {}
         return Sample(frame, keys, telemetry)
 
+    def relaunch(self) -> bool:
+        """Start a launched game again after a crash; False when the recorder did not launch it."""
+        if self.launcher is None:
+            return False
+        self.window = self.launcher.start(self.desktop)
+        return True
+
     def close(self) -> None:
+        if self.launcher is not None:
+            self.launcher.stop()
         for part in (self.telemetry, self.grabber, self.desktop):
             if part is not None:
                 part.close()
@@ -215,6 +232,9 @@ class DoomSource:
         if recording and (label is None or set(self.cfg.keymap.keys_for(label)) != applied):
             self.inexact += 1  # a combination the key map has no action for: replay differs from here
         return keys
+
+    def relaunch(self) -> bool:
+        return False  # the engine's window is the recorder's own: a closed one ends the recording
 
     def close(self) -> None:
         self.env.close()

@@ -67,6 +67,17 @@ def _plan_detector(env, game: str, detector: str | None, oracle_labels: bool):
     return ModelDetector(model, layout.oois if layout else (), description=describe_detector(detector)), list(model.classes)
 
 
+def window_harness(game: str, launch: str | None, reset: str | None) -> dict:
+    """`make_game` options of a window game's harness (--launch, --reset), checked before anything starts."""
+    from playtester.tester.spec import check_harness, harness_options
+
+    given = [name for name, value in (("--launch", launch), ("--reset", reset)) if value is not None]
+    if given and not game.startswith("window:"):
+        raise UserError(f"{given[0]}: only a window game (window:TITLE) is launched and reset by keys; {game} is started by playtester itself")
+    check_harness(launch, reset, [])
+    return harness_options(launch, reset, [])
+
+
 @plan_app.command("run")
 def run_plan(
     plan: Path = typer.Argument(..., help="The plan (YAML)."),
@@ -82,6 +93,8 @@ def run_plan(
         False, "--ground-truth-positions", help="Walk to a target object's position from the engine's ground truth (the built-in "
         "park's layout) before looking for it: an ablation, and the report says so. Without it objects are found by sight."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output folder."),
+    launch: Optional[str] = typer.Option(None, "--launch", help="A window game: the command that starts it (started here, ended with the plan, also if playtester is killed)."),
+    reset: Optional[str] = typer.Option(None, "--reset", help="A window game: its reset recipe, played before the plan starts: a reset plan (YAML) or the keys themselves, e.g. \"y 10 down enter 20\" (docs/your-own-game.md)."),
 ) -> None:
     """Play a plan: reach each node's target, act, let rules interrupt, validate every action.
     Exit status 0 when the plan passes, 1 when a node or rule failed (see plan_report.html)."""
@@ -93,6 +106,7 @@ def run_plan(
     from playtester.plans.validation import ValidationRegistry, load_validations
 
     the_plan = load_plan(plan)
+    harness = window_harness(game, launch, reset)
     check_object_source(detector, oracle_labels, needed=_looks_for_objects(the_plan), needed_by=f"plan {plan} (it looks for objects)")
     registry = load_validations(validations) if validations else ValidationRegistry()
     if path_policy is not None:
@@ -105,7 +119,7 @@ def run_plan(
         if not overwrite:
             raise UserError(f"--out {out}: the folder exists; give --overwrite to replace it")
         shutil.rmtree(out)
-    env = make_game(game, max_steps=max_steps + 1)
+    env = make_game(game, max_steps=max_steps + 1, **harness)
     try:
         keymap = env.unwrapped.keymap
         behaviors = _behaviors(behavior, the_plan.behaviors, keymap)

@@ -64,8 +64,8 @@ SUBCOMMANDS = (
                ("config", "resume", "overwrite", "cluster")),
     Subcommand("window", "Test a game in a window of this desktop (or a virtual screen): the same tester, one instance, "
                "with the game's bird's-eye map, telemetry and known objects where its dev build gives them.",
-               ("game", "run_dir", "explorer", "preference", "tester", "detector", "episodes", "steps", "map", "map_bounds",
-                "telemetry_port", "oois"), ("seed", "rollout", "seq_len", "rnd_train_steps", "rnd_weight", "episodic_weight", "overlap_rnd", "overlap_update", "texture_reference", "device", "acting", *ORACLE_KNOBS), {"objective": "coverage"}),
+               ("game", "run_dir", "explorer", "preference", "tester", "detector", "episodes", "steps", "launch", "reset",
+                "out_of_play", "telemetry_port"), ("map", "map_bounds", "oois", "seed", "rollout", "seq_len", "rnd_train_steps", "rnd_weight", "episodic_weight", "overlap_rnd", "overlap_update", "texture_reference", "device", "acting", *ORACLE_KNOBS), {"objective": "coverage"}),
     Subcommand("load", "Load-test a game (RELINE): the PPO explorer is also rewarded for frame-rate drops, measured "
                "against a threshold from random play; the report maps where the game slows down.",
                ("game", "run_dir", "explorer", "preference", "tester", "detector", "episodes", "steps", "num_envs", "seed",
@@ -80,8 +80,18 @@ ALL = Subcommand("all", "Run the tester with every option of the subcommands in 
                  "--game ...` of earlier versions; `playtester run explore|window|load|evolve` split them by purpose).",
                  tuple(f.name for f in fields(RunSpec)), (), {}, tuple(LAUNCH_FLAGS))
 PARSE = {"map_bounds": lambda text: parse_bounds(text), "map": lambda path: str(Path(path).resolve()),
-         "oois": lambda path: str(Path(path).resolve())}
+         "oois": lambda path: str(Path(path).resolve()), "out_of_play": lambda paths: [str(Path(p).resolve()) for p in paths],
+         "reset": lambda text: resolve_reset(text)}
 """Fields whose option text is turned into the field's value."""
+LISTS = ("assertions", "out_of_play")
+"""Fields given by a repeatable option."""
+
+
+def resolve_reset(text: str) -> str:
+    """`--reset`: a plan file by its absolute path (the run's config.yaml is read from elsewhere), keys as given."""
+    from playtester.plans.reset import is_plan_file
+
+    return str(Path(text).resolve()) if is_plan_file(text) else text
 
 
 @functools.cache
@@ -112,7 +122,7 @@ def command(sub: Subcommand) -> Callable[..., None]:
         option = typer.Option(..., flag.name, help=flag.help) if name == "run_dir" else (
             typer.Option(default, flag.name, help=flag.help, min=low, max=high))
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option,
-                                        annotation=List[str] if name == "assertions" else kind))
+                                        annotation=List[str] if name in LISTS else kind))
     for name in sub.launch:
         kind, option = LAUNCH_FLAGS[name]
         if name == "config" and sub.config_only:
@@ -194,8 +204,8 @@ def check_config_value(path: Path, key: str, value: Any) -> None:
     elif key == "map_bounds":
         ok = isinstance(value, list) and len(value) == 4 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
         what = "four numbers [X0, Y0, X1, Y1]"
-    elif key == "assertions":
-        ok, what = isinstance(value, list) and all(isinstance(v, str) for v in value), "a list of module:function texts"
+    elif key in LISTS:
+        ok, what = isinstance(value, list) and all(isinstance(v, str) for v in value), "a list of texts"
     else:
         ok, what = isinstance(value, str), "a text"
     if not ok:

@@ -44,6 +44,7 @@ def record(
     resolution: str = typer.Option("320x240", "--resolution", help="With --game: engine resolution."),
     spectator: bool = typer.Option(False, "--spectator", help="With --game: the engine reads the keyboard itself (ViZDoom spectator mode; replays only roughly)."),
     telemetry_port: Optional[int] = typer.Option(None, "--telemetry-port", min=1, max=65535, help="Merge JSON telemetry sent to this UDP port."),
+    launch: Optional[str] = typer.Option(None, "--launch", help="The command that starts the game (with --window, its window's title): started here, ended when you quit (also if playtester is killed), started again after a crash, which keeps the episode being recorded."),
 ) -> None:
     """Record human demos: play the game; F8 starts and stops an episode, F9 discards it, F10 quits.
 
@@ -58,11 +59,15 @@ def record(
 
     with about("--keymap"):
         km = load_keymap(keymap)
+    if launch is not None:
+        from playtester.capture.window.launch import launch_argv
+
+        launch_argv(launch)  # a command that names no program is refused before anything starts
     cfg = RecorderConfig(
         out=out, behavior=behavior, keymap=km, window=window, game=game, regex=regex,
         region=parse_region(region) if region else None, fps=fps, size=_size(size, "--size"),
         resolution=resolution, hotkeys=Hotkeys.parse(start_key, discard_key, quit_key, km), seed=seed,
-        max_steps=max_steps, telemetry_port=telemetry_port, spectator=spectator,
+        max_steps=max_steps, telemetry_port=telemetry_port, spectator=spectator, launch=launch,
     )
     kept = Recorder(cfg, open_episode).run()
     console.print(f"{len(kept)} episode(s) kept in {out}")
@@ -98,14 +103,14 @@ def replay(
         raise UserError(f"episode {episode}: its meta.json names no game; give --game SPEC")
     env = make_game(spec, keymap=ep.keymap, **replay_options(ep.meta, spec))
     try:
-        result = replay_episode(ep, env, speed=speed)
+        result = replay_episode(ep, env, speed=speed, sync=10.0 if spec.startswith("window:") else 0.0)
     finally:
         env.close()
     for note in result.notes:
         console.print(f"note: {note}")
     line = f"replayed {result.steps} steps of {ep.name} on {spec}"
     if result.compared:
-        line += f": {result.identical} of {result.compared} frames identical"
+        line += f": {result.identical} of {result.compared} frames identical, {result.alike} alike"
         if result.first_mismatch is not None:
             line += f" (first difference at frame {result.first_mismatch})"
     console.print(line)

@@ -229,6 +229,8 @@ class PlanRunner:
     # -- nodes --------------------------------------------------------------------------------
     def _node_steps(self, node: Node, rec: Record) -> Iterator[int]:
         problem = self._unknown_action(node.action) or self._unknown_class(node.target.kind if node.target else None)
+        if node.keys is not None or node.until is not None:
+            problem = "keys and until are steps of a reset plan (run window --reset); a plan's node acts with key-map actions"
         if problem:
             self._fail(rec, problem)
             return

@@ -135,6 +135,11 @@ def build_report(run: str | Path) -> Path:
     from playtester.bugs.crashes import read_stop
 
     summary["stopped_early"] = read_stop(run)  # why the run ended before its budget (a crashing game), else None
+    from playtester.report.harness import harness_summary
+
+    harness = harness_summary(run, trajectory)
+    if harness is not None:  # a window game's harness: game overs, time out of play
+        summary["out_of_play"] = harness
     states = object_states(tests, findings)
     pictures: list[tuple[str, str, bytes]] = []
     if src is not None:

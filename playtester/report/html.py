@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from playtester.capture.level_map import DOOR, FLOOR, LOW, OUTSIDE, WALL
+from playtester.report.harness import harness_facts
 from playtester.report.maps import STATE_BY_KEY, STATES, THING, TRACE, VISITED, MapSource
 
 from markupsafe import Markup, escape
@@ -93,6 +94,7 @@ def facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
     if "load" in summary:
         out.append(("low-FPS points (frame time over t = %.2f ms on most visits)" % summary["load"]["threshold_ms"],
                     summary["load"]["points"]))
+    out += harness_facts(summary)
     if summary.get("stopped_early"):
         out.append(("stopped early", summary["stopped_early"]))
     return out

@@ -222,6 +222,8 @@ class TesterEnv(gym.Wrapper):
         (self.run_dir / "findings").mkdir(parents=True, exist_ok=True)
         self.trajectory = JsonlWriter(self.run_dir / "trajectory.jsonl")
         self.tests = JsonlWriter(self.run_dir / "tests.jsonl")
+        self.harness: JsonlWriter | None = None
+        """`harness.jsonl`, opened on a window game harness's first reset: launches and reset recipes."""
         self.claims = ClaimLog(self.run_dir / "claims.jsonl")
         self.episodes = episodes
         self.max_restarts = max_restarts
@@ -263,10 +265,18 @@ class TesterEnv(gym.Wrapper):
             seed = int(self.rng.integers(0, 2**31 - 1))
         if self.stopped is not None:
             return self._stopped_frame(), self._annotate({})
+        from playtester.errors import UserError
+
         try:
             obs, info = self._restart_game(seed, options) if self.crash is not None else self.env.reset(seed=seed, options=options)
         except RunStopped as stop:
             return self._stop(str(stop))
+        except UserError as e:  # a window game's harness could not bring it to play
+            first = getattr(e, "first", None)  # `ResetMissedPlay`: the first miss is a finding, as when the relaunch works
+            if first is not None:
+                self.actions, self.recent, self.reset_args = [], deque(), {"seed": seed, "options": options}
+                self._save(Finding("reset", str(first), self.episode + self.n_envs, 0, {"launched_again": True}))
+            return self._stop(f"the game cannot be brought to play for episode {self.episode + self.n_envs}: {e}")
         self.local_episode += 1
         self.idle = self.episodes is not None and self.episode >= self.episodes
         self.detections = []
@@ -281,6 +291,12 @@ class TesterEnv(gym.Wrapper):
         self.telemetry = "position" in info
         for oracle in self.oracles:
             oracle.reset()
+        if "reset_seconds" in info and not self.idle:  # a window game's harness: launches and the reset recipe
+            self.harness = self.harness or JsonlWriter(self.run_dir / "harness.jsonl")
+            self.harness.write({"env": self.env_index, "episode": self.episode, "seconds": info["reset_seconds"],
+                                "launched": bool(info.get("launched")), "failed": info.get("reset_failed")})
+        if info.get("reset_failed") and not self.idle:
+            self._save(Finding("reset", str(info["reset_failed"]), self.episode, 0, {"launched_again": bool(info.get("launched"))}))
         return obs, self._annotate(info)
 
     def _annotate(self, info: dict[str, Any]) -> dict[str, Any]:
@@ -347,10 +363,15 @@ class TesterEnv(gym.Wrapper):
             row["frame_cell"] = hashlib.blake2b(frame_cell(obs), digest_size=8).hexdigest()
         if "frame_time_ms" in info:
             row["frame_time_ms"] = round(float(info["frame_time_ms"]), 3)
+        if info.get("out_of_play"):  # game over or a menu: the episode ends here
+            row["out_of_play"] = str(info["out_of_play"])
+            row["out_of_play_steps"] = int(info.get("out_of_play_steps", 1))
         self.trajectory.write(row)
         for oracle in self.oracles:
             for finding in oracle.observe(obs, info, action, self.episode, self.t):
                 self._save(finding)
+        if info.get("reset_failed"):
+            self._save(Finding("reset", str(info["reset_failed"]), self.episode, self.t))
         self.t += 1
         self._info = info
         if info.get("crashed"):
@@ -475,5 +496,7 @@ class TesterEnv(gym.Wrapper):
     def close(self) -> None:
         self.trajectory.close()
         self.tests.close()
+        if self.harness is not None:
+            self.harness.close()
         self.claims.close()
         super().close()

@@ -63,7 +63,7 @@ def worker_threads(num_envs: int, cores: int | None = None) -> int:
     instances play in forked workers, one thread each: OpenMP's threads do not survive a fork (a
     forked worker that starts a pool of its own hangs), and more would only fight. `OMP_NUM_THREADS`,
     when set, caps the lone instance's threads: on a machine busy with other work (the game under
-    test, another run) two threads that wait on each other lose to one (docs/BENCHMARKS.md)."""
+    test, another run) two threads that wait on each other lose to one (docs/benchmarks/ppo-and-loop.md)."""
     import os
 
     if num_envs > 1:
@@ -189,7 +189,7 @@ def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: 
                              int8=spec.acting == "int8")
     wrap: Callable[[gym.Env, int], gym.Env] = functools.partial(_wrap, spec, served=server and server.models)
     if cluster:
-        from playtester.tester.cluster import ray_instances, tester_on_worker
+        from playtester.tester.cluster import tester_on_worker
 
         wrap = tester_on_worker  # in an actor: the tester loop on its scratch copy of the run folder
     try:

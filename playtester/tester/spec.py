@@ -81,17 +81,20 @@ class RunSpec:
     assertions: list[str] = flag("--assert", "A user assertion, module:function or file.py:function (repeatable).", factory=list)
     stuck_steps: int = flag("--stuck-steps", "Steps of unchanged picture under input that count as stuck.", 40, limits=(1, MANY))
     test_steps: int | None = flag("--test-steps", "Steps of one OOI test (default: the test policy's demo length).", None, limits=(1, MANY))
-    min_score: float = flag("--min-score", "Detections below this confidence are not tested: each false detection tested costs a test's steps (docs/BENCHMARKS.md).", 0.6, limits=(0, 1))
+    min_score: float = flag("--min-score", "Detections below this confidence are not tested: each false detection tested costs a test's steps (docs/benchmarks/agents.md).", 0.6, limits=(0, 1))
     track_every: int = flag("--track-every", "During an OOI test, follow the OOI with the detector every this many steps (1: every step; more is faster, the box held in between).", 1, limits=(1, MANY))
     seed: int = flag("--seed", "Seed of starts, action sampling and PPO.", 0, kept=True, limits=(0, None))
     lockstep: bool = flag("--lockstep", "Step the game instances together, each waiting for the slowest (as before they ran free): for comparisons; a run on Ray always does.", False)
     device: str = flag("--device", "Where the networks run: cpu, or cuda (the explorer, its rewards, and every game instance's detector and test policy on the GPU; the games stay on CPU workers).", "cpu")
-    acting: str = flag("--acting", "The networks that play, fp32 or int8: with int8 their encoders' convolutions run in int8 once they have seen the run's first 64 frames, and their GRUs and heads in int8 (the PPO explorer decides with such a copy of itself, made anew each rollout, and still learns in fp32); a decision or a test step in about half the time on a CPU (×0.48 on 2 cores), the actions within a few per cent of fp32's (docs/BENCHMARKS.md). CPU only.", "fp32")
+    acting: str = flag("--acting", "The networks that play, fp32 or int8: with int8 their encoders' convolutions run in int8 once they have seen the run's first 64 frames, and their GRUs and heads in int8 (the PPO explorer decides with such a copy of itself, made anew each rollout, and still learns in fp32); a decision or a test step in about half the time on a CPU (×0.48 on 2 cores), the actions within a few per cent of fp32's (docs/benchmarks/ppo-and-loop.md). CPU only.", "fp32")
     serve: bool = flag("--serve", "Serve every game instance's detector and test policy from one process, batched across the instances (on by itself with --device cuda and more than one instance).", False)
     map: str | None = flag("--map", "Bird's-eye map image of a game without built-in ground truth (a window game with telemetry).", None)
     map_bounds: list[float] | None = flag("--map-bounds", "X0,Y0,X1,Y1: the world area (telemetry units) the --map image shows.", None)
     oois: str | None = flag("--oois", "JSON list of the known OOIs ({id, kind, x, y}): detections are matched to them by telemetry and the report draws them.", None)
     telemetry_port: int | None = flag("--telemetry-port", "A window game's UDP port for JSON-line telemetry from its dev build (pos, angle, fps).", None, limits=(1, 65535))
+    launch: str | None = flag("--launch", "The command that starts a window game, e.g. \"./MyGame -windowed\": playtester starts it, waits for its window (the title after window:), ends it with the run (also when playtester is killed) and starts it again after a crash (a crash finding; the run goes on).", None)
+    reset: str | None = flag("--reset", "A window game's reset recipe, played before every episode and after a game over, outside the episode's steps: a reset plan (YAML: keys, waits, until a screenshot matches) or the keys themselves, e.g. \"y 10 down enter 20\" (a number waits that many steps). See docs/your-own-game.md.", None)
+    out_of_play: list[str] = flag("--out-of-play", "A screenshot of a window game's screen that is not play (game over, a menu; repeatable): a frame that matches one ends the episode, and the reset recipe runs. Without one, with --reset, a picture no key changes for 20 steps does.", factory=list)
     objective: str = flag("--objective", "coverage (the explorer's own reward) or load (plus RELINE's reward for frame-rate drops: load testing).", "coverage", kept=True)
     load_threshold: str | None = flag("--load-threshold", "With --objective load: a threshold file (load_threshold.json of an earlier run); default: measured by random play first.", None)
     load_area: str = flag("--load-area", "With --objective load: where frame-rate drops are rewarded, everywhere or pathways.", "everywhere")
@@ -143,6 +146,12 @@ class RunSpec:
             check_map(self.map, self.map_bounds)
         if self.oois is not None:
             load_known_oois(self.oois)
+        harness = [name for name, given in (("--launch", self.launch), ("--reset", self.reset),
+                                            ("--out-of-play", self.out_of_play)) if given]
+        if harness and not self.game.startswith("window:"):
+            raise UserError(f"{harness[0]}: only a window game (window:TITLE) is launched, reset by keys and watched "
+                            f"for game over; {self.game} is started by playtester itself")
+        check_harness(self.launch, self.reset, self.out_of_play)
         if self.telemetry_port is not None and not self.game.startswith("window:"):
             raise UserError(f"--telemetry-port: only a window game listens for telemetry; {self.game} reports its own")
         check_object_source(self.detector, self.oracle_labels, needed=self.tester is not None,
@@ -153,7 +162,7 @@ class RunSpec:
         options: dict[str, Any] = {"max_steps": self.steps}
         if self.telemetry_port is not None:
             options["telemetry_port"] = self.telemetry_port
-        return options
+        return options | harness_options(self.launch, self.reset, self.out_of_play)
 
     def to_config(self) -> dict[str, Any]:
         config = asdict(self)
@@ -201,3 +210,35 @@ def check_map(image: str, bounds: list[float] | None) -> None:
         raise UserError(f"--map {image}: missing or not an image (PNG or JPEG)")
     if bounds is None or len(bounds) != 4 or not (bounds[2] > bounds[0] and bounds[3] > bounds[1]):
         raise UserError(f"--map-bounds {bounds}: give X0,Y0,X1,Y1 (world units) with X1 > X0 and Y1 > Y0")
+
+
+def check_harness(launch: str | None, reset: str | None, out_of_play: list[str]) -> None:
+    """Refuse a launch command that names no program, a reset recipe with a key no key map may
+    press or an unreadable screenshot, and an unreadable out-of-play screenshot, before any game starts."""
+    if launch is not None:
+        from playtester.capture.window.launch import launch_argv
+
+        launch_argv(launch)
+    if reset is not None:
+        from playtester.plans.reset import reset_recipe
+
+        reset_recipe(reset)
+    if out_of_play:
+        from playtester.capture.window.play_state import OutOfPlay
+
+        OutOfPlay(out_of_play)
+
+
+def harness_options(launch: str | None, reset: str | None, out_of_play: list[str]) -> dict[str, Any]:
+    """The `make_game` options of a window game's harness: its launch command, reset recipe and
+    out-of-play screenshots (`capture/window/game.py`)."""
+    options: dict[str, Any] = {}
+    if launch is not None:
+        options["launch"] = launch
+    if reset is not None:
+        from playtester.plans.reset import reset_recipe
+
+        options["reset_recipe"] = reset_recipe(reset)
+    if out_of_play:
+        options["out_of_play"] = list(out_of_play)
+    return options
