@@ -205,8 +205,9 @@ def plot_diagnosis(results: list[dict], agents: tuple[str, ...], path: Path) -> 
                 same = [r["revisits"]["episode"] for r in rows if r.get("revisits")]
                 if runs:
                     x = np.arange(1, len(runs[0]) + 1)
-                    ax.plot(x, np.nanmean(runs, axis=0) * 100, color=colour, label=agent)
-                    ax.plot(x, np.nanmean(same, axis=0) * 100, color=colour, linestyle=":")
+                    marker = "o" if len(x) < 5 else None
+                    ax.plot(x, np.nanmean(runs, axis=0) * 100, color=colour, label=agent, marker=marker)
+                    ax.plot(x, np.nanmean(same, axis=0) * 100, color=colour, linestyle=":", marker=marker)
                 continue
             series = [r["scalars"][panel] for r in rows if r.get("scalars", {}).get(panel)]
             if not series:
@@ -214,7 +215,7 @@ def plot_diagnosis(results: list[dict], agents: tuple[str, ...], path: Path) -> 
             length = min(len(s) for s in series)
             values = np.array([[v for _, v in s[:length]] for s in series])
             steps = np.array([[t for t, _ in s[:length]] for s in series]).mean(axis=0)
-            ax.plot(steps, values.mean(axis=0), color=colour, label=agent)
+            ax.plot(steps, values.mean(axis=0), color=colour, label=agent, marker="o" if length < 5 else None)
         if panel == "revisits":
             ax.set_title("exploring steps in cells covered before (%)\nsolid: earlier in the run; dotted: in the episode", fontsize=8)
             ax.set_xlabel("episode")
