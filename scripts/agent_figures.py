@@ -190,11 +190,26 @@ def plot_heat_maps(maps: dict[str, tuple[np.ndarray, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+def novelty_share(scalars: dict[str, list[list[float]]]) -> list[list[float]]:
+    """Per logged update, novelty's share of the combined reward's size,
+    `(1 − α)|r^e| / ((1 − α)|r^e| + α|r^p|)` from the rollout means of α, r^e and r^p: 1 for pure
+    novelty; near 0 where the preference term outweighs it (the explorer then mostly imitates)."""
+    needed = ("charts/alpha", "rewards/novelty", "rewards/preference")
+    if not all(scalars.get(tag) for tag in needed):
+        return []
+    share = []
+    for (step, alpha), (_, novelty), (_, preference) in zip(*(scalars[tag] for tag in needed)):
+        own, other = (1 - alpha) * abs(novelty), alpha * abs(preference)
+        share.append([step, own / (own + other) if own + other > 0 else float("nan")])
+    return share
+
+
 def plot_diagnosis(results: list[dict], agents: tuple[str, ...], path: Path) -> None:
-    """Why an agent flattens: α and the reward terms over training steps (mean over seeds), and
-    per episode the share of exploring steps in cells covered before (in the run, in the episode)."""
+    """Why an agent flattens: α, the reward terms and novelty's share of the reward over training
+    steps (mean over seeds), and per episode the share of exploring steps in cells covered before
+    (in the run, in the episode)."""
     plt = _pyplot()
-    panels = list(DIAGNOSIS_TAGS) + ["revisits"]
+    panels = [tag for tag in DIAGNOSIS_TAGS if tag != "rewards/novelty"] + ["novelty share", "revisits"]
     fig, axes = plt.subplots(2, 3, figsize=(12, 6.2), dpi=100)
     for ax, panel in zip(axes.flat, panels):
         for agent in agents:
@@ -209,7 +224,10 @@ def plot_diagnosis(results: list[dict], agents: tuple[str, ...], path: Path) -> 
                     ax.plot(x, np.nanmean(runs, axis=0) * 100, color=colour, label=agent, marker=marker)
                     ax.plot(x, np.nanmean(same, axis=0) * 100, color=colour, linestyle=":", marker=marker)
                 continue
-            series = [r["scalars"][panel] for r in rows if r.get("scalars", {}).get(panel)]
+            if panel == "novelty share":
+                series = [novelty_share(r["scalars"]) for r in rows if novelty_share(r.get("scalars", {}))]
+            else:
+                series = [r["scalars"][panel] for r in rows if r.get("scalars", {}).get(panel)]
             if not series:
                 continue
             length = min(len(s) for s in series)
@@ -219,6 +237,9 @@ def plot_diagnosis(results: list[dict], agents: tuple[str, ...], path: Path) -> 
         if panel == "revisits":
             ax.set_title("exploring steps in cells covered before (%)\nsolid: earlier in the run; dotted: in the episode", fontsize=8)
             ax.set_xlabel("episode")
+        elif panel == "novelty share":
+            ax.set_title("novelty's share of the reward: (1−α)|r^e| / ((1−α)|r^e| + α|r^p|)", fontsize=8)
+            ax.set_xlabel("explorer steps")
         else:
             ax.set_title(panel, fontsize=9)
             ax.set_xlabel("explorer steps")

@@ -144,6 +144,16 @@ def test_revisits_share_the_exploring_steps_in_cells_covered_before():
     assert shares["episode"] == [2 / 3, 0.0]
 
 
+def test_novelty_share_of_the_reward():
+    # α 0.8, novelty 0.01, preference −0.2: 0.2·0.01 / (0.002 + 0.16) = 0.0123…; pure novelty (α 0): 1
+    scalars = {"charts/alpha": [[64, 0.8], [128, 0.0]], "rewards/novelty": [[64, 0.01], [128, 0.5]],
+               "rewards/preference": [[64, -0.2], [128, 0.0]]}
+    share = agent_figures.novelty_share(scalars)
+    assert [s for s, _ in share] == [64, 128]
+    assert share[0][1] == pytest.approx(0.002 / 0.162) and share[1][1] == 1.0
+    assert agent_figures.novelty_share({"charts/alpha": [[64, 0.8]]}) == []
+
+
 def test_visit_counts_and_the_comparisons_tested():
     import numpy as np
 
