@@ -111,6 +111,7 @@ def build_explorer(
     rnd: RNDConfig | None = None,
     rnd_weight: float | None = None,
     episodic_weight: float | None = None,
+    novelty_scale: str = "return",
     game_options: dict[str, Any] | None = None,
     wrap: GameWrapper | None = None,
     overlap_rnd: bool = False,
@@ -124,11 +125,12 @@ def build_explorer(
     go to `make_game` (e.g. `max_steps`); `wrap` puts a wrapper on each instance (see
     `GameWrapper`); the game is probed unwrapped. `overlap_rnd`: RND's predictors train while
     the next rollout is collected (`ExplorationReward.overlap_training`). `rnd_weight` and
-    `episodic_weight` replace the mode's weights of its two novelties (`modes.NOVELTY_WEIGHTS`).
+    `episodic_weight` replace the mode's weights of its two novelties (`modes.NOVELTY_WEIGHTS`);
+    `novelty_scale` is what each novelty is divided by (`ExplorationRewardConfig.novelty_scale`).
     """
     if mode not in MODES:
         raise UserError(f"explorer mode {mode!r}: use one of {', '.join(MODES)}")
-    preset = explorer_preset(mode, rnd, rnd_weight, episodic_weight)
+    preset = explorer_preset(mode, rnd, rnd_weight, episodic_weight, novelty_scale)
     if preset.needs_preference_policy and preference_ckpt is None:
         raise UserError(f"explorer mode {mode!r} needs the path-following policy: pass --preference models/path.ckpt")
 

@@ -36,14 +36,16 @@ class ExplorerPreset(NamedTuple):
 
 
 def explorer_preset(mode: str, rnd: RNDConfig | None = None, rnd_weight: float | None = None,
-                    episodic_weight: float | None = None) -> ExplorerPreset:
+                    episodic_weight: float | None = None, novelty_scale: str = "return") -> ExplorerPreset:
     """The settings of an explorer mode; `rnd` overrides the novelty model's other options,
-    `rnd_weight` and `episodic_weight` the mode's weights of its two novelties."""
+    `rnd_weight` and `episodic_weight` the mode's weights of its two novelties, `novelty_scale`
+    what each novelty is divided by (`ExplorationRewardConfig.novelty_scale`)."""
     rnd = rnd or RNDConfig()
     if mode in NOVELTY_WEIGHTS:
         default_rnd, default_episodic = NOVELTY_WEIGHTS[mode]
         weights = dict(rnd_weight=default_rnd if rnd_weight is None else rnd_weight,
-                       episodic_weight=default_episodic if episodic_weight is None else episodic_weight)
+                       episodic_weight=default_episodic if episodic_weight is None else episodic_weight,
+                       novelty_scale=novelty_scale)
         try:
             if mode == "inspector":
                 single = replace(rnd, num_predictors=1, predictors="independent", reward="prediction_error")

@@ -13,6 +13,7 @@ the rollout's sequence from its recurrent state at the rollout's start. Then:
 
     r^rnd = raw RND novelty / running std of its discounted sum          (EnsembleRND)
     r^epi = raw episodic bonus / running std of its episodic sum         (EllipticalEpisodicBonus)
+            (with `novelty_scale: step`, each / the running std of its per-step values instead)
     r^e   = w_rnd r^rnd + w_epi r^epi                                    (the novelty)
     α_t   = AlphaSchedule.step(r^e_t)                                    (per env, in time order)
     episodic stream      α r^p + (1 − α) w_epi r^epi   → value head 0, episodic
@@ -46,8 +47,11 @@ from playtester.exploration.ppo import ShapedRewards, StepView
 from playtester.exploration.vector_env import check_rgb_frames
 from playtester.exploration.preference import AlphaSchedule, AlphaScheduleConfig, mix_rewards, preference_reward
 from playtester.exploration.actor_critic import build_actor_critic
-from playtester.exploration.rnd import EnsembleRND, RNDConfig, frames_to_rnd_input, train_predictors
+from playtester.exploration.rnd import EnsembleRND, RNDConfig, RunningMeanStd, frames_to_rnd_input, train_predictors
 from playtester.exploration.episodic import EllipticalEpisodicBonus, EpisodicConfig
+
+
+NOVELTY_SCALES = ("return", "step")
 
 
 @dataclass
@@ -67,6 +71,10 @@ class ExplorationRewardConfig:
     encoder gives the features); 0 leaves it out."""
     episodic: EpisodicConfig = field(default_factory=EpisodicConfig)
     """The episodic bonus."""
+    novelty_scale: str = "return"
+    """What each novelty is divided by: `return`, the running std of its discounted sum (CleanRL's
+    RND; the novelty then comes out ~100× smaller than the preference term, docs/benchmarks/explorer.md),
+    or `step`, the running std of its per-step values (unit scale, comparable with −KL)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.rnd, dict):
@@ -80,6 +88,8 @@ class ExplorationRewardConfig:
                              "give them as non-negative numbers")
         if self.rnd_weight == 0 and self.episodic_weight == 0:
             raise ValueError("novelty weights: rnd_weight and episodic_weight are both 0; the explorer needs a novelty term")
+        if self.novelty_scale not in NOVELTY_SCALES:
+            raise ValueError(f"novelty_scale {self.novelty_scale!r}: use {' or '.join(NOVELTY_SCALES)}")
 
     @property
     def uses_rnd(self) -> bool:
@@ -135,6 +145,8 @@ class ExplorationReward:
         self.preference_policy = None
         """The frozen path policy: the preference's logits and the episodic bonus's features."""
         self.episodic: EllipticalEpisodicBonus | None = None
+        self.step_scale = {"rnd": RunningMeanStd(), "episodic": RunningMeanStd()}
+        """With `novelty_scale: step`, the running statistics of each novelty's raw per-step values."""
         if config.use_preference or config.uses_episodic:
             self.preference_policy = preference_policy.eval()
             for p in self.preference_policy.parameters():
@@ -253,6 +265,11 @@ class ExplorationReward:
         zeros = torch.zeros(steps, self.num_envs)
         intrinsic = self.rnd.normalize_rewards(raw) if raw is not None else zeros
         episodic_bonus = self.episodic.normalize(raw_episodic, episode_start) if raw_episodic is not None else zeros
+        if config.novelty_scale == "step":
+            if raw is not None:
+                intrinsic = self._per_step(raw, "rnd", self.rnd.warmed_up)
+            if raw_episodic is not None:
+                episodic_bonus = self._per_step(raw_episodic, "episodic", True)
         novelty = config.rnd_weight * intrinsic + config.episodic_weight * episodic_bonus
         if preference is not None:
             alpha = torch.stack([self.alpha.step(novelty[t], episode_start[t]) for t in range(steps)])
@@ -288,6 +305,14 @@ class ExplorationReward:
         self._clear()
         return ShapedRewards(episodic, non_episodic, logs)
 
+    def _per_step(self, raw: Tensor, term: str, observed: bool) -> Tensor:
+        """`raw` (`T×N`) divided by the running std of the term's per-step values, these included
+        (RND's zeros before its warm-up are not folded in)."""
+        stats = self.step_scale[term]
+        if observed:
+            stats.update(raw.detach().to(torch.float64).cpu().flatten())
+        return (raw.detach().cpu().to(torch.float64) / (stats.std + 1e-8)).float()
+
     def state_dict(self) -> dict[str, Any]:
         # The preference policy's recurrent state and the episodic bonus's C are left out: a
         # resumed run starts new episodes, and their first step (episode_start) resets both.
@@ -297,6 +322,8 @@ class ExplorationReward:
             state.update(rnd=self.rnd.state_dict(), rnd_optimizer=self.rnd_optimizer.state_dict())
         if self.episodic is not None:
             state["episodic"] = self.episodic.state_dict()
+        if self.config.novelty_scale == "step":
+            state["step_scale"] = {term: stats.state_dict() for term, stats in self.step_scale.items()}
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -308,6 +335,8 @@ class ExplorationReward:
             self.rnd_optimizer.load_state_dict(state.get("rnd_optimizer", old_optimizer))
         if self.episodic is not None:
             self.episodic.load_state_dict(state["episodic"])
+        for term, stats in state.get("step_scale", {}).items():
+            self.step_scale[term].load_state_dict(stats)
         self.alpha.load_state_dict(state["alpha"])
 
     def checkpoint_spec(self) -> dict[str, Any] | None:

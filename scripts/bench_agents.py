@@ -6,6 +6,8 @@ each with the same test policy and detector:
     ppgta           PPO trained online, ensemble RND novelty + the path policy's preference (PPGTA)
     ppgta-episodic  ppgta + E3B's elliptical episodic novelty on the path policy's IDM features
     episodic        the episodic novelty + the preference, no RND
+    AGENT-step      ppgta, ppgta-episodic or episodic with each novelty divided by the running std
+                    of its per-step values (`novelty_scale: step`) instead of its discounted sum's
     inspector       PPO trained online, single-predictor RND, no preference (the Inspector baseline)
     random          uniform random actions
     expert          the scripted path follower, driven by the engine's telemetry and the park's
@@ -65,10 +67,13 @@ PROFILES = {
     "paper18": dict(game="doom:park:1:40x40", episodes=18, steps=2000),
     "paper": dict(game="doom:park:1:40x40", episodes=45, steps=2000),
 }
-AGENTS = ("ppgta", "ppgta-episodic", "episodic", "inspector", "random", "expert")
+STEP_SCALED = ("ppgta-step", "ppgta-episodic-step", "episodic-step")
+"""The preference explorers with `novelty_scale: step` (their novelty at unit scale beside the preference)."""
+AGENTS = ("ppgta", "ppgta-episodic", "episodic", *STEP_SCALED, "inspector", "random", "expert")
 DEFAULT_AGENTS = ("ppgta", "ppgta-episodic", "episodic", "inspector", "random")
 BASELINES = ("inspector", "random")
-"""What every other agent is tested against; the episodic explorers are also tested against ppgta."""
+"""What every other agent is tested against; every explorer is also tested against ppgta, and each
+step-scaled one against the same explorer with the default scale."""
 EXPERT_NOTE = "scripted path expert (engine telemetry and the park's map: a ceiling)"
 
 
@@ -82,7 +87,8 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     spec = RunSpec(game=args.game, tester=str(args.models / "inspect.ckpt"), run_dir=str(folder),
-                   explorer="random" if agent == "expert" else agent,
+                   explorer="random" if agent == "expert" else agent.removesuffix("-step"),
+                   novelty_scale="step" if agent in STEP_SCALED else "return",
                    preference=str(args.models / "path.ckpt"), detector=None if args.oracle_labels else str(args.detector),
                    oracle_labels=args.oracle_labels, episodes=args.episodes,
                    steps=args.steps, num_envs=args.envs, rollout=args.rollout, test_steps=args.test_steps, seed=seed,
@@ -205,9 +211,10 @@ def table(results: list[dict], episodes: int) -> str:
 
 def comparisons(agents: set[str]) -> list[tuple[str, str]]:
     """(agent, baseline) pairs to test, one-sided (agent greater): every explorer against each
-    baseline, and each episodic explorer against ppgta."""
-    pairs = [(a, b) for a in AGENTS if a not in BASELINES and a != "expert" for b in BASELINES]
-    pairs += [(a, "ppgta") for a in ("ppgta-episodic", "episodic")]
+    baseline and against ppgta, and each step-scaled explorer against its default-scaled self."""
+    explorers = [a for a in AGENTS if a not in BASELINES and a != "expert"]
+    pairs = [(a, b) for a in explorers for b in (*BASELINES, "ppgta") if a != b]
+    pairs += [(a, a.removesuffix("-step")) for a in STEP_SCALED]
     return [(a, b) for a, b in pairs if a in agents and b in agents]
 
 

@@ -161,14 +161,17 @@ def test_visit_counts_and_the_comparisons_tested():
     np.testing.assert_array_equal(counts, [[2, 0, 0, 0], [0, 0, 0, 1]])
     pairs = bench_agents.comparisons({"ppgta", "ppgta-episodic", "episodic", "inspector", "random", "expert"})
     assert pairs == [("ppgta", "inspector"), ("ppgta", "random"), ("ppgta-episodic", "inspector"), ("ppgta-episodic", "random"),
-                     ("episodic", "inspector"), ("episodic", "random"), ("ppgta-episodic", "ppgta"), ("episodic", "ppgta")]
+                     ("ppgta-episodic", "ppgta"), ("episodic", "inspector"), ("episodic", "random"), ("episodic", "ppgta")]
+    pairs = bench_agents.comparisons({"ppgta", "ppgta-episodic", "ppgta-episodic-step", "inspector"})
+    assert pairs == [("ppgta", "inspector"), ("ppgta-episodic", "inspector"), ("ppgta-episodic", "ppgta"),
+                     ("ppgta-episodic-step", "inspector"), ("ppgta-episodic-step", "ppgta"), ("ppgta-episodic-step", "ppgta-episodic")]
     assert bench_agents.comparisons({"ppgta", "random"}) == [("ppgta", "random")]
 
 
 @pytest.mark.slow
 def test_the_episodic_explorer_and_the_expert_side_by_side_in_parallel(tiny_parts, small_park, tmp_path, capsys):
-    """Two runs at once in processes of their own (`--parallel 2`): the episodic explorer's run logs
-    its episodic term, the expert's config says it is a telemetry-driven ceiling; the report draws
+    """Two runs at once in processes of their own (`--parallel 2`): the episodic explorer's run, with
+    its novelty scaled per step (`episodic-step`), logs its episodic term, the expert's config says it is a telemetry-driven ceiling; the report draws
     coverage over steps, the heat maps and the diagnosis."""
     import json
     import shutil
@@ -181,13 +184,15 @@ def test_the_episodic_explorer_and_the_expert_side_by_side_in_parallel(tiny_part
     shutil.copy(tiny_parts("path")[2], models / "path.ckpt")
     out = tmp_path / "out"
     assert bench_agents.main(["--models", str(models), "--game", small_park, "--episodes", "1", "--steps", "24",
-                              "--agents", "episodic", "expert", "--seeds", "1", "--parallel", "2", "--envs", "1",
+                              "--agents", "episodic-step", "expert", "--seeds", "1", "--parallel", "2", "--envs", "1",
                               "--rollout", "8", "--oracle-labels", "--test-steps", "4", "--out", str(out)]) == 0
     rows = {r["agent"]: r for r in json.loads((out / "agents.json").read_text())}
-    assert set(rows) == {"episodic", "expert"}
-    assert rows["episodic"]["scalars"]["rewards/episodic"] and "charts/alpha" in rows["episodic"]["scalars"]
+    assert set(rows) == {"episodic-step", "expert"}
+    assert rows["episodic-step"]["scalars"]["rewards/episodic"] and "charts/alpha" in rows["episodic-step"]["scalars"]
+    config = yaml.safe_load((out / "episodic-step-seed1" / "config.yaml").read_text())
+    assert (config["explorer"], config["novelty_scale"]) == ("episodic", "step")
     assert rows["expert"]["scalars"] == {} and rows["expert"]["steps"] == 24
     assert yaml.safe_load((out / "expert-seed1" / "config.yaml").read_text())["agent"] == bench_agents.EXPERT_NOTE
-    assert len(rows["episodic"]["coverage_curve"]["share"]) == agent_figures.CURVE_POINTS
+    assert len(rows["episodic-step"]["coverage_curve"]["share"]) == agent_figures.CURVE_POINTS
     for name in ("agents.png", "coverage-steps.png", "heat-maps.png", "diagnosis.png"):
         assert (out / name).stat().st_size > 1000, name

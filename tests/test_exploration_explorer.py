@@ -372,11 +372,10 @@ def test_an_episodic_explorer_trains_logs_its_terms_and_resumes(path_policy, sma
 
     explorer = build(32)
     result = train(*explorer)
-    projection = explorer.hook.episodic.projection.clone()
+    assert explorer.hook.episodic.projection is None  # the tiny policy's 32 features: used as they are
     resumed_explorer = build(48, resume=True)
     resumed = train(*resumed_explorer)
     assert result.global_step == 32 and resumed.global_step == 48
-    torch.testing.assert_close(resumed_explorer.hook.episodic.projection, projection)
     assert resumed_explorer.hook.episodic.reward_rms.count > explorer.hook.episodic.reward_rms.count  # statistics carried on
 
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -386,3 +385,33 @@ def test_an_episodic_explorer_trains_logs_its_terms_and_resumes(path_policy, sma
     raw = [e.value for e in events.Scalars("rewards/episodic_raw")]
     assert all(0 < r <= 1 / explorer.hook.config.episodic.ridge for r in raw), raw
     assert {"rewards/episodic", "rewards/novelty", "rewards/intrinsic", "charts/alpha"} <= set(events.Tags()["scalars"])
+
+
+def test_the_step_scale_divides_each_novelty_by_the_std_of_its_values(path_policy, small_park, tmp_path, park_frames):
+    """`novelty_scale: step`: the episodic bonus the hook mixes is its raw value over the running
+    std of the raw values (the rollout's own, the first time), where `return` divides by that of
+    its discounted sum; the statistics are saved and restored."""
+    from lightning.fabric import Fabric
+
+    from playtester.exploration.ppo import StepView
+
+    hooks = {}
+    for scale in ("return", "step"):
+        explorer = build_explorer(small_park, path_policy, "episodic", run_dir=str(tmp_path), total_timesteps=512,
+                                  num_envs=2, novelty_scale=scale)
+        hook = hooks[scale] = explorer.hook
+        hook.setup(Fabric(accelerator="cpu", devices=1))
+        frames = park_frames[:10].reshape(5, 2, *park_frames.shape[1:])
+        for t in range(4):
+            explorer.agent.prepare(torch.as_tensor(frames[t]))
+            hook.step(StepView(frames[t], torch.zeros(2, 9), torch.tensor([t == 0, t == 0]), frames[t + 1]))
+    raw = hooks["return"]._rollout_rewards()[1].double()
+    logs = hooks["step"].end_rollout().logs
+    n, prior = raw.numel(), 1e-4  # RunningMeanStd's prior: mean 0, variance 1, count 1e-4 (Chan's update)
+    std = ((prior + raw.var(unbiased=False) * n + raw.mean() ** 2 * prior * n / (prior + n)) / (prior + n)).sqrt()
+    assert logs["rewards/episodic_raw"] == pytest.approx(float(raw.mean()), rel=1e-5)
+    assert logs["rewards/episodic"] == pytest.approx(float((raw / std).mean()), rel=1e-4)
+    saved = hooks["step"].state_dict()["step_scale"]["episodic"]
+    hooks["return"].load_state_dict({"alpha": hooks["return"].alpha.state_dict(), "episodic": hooks["return"].episodic.state_dict(),
+                                     "step_scale": {"episodic": saved}})
+    torch.testing.assert_close(hooks["return"].step_scale["episodic"].var, saved["var"])

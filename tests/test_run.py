@@ -276,17 +276,17 @@ def test_seq_len_rnd_train_steps_and_overlaps_from_config(tiny_inspect_policy, s
 
 
 def test_the_novelty_weights_come_from_the_run_config(tiny_parts, small_park, tmp_path, capsys):
-    """`--explorer ppgta-episodic` with `episodic_weight: 0.5, rnd_weight: 0` in --config: the run's
-    config.yaml and the explorer's checkpoint keep the weights, RND is left out (one value head);
-    a negative weight is one line, before anything runs."""
+    """`--explorer ppgta-episodic` with `episodic_weight: 0.5, rnd_weight: 0, novelty_scale: step` in
+    --config: the run's config.yaml and the explorer's checkpoint keep them, RND is left out (one
+    value head); a negative weight or an unknown scale is one line, before anything runs."""
     import yaml
 
     from playtester.exploration.checkpoints import load_checkpoint
 
     tester, path = tiny_parts("inspect")[2], tiny_parts("path")[2]
     config = tmp_path / "c.yaml"
-    config.write_text(yaml.safe_dump({"episodic_weight": 0.5, "rnd_weight": 0, "rollout": 8, "oracle_labels": True,
-                                      "test_steps": 4}))
+    config.write_text(yaml.safe_dump({"episodic_weight": 0.5, "rnd_weight": 0, "novelty_scale": "step", "rollout": 8,
+                                      "oracle_labels": True, "test_steps": 4}))
     out = tmp_path / "r"
     assert main(["run", "explore", "--game", small_park, "--explorer", "ppgta-episodic", "--preference", str(path),
                  "--tester", str(tester), "--envs", "1", "--episodes", "1", "--steps", "24", "--config", str(config),
@@ -295,7 +295,7 @@ def test_the_novelty_weights_come_from_the_run_config(tiny_parts, small_park, tm
     assert (saved["episodic_weight"], saved["rnd_weight"], saved["explorer"]) == (0.5, 0, "ppgta-episodic")
     checkpoint = load_checkpoint(out / "explorer" / "checkpoints" / "last.ckpt")
     reward = checkpoint["reward_spec"]["config"]
-    assert (reward["episodic_weight"], reward["rnd_weight"]) == (0.5, 0.0)
+    assert (reward["episodic_weight"], reward["rnd_weight"], reward["novelty_scale"]) == (0.5, 0.0, "step")
     assert checkpoint["agent_spec"]["config"]["num_values"] == 1 and "rnd" not in checkpoint["reward_hook"]
 
     capsys.readouterr()
@@ -304,6 +304,11 @@ def test_the_novelty_weights_come_from_the_run_config(tiny_parts, small_park, tm
                  "--config", str(config), "--out", str(tmp_path / "bad")]) == 2
     err = capsys.readouterr().err.strip()
     assert "episodic_weight is -1" in err and len(err.splitlines()) == 1, err
+    config.write_text(yaml.safe_dump({"novelty_scale": "huge"}))
+    assert main(["run", "explore", "--game", small_park, "--explorer", "episodic", "--preference", str(path),
+                 "--config", str(config), "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--novelty-scale 'huge': use return or step" in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "bad").exists()
 
 

@@ -225,7 +225,7 @@ def _train_explorer(spec: RunSpec, wrap: Callable[[gym.Env, int], gym.Env], budg
         num_envs=spec.num_envs, num_steps=spec.rollout, seed=spec.seed, checkpoint_every=5, resume=resume_ppo,
         game_options=spec.game_options(), wrap=wrap, accelerator=spec.device, acting=spec.acting, lockstep=spec.lockstep,
         seq_len=spec.seq_len, overlap_rnd=spec.overlap_rnd, overlap_update=spec.overlap_update, rnd=RNDConfig(train_steps=spec.rnd_train_steps),
-        rnd_weight=spec.rnd_weight, episodic_weight=spec.episodic_weight,
+        rnd_weight=spec.rnd_weight, episodic_weight=spec.episodic_weight, novelty_scale=spec.novelty_scale,
     )
     if cluster:  # the same instances, each in a Ray actor; this process alone writes the run folder
         from playtester.tester.cluster import ray_instances

@@ -23,6 +23,8 @@ episodic bonus; `episodic`: the episodic bonus + the preference, no RND; `inspec
 single-predictor RND only; `random`: uniform random actions (`exploration/modes.py`)."""
 NEEDS_PATH_POLICY = ("ppgta", "ppgta-episodic", "episodic")
 """The explorers rewarded with the path policy's preference (and read its encoder's features)."""
+NOVELTY_SCALES = ("return", "step")
+"""What the explorer's novelties are divided by (`ExplorationRewardConfig.novelty_scale`)."""
 OBJECTIVES = ("coverage", "load")
 DEVICES = ("cpu", "cuda")
 """Where a run's networks run (`--device`); the games always play on the CPU."""
@@ -66,6 +68,7 @@ class RunSpec:
     explorer: str = flag("--explorer", "ppgta (PPO with RND novelty + the path policy's preference, trained online), ppgta-episodic (ppgta + E3B's elliptical episodic novelty on the path policy's inverse-dynamics features: what this episode has not seen yet), episodic (the episodic novelty + the preference, no RND), inspector (PPO with single-predictor RND, the baseline) or random; evolve is `playtester run evolve`.", "ppgta", kept=True)
     preference: str | None = flag("--preference", "Path-following policy checkpoint: the explorer starts from it and is rewarded for keeping its style (needed by --explorer ppgta, ppgta-episodic and episodic).", None, kept=True)
     rnd_weight: float | None = flag("--rnd-weight", "The weight of ensemble RND's novelty (global, across episodes) in the explorer's novelty; 0 leaves RND out; default: the --explorer's (1, or 0 for episodic).", None, kept=True, limits=(0, None))
+    novelty_scale: str = flag("--novelty-scale", "What the explorer's novelties are divided by before they are mixed with the preference: return (the running std of their discounted sum, as CleanRL's RND: the novelty comes out about 1 % of PPGTA's reward, docs/benchmarks/explorer.md) or step (the running std of their per-step values: unit scale).", "return", kept=True)
     episodic_weight: float | None = flag("--episodic-weight", "The weight of E3B's elliptical episodic novelty (within the episode) in the explorer's novelty; 0 leaves it out; default: the --explorer's (1 for ppgta-episodic and episodic, else 0).", None, kept=True, limits=(0, None))
     detector: str | None = flag("--detector", "Detector checkpoint that finds the OOIs to test (from `playtester train detector`); a run with --tester refuses to start without it or --oracle-labels.", None, kept=True)
     oracle_labels: bool = flag("--oracle-labels", "Find the OOIs through the engine's labels instead of a detector (the built-in park only): an ablation, and the report says so.", False, kept=True)
@@ -118,6 +121,8 @@ class RunSpec:
         if self.explorer in NEEDS_PATH_POLICY and not self.preference:
             raise UserError(f"--explorer {self.explorer} needs the path-following policy: give --preference models/path.ckpt "
                             "(or --explorer inspector|random)")
+        if self.novelty_scale not in NOVELTY_SCALES:
+            raise UserError(f"--novelty-scale {self.novelty_scale!r}: use {' or '.join(NOVELTY_SCALES)}")
         if self.episodic_weight and not self.preference:
             raise UserError(f"--episodic-weight {self.episodic_weight}: the episodic novelty reads the path policy's "
                             "encoder features; give --preference models/path.ckpt")
