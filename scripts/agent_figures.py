@@ -33,10 +33,12 @@ def cells_of(src, trajectory: list[dict[str, Any]]) -> list[tuple[int, int] | No
 
 
 def coverage_mask(src) -> tuple[np.ndarray | None, str]:
-    """The cells coverage is the share of: the pathways where the map has them, else the walkable
-    cells; and its name."""
+    """The cells coverage is the share of: the pathways where the map has them, else a level's
+    cells reachable from its start, else the walkable cells; and its name."""
     if src.pathway_mask is not None:
         return src.pathway_mask, "pathway"
+    if getattr(src, "reachable_mask", None) is not None:
+        return src.reachable_mask, "reachable"
     return src.walkable_mask, "walkable"
 
 

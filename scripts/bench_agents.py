@@ -23,7 +23,7 @@ spends its steps), `diagnosis.png` (α and the reward terms over time, the share
 steps in cells covered before) and each agent's coverage map of its first seed
 (`coverage-AGENT.png`).
 
-    python scripts/bench_agents.py [--models playtester-demo/models] [--seeds 1 2 3 4 5] [--profile quick|cpu|paper-short|paper18|paper] [--resume] [--parallel N]
+    python scripts/bench_agents.py [--models playtester-demo/models] [--seeds 1 2 3 4 5] [--profile quick|cpu|paper-short|paper18|paper|levels] [--resume] [--parallel N]
 
 The models are the inspect (test) and path (preference) policies, e.g. those `playtester demo`
 or `scripts/bench_imitation.py` trains. Profiles:
@@ -35,10 +35,20 @@ or `scripts/bench_imitation.py` trains. Profiles:
     paper18      the paper's 40 × 40 park, 18 episodes × 2000 steps (its reporting point for OOIs tested)
     paper        the paper's protocol: 45 episodes × 2000 steps from random starts on a 40 × 40 park
 
+    levels       Doom levels (Freedoom 2 MAP01, MAP07, MAP10, Freedoom 1 E1M2), rules immortal, 10 episodes
+                 × 1000 steps each: reachable walkable coverage (the level's cells reachable from its start,
+                 doors open and lifts moved), doors opened and oracles fired, per agent and level; no OOI
+                 tests. `expert` there is the scripted level-walk expert (it walks from telemetry and the
+                 level's geometry, remembering its cells across episodes: the ceiling, not an agent under
+                 test). `--preference` names the path policy the preference explorers keep the style of
+                 (trained on level-walk demos of other levels); `--levels` picks some of the four.
+
 With two seeds or more, the table gains one-sided Mann–Whitney U tests over seeds (each explorer
-greater than each baseline, and each episodic explorer greater than ppgta) for coverage and OOIs
-tested; 5 seeds a side can reach p = 0.004, 3 no lower than 0.05. `--parallel N` plays N runs at
-once, each in a process of its own (a many-core machine: give `--threads 1 --envs 1`). Every agent finds its OOIs with the same trained detector
+greater than each baseline and than ppgta, each step-scaled one than its default-scaled self) for
+coverage and OOIs tested (per level on the levels profile, for reachable coverage), with the rank
+effect size (the probability that a run of the first beats one of the second); 5 seeds a side can
+reach p = 0.004, 3 no lower than 0.05. `--parallel N` plays N runs at once, each in a process of
+its own (a many-core machine: give `--threads 1`). Every agent finds its OOIs with the same trained detector
 (`--detector`, default `MODELS/detector.ckpt`), named with its held-out AP in the output;
 `--oracle-labels` gives them the engine's labels instead (an ablation, so that what differs
 between the agents is only how they explore), and the output says so.
@@ -60,21 +70,28 @@ from pathlib import Path
 
 import numpy as np
 
+from playtester.perception.candidates import CONFIRM_HITS, CONFIRM_WINDOW
+
 PROFILES = {
     "quick": dict(game="doom:park:1", episodes=6, steps=400),
     "cpu": dict(game="doom:park:1:24x24", episodes=18, steps=1000),
     "paper-short": dict(game="doom:park:1:40x40", episodes=6, steps=1000),
     "paper18": dict(game="doom:park:1:40x40", episodes=18, steps=2000),
     "paper": dict(game="doom:park:1:40x40", episodes=45, steps=2000),
+    "levels": dict(game=None, episodes=10, steps=1000),
 }
 STEP_SCALED = ("ppgta-step", "ppgta-episodic-step", "episodic-step")
 """The preference explorers with `novelty_scale: step` (their novelty at unit scale beside the preference)."""
 AGENTS = ("ppgta", "ppgta-episodic", "episodic", *STEP_SCALED, "inspector", "random", "expert")
 DEFAULT_AGENTS = ("ppgta", "ppgta-episodic", "episodic", "inspector", "random")
+"""The park's default agents; the levels profile adds `expert`."""
 BASELINES = ("inspector", "random")
 """What every other agent is tested against; every explorer is also tested against ppgta, and each
 step-scaled one against the same explorer with the default scale."""
-EXPERT_NOTE = "scripted path expert (engine telemetry and the park's map: a ceiling)"
+EXPERT_NOTE = {"park": "scripted path expert (engine telemetry and the park's map: a ceiling)",
+               "level": "scripted level-walk expert (engine telemetry and the level's geometry: a ceiling)"}
+LEVELS = ("doom:freedoom2:MAP01", "doom:freedoom2:MAP07", "doom:freedoom2:MAP10", "doom:freedoom1:E1M2")
+"""The `levels` profile's levels."""
 
 
 def run_agent(agent: str, seed: int, args, out: Path) -> dict:
@@ -86,20 +103,25 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    spec = RunSpec(game=args.game, tester=str(args.models / "inspect.ckpt"), run_dir=str(folder),
+    on_level = args.profile == "levels"  # coverage and oracles only: no OOI tests
+    spec = RunSpec(game=args.game, tester=None if on_level else str(args.models / "inspect.ckpt"), run_dir=str(folder),
                    explorer="random" if agent == "expert" else agent.removesuffix("-step"),
-                   novelty_scale="step" if agent in STEP_SCALED else "return",
-                   preference=str(args.models / "path.ckpt"), detector=None if args.oracle_labels else str(args.detector),
-                   oracle_labels=args.oracle_labels, episodes=args.episodes,
+                   novelty_scale="step" if agent in STEP_SCALED else "return", preference=str(args.preference),
+                   detector=None if args.oracle_labels or on_level else str(args.detector),
+                   oracle_labels=args.oracle_labels and not on_level, episodes=args.episodes,
+                   rules=args.rules if on_level else None,
                    steps=args.steps, num_envs=args.envs, rollout=args.rollout, test_steps=args.test_steps, seed=seed,
                    track_every=args.track_every, device=args.device, min_score=args.min_score, acting=args.acting,
+                   confirm_hits=args.confirm_hits, confirm_window=args.confirm_window,
                    seq_len=args.seq_len, rnd_train_steps=args.rnd_train_steps, overlap_update=args.overlap_update)
     import yaml
 
-    config = spec.to_config() | ({"agent": EXPERT_NOTE} if agent == "expert" else {})
+    config = spec.to_config() | ({"agent": EXPERT_NOTE["level" if on_level else "park"]} if agent == "expert" else {})
     (folder / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     started = time.time()
-    if agent == "expert":
+    if agent == "expert" and on_level:
+        walk_with_expert(spec, seed)
+    elif agent == "expert":
         explore_with_expert(spec)
     elif agent == "random" and args.cluster:
         from playtester.tester.cluster import explore_at_random_on_cluster
@@ -141,6 +163,30 @@ def explore_with_expert(spec) -> None:
         env.close()
 
 
+def walk_with_expert(spec, seed: int) -> None:
+    """The level-walk expert plays the run's episodes in the same tester loop (logs, oracles) as the
+    agents, remembering the cells it walked across episodes."""
+    import numpy as np
+
+    from playtester.capture.games import make_game
+    from playtester.capture.level_walk import LevelWalker
+    from playtester.tester.runner import tester_env
+
+    env = tester_env(spec, make_game(spec.game, **spec.game_options()))
+    try:
+        game = env.unwrapped
+        walker = LevelWalker(game.graph, game.keymap, np.random.default_rng(seed), jitter=0.0, remember=True)
+        for episode in range(spec.episodes):
+            _, info = env.reset(seed=seed * 1000 + episode)
+            walker.reset(info)
+            while True:
+                _, _, terminated, truncated, info = env.step(walker.act(info))
+                if terminated or truncated:
+                    break
+    finally:
+        env.close()
+
+
 def score(agent: str, seed: int, folder: Path, episodes: int, seconds: float) -> dict:
     """A finished run's figures, from its folder (its report built again): pathway and walkable
     coverage, coverage over game steps, the known OOIs tested after each episode (a test of a
@@ -159,27 +205,39 @@ def score(agent: str, seed: int, folder: Path, episodes: int, seconds: float) ->
     src = map_source(folder, yaml.safe_load((folder / "config.yaml").read_text()))[0]
     known = known_ids(src)
     trajectory = list(read_jsonl(folder / "trajectory.jsonl"))
+    level = summary.get("level") or {}
     coverage = summary.get("coverage", {})
     return {
-        "agent": agent, "seed": seed, "seconds": seconds,
+        "agent": agent, "seed": seed, "seconds": seconds, "game": summary["game"],
         "pathway_share": coverage.get("pathway_share"), "walkable_share": coverage.get("walkable_share"),
+        "reachable_share": coverage.get("reachable_share"), "reachable_cumulative": coverage.get("reachable_share_cumulative"),
+        "doors_opened": (level.get("doors") or {}).get("opened"), "doors": (level.get("doors") or {}).get("total"),
+        "findings": summary["findings"], "steps": summary["steps"], "episodes": summary["episodes"],
         "tested_per_episode": tested_counts(tests, episodes, known),
         "tests": len(tests), "tests_unmatched": summary.get("tests_unmatched", 0), "success_rate": summary["test_success_rate"],
         "oois_total": summary.get("oois_total"), "objects_found_by": summary["objects_found_by"],
-        "steps": len(trajectory), "explore_steps": sum(r.get("mode", "explore") == "explore" for r in trajectory),
+        "test_precision": summary.get("test_precision"),
+        "success_on_real": summary.get("test_success_on_real"), "failures_on_real": summary.get("test_failures_on_real", {}),
+        "explore_steps": sum(r.get("mode", "explore") == "explore" for r in trajectory),
         "coverage_curve": coverage_over_steps(src, trajectory) if src is not None else None,
         "revisits": revisits(src, trajectory, episodes) if src is not None else None,
         "scalars": explorer_scalars(folder),
     }
 
 
+COVERAGE_KEYS = ("pathway_share", "reachable_share", "walkable_share")
+"""A run's coverage, the first of these it has: of the park's pathways, of a level's cells reachable
+from its start, of the walkable cells."""
+
+
 def coverage_of(row: dict) -> float | None:
-    """A run's coverage: of the pathways where the map has them, else of the walkable cells."""
-    return row["pathway_share"] if row.get("pathway_share") is not None else row.get("walkable_share")
+    """A run's coverage (`COVERAGE_KEYS`)."""
+    return next((row[key] for key in COVERAGE_KEYS if row.get(key) is not None), None)
 
 
 def measure_name(results: list[dict]) -> str:
-    return "pathway coverage" if any(r.get("pathway_share") is not None for r in results) else "walkable coverage"
+    key = next((key for key in COVERAGE_KEYS if any(r.get(key) is not None for r in results)), "walkable_share")
+    return f"{key.removesuffix('_share')} coverage"
 
 
 def mean(values):
@@ -190,7 +248,7 @@ def mean(values):
 def table(results: list[dict], episodes: int) -> str:
     marks = sorted({1, max(1, episodes // 2), episodes})
     head = (["agent", "seeds", measure_name(results), "× random"] + [f"OOIs tested after {e} ep." for e in marks]
-            + ["tests (of no known OOI)", "success rate", "minutes"])
+            + ["tests (of no known OOI)", "test precision", "OOIs tested a 10 000 steps", "success rate (on real objects)", "minutes"])
     lines = ["| " + " | ".join(head) + " |", "| " + " | ".join(["---"] + ["---:"] * (len(head) - 1)) + " |"]
     random_share = mean([coverage_of(r) for r in results if r["agent"] == "random"])
     for agent in AGENTS:
@@ -202,8 +260,13 @@ def table(results: list[dict], episodes: int) -> str:
         cells = [agent, str(len(rows)), "–" if share is None else f"{100 * share:.1f} % ({per_seed})",
                  "–" if share is None or not random_share else f"×{share / random_share:.2f}"]
         cells += [f"{np.mean([r['tested_per_episode'][e - 1] for r in rows]):.1f}" for e in marks]
+        real_rate = mean([r.get("success_on_real") for r in rows])
+        tests, phantom = sum(r["tests"] for r in rows), sum(r.get("tests_unmatched", 0) for r in rows)
+        steps = sum(r.get("steps") or 0 for r in rows)
         cells += [f"{np.mean([r['tests'] for r in rows]):.1f} ({np.mean([r.get('tests_unmatched', 0) for r in rows]):.1f})",
-                  "–" if rate is None else f"{100 * rate:.0f} %",
+                  f"{100 * (1 - phantom / tests):.0f} %" if tests else "–",
+                  f"{1e4 * sum(r['tested_per_episode'][-1] for r in rows) / steps:.1f}" if steps else "–",
+                  ("–" if rate is None else f"{100 * rate:.0f} %") + ("" if real_rate is None else f" ({100 * real_rate:.0f} %)"),
                   "–" if any(np.isnan(r["seconds"]) for r in rows) else f"{np.mean([r['seconds'] for r in rows]) / 60:.1f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -220,7 +283,9 @@ def comparisons(agents: set[str]) -> list[tuple[str, str]]:
 
 def significance(results: list[dict]) -> str:
     """Mann–Whitney U over seeds (`comparisons`) for coverage and the OOIs tested by the last
-    episode; empty without two seeds of both agents of any pair."""
+    episode (where any run tested one), with the effect size U / (n₁ n₂): the probability that a
+    run of the first agent beats one of the second (ties half); empty without two seeds of both
+    agents of any pair."""
     from scipy.stats import mannwhitneyu
 
     def values(agent: str, key: str) -> list[float]:
@@ -228,18 +293,19 @@ def significance(results: list[dict]) -> str:
         return [r["tested_per_episode"][-1] if key == "oois" else coverage_of(r) for r in rows
                 if key == "oois" or coverage_of(r) is not None]
 
+    measures = [("coverage", measure_name(results))] + ([("oois", "OOIs tested")] if any(r["tests"] for r in results) else [])
     lines = []
     for agent, baseline in comparisons({r["agent"] for r in results}):
-        for key, name in (("coverage", measure_name(results)), ("oois", "OOIs tested")):
+        for key, name in measures:
             ours, theirs = values(agent, key), values(baseline, key)
             if len(ours) < 2 or len(theirs) < 2:
                 continue
             test = mannwhitneyu(ours, theirs, alternative="greater")
             lines.append(f"| {agent} vs {baseline} | {name} | {np.mean(ours):.3g} vs {np.mean(theirs):.3g} | "
-                         f"U = {test.statistic:.1f} | p = {test.pvalue:.3f} |")
+                         f"U = {test.statistic:.1f} | {test.statistic / (len(ours) * len(theirs)):.2f} | p = {test.pvalue:.3f} |")
     if not lines:
         return ""
-    return "\n".join(["| agents | measure | means | U | p |", "| --- | --- | ---: | ---: | ---: |", *lines])
+    return "\n".join(["| agents | measure | means | U | P(first > second) | p |", "| --- | --- | ---: | ---: | ---: | ---: |", *lines])
 
 
 def copy_coverage_maps(results: list[dict], out: Path) -> None:
@@ -281,11 +347,17 @@ def main(argv: list[str] | None = None) -> int:
                              "paper18 (18 × 2000 on 40 × 40) or paper (45 × 2000 on 40 × 40)")
     parser.add_argument("--full", action="store_true", help="the same as --profile paper")
     parser.add_argument("--game", default=None, help="park spec (default: the profile's)")
+    parser.add_argument("--levels", nargs="+", default=list(LEVELS), help="the levels profile's levels (game specs)")
+    parser.add_argument("--rules", default="immortal", choices=("immortal", "no-monsters", "play"),
+                        help="the levels profile's tester rules")
+    parser.add_argument("--preference", type=Path, default=None,
+                        help="the path policy PPGTA keeps the style of (and Inspector starts from); default MODELS/path.ckpt")
     parser.add_argument("--episodes", type=int, default=None)
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
-    parser.add_argument("--agents", nargs="+", default=list(DEFAULT_AGENTS), choices=AGENTS,
-                        help=f"default: {' '.join(DEFAULT_AGENTS)} (expert, the telemetry-driven ceiling, on the park only)")
+    parser.add_argument("--agents", nargs="+", default=None, choices=AGENTS,
+                        help=f"default: {' '.join(DEFAULT_AGENTS)}, and expert on the levels profile (the park's path "
+                             "follower or the level-walk expert: telemetry-driven ceilings, not agents under test)")
     parser.add_argument("--parallel", type=int, default=1,
                         help="runs played at once, each in a process of its own (on a many-core machine, with --threads 1)")
     parser.add_argument("--detector", type=Path, default=None, help="detector checkpoint (default: MODELS/detector.ckpt)")
@@ -302,7 +374,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="during an OOI test, the detector every this many steps, the tracker in between (the run's track_every)")
     parser.add_argument("--test-steps", type=int, default=None, help="steps of one OOI test (default: the policy's demo length)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of this process")
-    parser.add_argument("--min-score", type=float, default=0.6, help="the detections the agents test: confidence at least this (the run's min_score)")
+    parser.add_argument("--min-score", type=float, default=None,
+                        help="the detections the agents test: confidence at least this (the run's min_score; default: the "
+                             "detector's per-class thresholds, else 0.6)")
+    parser.add_argument("--confirm-hits", type=int, default=CONFIRM_HITS,
+                        help="a detection is tested once found in this many of the last --confirm-window detector passes (the run's confirm_hits)")
+    parser.add_argument("--confirm-window", type=int, default=CONFIRM_WINDOW, help="the passes counted (the run's confirm_window)")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                         help="where the runs' networks run (cuda serves every instance's detector and test policy from one process)")
     parser.add_argument("--acting", default="fp32", choices=("fp32", "int8"),
@@ -328,6 +405,12 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         args.episodes = args.cut
         return report(results, args)
+    if args.preference is None:
+        args.preference = args.models / "path.ckpt"
+    if args.agents is None:
+        args.agents = [*DEFAULT_AGENTS, "expert"] if args.profile == "levels" else list(DEFAULT_AGENTS)
+    if args.profile == "levels":
+        return run_levels(args)
     if args.detector is None:
         args.detector = args.models / "detector.ckpt"
     needed = [args.models / "inspect.ckpt", args.models / "path.ckpt"] + ([] if args.oracle_labels else [args.detector])
@@ -361,31 +444,98 @@ def main(argv: list[str] | None = None) -> int:
     return report(results, args)
 
 
+def run_levels(args) -> int:
+    """The levels profile: every agent on every level and seed, a table per level, `levels.json`."""
+    if set(args.agents) - {"random", "expert"} and not args.preference.exists():
+        print(f"error: {args.preference} is missing; give --preference PATH.ckpt (a path policy trained on level-walk demos)",
+              file=sys.stderr)
+        return 2
+    import torch
+
+    torch.set_num_threads(args.threads)
+    root = args.out
+    results = []
+    print(f"levels: {', '.join(args.levels)}; {args.episodes} episodes × {args.steps} steps, seeds {args.seeds}, agents "
+          f"{', '.join(args.agents)}; rules {args.rules}; preference {args.preference}")
+    for level in args.levels:
+        args.game = level
+        args.out = root / level.replace(":", "_").replace("/", "_")
+        args.out.mkdir(parents=True, exist_ok=True)
+        rows = run_agents(args)
+        results += [{**row, "level": level} for row in rows]
+        tests = significance(rows)
+        if tests:
+            print(f"\n{level}: Mann–Whitney U over seeds, one-sided (the first agent greater):\n{tests}\n")
+        figures(rows, args.out)
+    args.out = root
+    print()
+    print(level_table(results, args))
+    (root / "levels.json").write_text(json.dumps(results, indent=1))
+    print(f"\nwrote {root / 'levels.json'}")
+    return 0
+
+
+def level_table(results: list[dict], args) -> str:
+    """Per level and agent: reachable coverage (mean ± sd over seeds), against random, walkable coverage,
+    doors opened, findings by kind, and whether every episode played all its steps."""
+    head = ["level", "agent", "seeds", "reachable coverage", "× random", "walkable coverage", "doors opened", "findings",
+            "every episode all its steps", "minutes"]
+    lines = ["| " + " | ".join(head) + " |", "| " + " | ".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + " |"]
+    for level in dict.fromkeys(r["level"] for r in results):
+        rows = [r for r in results if r["level"] == level]
+        base = mean([r["reachable_share"] for r in rows if r["agent"] == "random"])
+        for agent in AGENTS:
+            mine = [r for r in rows if r["agent"] == agent]
+            if not mine:
+                continue
+            reach = [r["reachable_share"] for r in mine]
+            kinds = {}
+            for r in mine:
+                for k, v in r["findings"].items():
+                    kinds[k] = kinds.get(k, 0) + v
+            full = all(r["steps"] == args.episodes * args.steps and r["episodes"] == args.episodes for r in mine)
+            lines.append("| " + " | ".join([
+                level.split(":", 1)[1], agent, str(len(mine)), f"{100 * np.mean(reach):.1f} ± {100 * np.std(reach):.1f} %",
+                "–" if not base else f"{np.mean(reach) / base:.2f}", f"{100 * mean([r['walkable_share'] for r in mine]):.1f} %",
+                f"{mean([r['doors_opened'] for r in mine]):.1f} of {mine[0]['doors']}",
+                ", ".join(f"{k} {v / len(mine):.1f}" for k, v in sorted(kinds.items())) or "none",
+                "yes" if full else "no",
+                "–" if any(np.isnan(r["seconds"]) for r in mine) else f"{np.mean([r['seconds'] for r in mine]) / 60:.1f}"]) + " |")
+    return "\n".join(lines)
+
+
 def report(results: list[dict], args) -> int:
     """The table, the significance tests, the coverage maps and the figures of `results` in `args.out`."""
-    from agent_figures import heat_maps, plot_coverage_over_steps, plot_diagnosis, plot_heat_maps
-
     print()
     print(table(results, args.episodes))
     tests = significance(results)
     if tests:
         print("\nMann–Whitney U over seeds, one-sided (the first agent greater):")
         print(tests)
-    copy_coverage_maps(results, args.out)
     (args.out / "agents.json").write_text(json.dumps(results, indent=1))
     plot(results, args.episodes, args.out / "agents.png")
-    agents = tuple(a for a in AGENTS if any(r["agent"] == a for r in results))
-    plot_coverage_over_steps(results, agents, args.out / "coverage-steps.png")
-    plot_heat_maps(heat_maps(results, args.out, agents), args.out / "heat-maps.png")
-    plot_diagnosis(results, agents, args.out / "diagnosis.png")
+    figures(results, args.out)
     print(f"\nwrote {args.out / 'agents.json'}, agents.png, coverage-steps.png, heat-maps.png and diagnosis.png")
     return 0
+
+
+def figures(results: list[dict], out: Path) -> None:
+    """Each agent's coverage map of its first seed, coverage over steps, the heat maps and the
+    diagnosis of `results`, in `out` (where their run folders are)."""
+    from agent_figures import heat_maps, plot_coverage_over_steps, plot_diagnosis, plot_heat_maps
+
+    copy_coverage_maps(results, out)
+    agents = tuple(a for a in AGENTS if any(r["agent"] == a for r in results))
+    plot_coverage_over_steps(results, agents, out / "coverage-steps.png")
+    plot_heat_maps(heat_maps(results, out, agents), out / "heat-maps.png")
+    plot_diagnosis(results, agents, out / "diagnosis.png")
 
 
 def settings(args) -> dict:
     """What makes two runs of an agent and seed the same run: `--resume` keeps a run only if these match."""
     keys = ("game", "episodes", "steps", "models", "detector", "oracle_labels", "envs", "rollout", "track_every", "test_steps",
-            "device", "min_score", "acting", "seq_len", "rnd_train_steps", "overlap_update")
+            "device", "min_score", "acting", "seq_len", "rnd_train_steps", "overlap_update", "preference", "rules",
+            "confirm_hits", "confirm_window")
     return {key: str(getattr(args, key)) for key in keys}
 
 
@@ -456,7 +606,9 @@ def run_agents(args) -> list[dict]:
             except json.JSONDecodeError:  # a line torn by a stop while it was written: that run is run again
                 continue
             whole.append(line + "\n")
-            if {"device": "cpu", "min_score": "0.6", "acting": "fp32", "seq_len": "0", "rnd_train_steps": "8", "overlap_update": "False", **row.get("budget", {})} == settings(args):  # rows from before these options
+            if {"device": "cpu", "min_score": "0.6", "acting": "fp32", "seq_len": "0", "rnd_train_steps": "8", "overlap_update": "False",
+                "preference": str(args.models / "path.ckpt"), "rules": "immortal", "confirm_hits": "1", "confirm_window": "1",
+                **row.get("budget", {})} == settings(args):  # rows from before these options
                 done[row["agent"], row["seed"]] = row
         write_text_atomic(log, "".join(whole))  # without the torn line, so that the next run's line stands alone
         print(f"--resume: {len(done)} runs kept from {log}")
@@ -475,6 +627,11 @@ def run_agents(args) -> list[dict]:
         with log.open("a") as f:
             f.write(json.dumps(result) + "\n")
         results.append(result)
+        if args.profile == "levels":
+            print(f"  {args.game} {result['agent']:9s} seed {result['seed']}: reachable coverage {result['reachable_share']:.3f}, "
+                  f"doors opened {result['doors_opened']} of {result['doors']}, findings {result['findings']} "
+                  f"({result['seconds'] / 60:.1f} min)", flush=True)
+            return
         print(f"  {result['agent']:9s} seed {result['seed']}: coverage {coverage_of(result)}, OOIs tested "
               f"{result['tested_per_episode']}, tests {result['tests']}, success {result['success_rate']} "
               f"({result['seconds'] / 60:.1f} min)", flush=True)

@@ -192,7 +192,7 @@ def test_the_episodic_explorer_and_the_expert_side_by_side_in_parallel(tiny_part
     config = yaml.safe_load((out / "episodic-step-seed1" / "config.yaml").read_text())
     assert (config["explorer"], config["novelty_scale"]) == ("episodic", "step")
     assert rows["expert"]["scalars"] == {} and rows["expert"]["steps"] == 24
-    assert yaml.safe_load((out / "expert-seed1" / "config.yaml").read_text())["agent"] == bench_agents.EXPERT_NOTE
+    assert yaml.safe_load((out / "expert-seed1" / "config.yaml").read_text())["agent"] == bench_agents.EXPERT_NOTE["park"]
     assert len(rows["episodic-step"]["coverage_curve"]["share"]) == agent_figures.CURVE_POINTS
     for name in ("agents.png", "coverage-steps.png", "heat-maps.png", "diagnosis.png"):
         assert (out / name).stat().st_size > 1000, name

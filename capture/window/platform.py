@@ -5,8 +5,8 @@ to the front and says which process owns it. A `Keyboard` presses and releases o
 canonical name (see `playtester.capture.keymap`). Linux/X11 is first class (`x11.py`, through
 python-xlib); other desktops plug in behind the same two classes (`pywinctl_desktop.py`).
 
-Nothing here imports a display library: `open_desktop()` and `open_keyboard()` do, when a
-window backend is actually used.
+Nothing here imports a display library: `open_desktop()` and `open_keyboard()` in
+`desktops.py` do, when a window backend is actually used.
 """
 
 from __future__ import annotations
@@ -113,24 +113,6 @@ def child_of_this_process(pid: int) -> bool:
         if pid <= 1:
             return False
     return False
-
-
-def open_desktop() -> Desktop:
-    """The desktop of this session; a `UserError` says what is missing when there is none."""
-    if sys.platform.startswith("linux"):
-        from playtester.capture.window.x11 import X11Desktop
-
-        return X11Desktop()
-    from playtester.capture.window.pywinctl_desktop import PyWinCtlDesktop
-
-    return PyWinCtlDesktop()
-
-
-def open_keyboard() -> Keyboard:
-    """Key injection through pynput, imported only now (it needs a display to import at all)."""
-    from playtester.capture.window.keys import PynputKeyboard
-
-    return PynputKeyboard()
 
 
 def find_window(desktop: Desktop, title: str, *, regex: bool = False, given_as: str | None = None,
