@@ -56,7 +56,7 @@ between the agents is only how they explore), and the output says so.
 `--device cuda` runs the networks on the GPU (each PPO run's instances served from one process).
 Runs stopped before their budget (a machine lent for a while) are compared at one fixed budget
 with `--cut N`: each run folder in `--out` copied with its first N episodes and scored there, in
-`OUT/first-N`; N must be whole in every run.
+`OUT/first-N`; N must be whole in every run (`--cut max`: the most that is).
 """
 
 from __future__ import annotations
@@ -385,9 +385,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--acting", default="fp32", choices=("fp32", "int8"),
                         help="the networks that play in fp32, or int8: the PPO explorers' decisions (an int8 copy; they learn in "
                              "fp32) and the test policy (the run's acting)")
-    parser.add_argument("--cut", type=int, default=None, metavar="N",
+    parser.add_argument("--cut", type=cut_value, default=None, metavar="N|max",
                         help="run nothing: score the runs already in OUT at their first N episodes (runs stopped early, "
-                             "compared at one fixed budget), in OUT/first-N")
+                             "compared at one fixed budget), in OUT/first-N; max: the most whole episodes every run has played")
     parser.add_argument("--out", type=Path, default=Path("runs/bench_agents"))
     parser.add_argument("--resume", action="store_true",
                         help="keep the runs already in OUT/results.jsonl made with the same settings (each finished run is written there) and run the rest")
@@ -399,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
             setattr(args, key, value)
     if args.cut is not None:  # scoring only: no models needed
         try:
+            if args.cut == "max":
+                args.cut = episodes_every_run_played(args.out)
             results, args.out = cut_runs(args.out, args.cut), args.out / f"first-{args.cut}"
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
@@ -556,6 +558,40 @@ def episodes_done(folder: Path, steps: int) -> int:
     return n
 
 
+def cut_value(text: str) -> int | str:
+    """`--cut`'s value: a number of episodes (at least 1), or `max`."""
+    if text == "max":
+        return text
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of episodes (1 or more) or max")
+    return int(text)
+
+
+def run_folders(out: Path) -> list[tuple[str, int, Path]]:
+    """The run folders in `out` (AGENT-seedS, with their config.yaml): (agent, seed, folder)."""
+    runs = []
+    for folder in sorted(out.glob("*-seed*")):
+        agent, _, seed = folder.name.rpartition("-seed")
+        if agent in AGENTS and seed.isdigit() and (folder / "config.yaml").exists():
+            runs.append((agent, int(seed), folder))
+    return runs
+
+
+def episodes_every_run_played(out: Path) -> int:
+    """The most whole episodes every run folder in `out` has played (`--cut max`); a ValueError
+    where none is there or one has not finished its first."""
+    import yaml
+
+    played = {folder.name: episodes_done(folder, int(yaml.safe_load((folder / "config.yaml").read_text())["steps"]))
+              for _, _, folder in run_folders(out)}
+    if not played:
+        raise ValueError(f"--cut max: {out} holds no run folders (AGENT-seedS)")
+    fewest = min(played, key=played.get)
+    if played[fewest] == 0:
+        raise ValueError(f"--cut max: {out / fewest} has not played a whole episode; nothing to compare")
+    return played[fewest]
+
+
 def cut_runs(out: Path, episodes: int) -> list[dict]:
     """Every run folder in `out` (AGENT-seedS) copied to `out/first-N` with its first `episodes`
     episodes only (rows, tests, claims and findings of later episodes left out), then scored there.
@@ -566,10 +602,7 @@ def cut_runs(out: Path, episodes: int) -> list[dict]:
 
     dest = out / f"first-{episodes}"
     results = []
-    for folder in sorted(out.glob("*-seed*")):
-        agent, _, seed = folder.name.rpartition("-seed")
-        if agent not in AGENTS or not seed.isdigit() or not (folder / "config.yaml").exists():
-            continue
+    for agent, seed, folder in run_folders(out):
         config = yaml.safe_load((folder / "config.yaml").read_text())
         done = episodes_done(folder, int(config["steps"]))
         if done < episodes:

@@ -83,7 +83,8 @@ def test_episodes_done_counts_whole_episodes_and_a_crashed_one_followed_by_the_n
 
 def test_cut_scores_runs_at_their_first_episodes(tiny_parts, small_park, tmp_path, capsys):
     """--cut N copies each run with its first N episodes and scores it there: the same counts as the
-    whole run's first N episodes, nothing later; a cut past what a run played is one line naming it."""
+    whole run's first N episodes, nothing later; a cut past what a run played is one line naming it;
+    --cut max cuts at the most whole episodes every run played (a run stopped mid-line included)."""
     import json
     import shutil
 
@@ -108,6 +109,14 @@ def test_cut_scores_runs_at_their_first_episodes(tiny_parts, small_park, tmp_pat
     assert bench_agents.main([*common, "--cut", "4"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --cut 4: ") and "random-seed1 has played 3 whole episodes" in err and len(err.splitlines()) == 1
+    rows = (out / "random-seed2" / "trajectory.jsonl").read_text().splitlines(keepends=True)
+    (out / "random-seed2" / "trajectory.jsonl").write_text("".join(rows[:37]) + rows[37][:9])  # stopped in its 3rd episode, mid-line
+    assert bench_agents.main([*common, "--cut", "max"]) == 0  # seed 2 has 2 whole episodes: both are cut there
+    assert (out / "first-2" / "agents.json").exists() and "OOIs tested after 2 ep." in capsys.readouterr().out
+    (out / "random-seed2" / "trajectory.jsonl").write_text("".join(rows[:7]))
+    assert bench_agents.main([*common, "--cut", "max"]) == 2
+    err = capsys.readouterr().err
+    assert "random-seed2 has not played a whole episode" in err and len(err.splitlines()) == 1
 
 
 def tiny_map(pathways=True):
