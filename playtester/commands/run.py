@@ -56,20 +56,21 @@ class Subcommand:
 
 ORACLE_KNOBS = ("assertions", "stuck_steps", "test_steps", "track_every", "min_score", "confirm_hits", "confirm_window", "max_restarts")
 SUBCOMMANDS = (
-    Subcommand("explore", "Explore a game and test the objects it finds: the PPO explorer (ppgta or inspector) learns as "
+    Subcommand("explore", "Explore a game and test the objects it finds: the PPO explorer (ppgta, ppgta-episodic, episodic "
+               "or inspector) learns as "
                "it plays, the test policy tests every object the detector finds, the oracles watch for crashes, stuck "
                "states, texture bugs and failed assertions; then the report.",
                ("game", "run_dir", "explorer", "preference", "tester", "detector", "texture_reference", "episodes", "steps",
-                "num_envs", "seed", "rules"), ("rollout", "seq_len", "rnd_train_steps", "overlap_rnd", "overlap_update", "oracle_labels", "device", "acting", "lockstep", "serve", *ORACLE_KNOBS), {"objective": "coverage"},
+                "num_envs", "seed", "rules"), ("rollout", "seq_len", "rnd_train_steps", "rnd_weight", "episodic_weight", "novelty_scale", "overlap_rnd", "overlap_update", "oracle_labels", "device", "acting", "lockstep", "serve", *ORACLE_KNOBS), {"objective": "coverage"},
                ("config", "resume", "overwrite", "cluster")),
     Subcommand("window", "Test a game in a window of this desktop (or a virtual screen): the same tester, one instance, "
                "with the game's bird's-eye map, telemetry and known objects where its dev build gives them.",
                ("game", "run_dir", "explorer", "preference", "tester", "detector", "episodes", "steps", "launch", "reset",
-                "out_of_play", "telemetry_port"), ("map", "map_bounds", "oois", "seed", "rollout", "seq_len", "rnd_train_steps", "overlap_rnd", "overlap_update", "texture_reference", "device", "acting", *ORACLE_KNOBS), {"objective": "coverage"}),
+                "out_of_play", "telemetry_port"), ("map", "map_bounds", "oois", "seed", "rollout", "seq_len", "rnd_train_steps", "rnd_weight", "episodic_weight", "novelty_scale", "overlap_rnd", "overlap_update", "texture_reference", "device", "acting", *ORACLE_KNOBS), {"objective": "coverage"}),
     Subcommand("load", "Load-test a game (RELINE): the PPO explorer is also rewarded for frame-rate drops, measured "
                "against a threshold from random play; the report maps where the game slows down.",
                ("game", "run_dir", "explorer", "preference", "tester", "detector", "episodes", "steps", "num_envs", "seed",
-                "load_threshold", "load_area", "rules"), ("rollout", "seq_len", "rnd_train_steps", "overlap_rnd", "overlap_update", "oracle_labels", "texture_reference", "device", "acting", "lockstep", "serve", "frame_clock", *ORACLE_KNOBS),
+                "load_threshold", "load_area", "rules"), ("rollout", "seq_len", "rnd_train_steps", "rnd_weight", "episodic_weight", "novelty_scale", "overlap_rnd", "overlap_update", "oracle_labels", "texture_reference", "device", "acting", "lockstep", "serve", "frame_clock", *ORACLE_KNOBS),
                {"objective": "load"}, ("config", "resume", "overwrite")),
     Subcommand("evolve", "Evolve a population of explorers (Wuji): for exploration and for winning, offspring refined "
                "by PPO; crash, stuck and assertion oracles on every evaluation.",

@@ -4,7 +4,8 @@
 that it pickles into `AsyncVectorEnv`'s worker processes). Two drivers share it:
 
 - `explore_with_ppo`: the PPO explorer, trained online while it plays (PPGTA's agent, `ppgta`,
-  or the Inspector-style baseline, `inspector`), on `num_envs` game instances at once. Each
+  with E3B's episodic novelty `ppgta-episodic` or `episodic`, or the Inspector-style baseline,
+  `inspector`), on `num_envs` game instances at once. Each
   instance is `make_game` → `TesterEnv` → the explorer's OD mask → resize; the tester loop sits
   under the explorer, so a whole OOI test is one explorer step. The run ends when every
   instance has played its share of the episode budget.
@@ -241,6 +242,7 @@ def _train_explorer(spec: RunSpec, wrap: Callable[[gym.Env, int], gym.Env], budg
         num_envs=spec.num_envs, num_steps=spec.rollout, seed=spec.seed, checkpoint_every=5, resume=resume_ppo,
         game_options=spec.game_options(), wrap=wrap, accelerator=spec.device, acting=spec.acting, lockstep=spec.lockstep,
         seq_len=spec.seq_len, overlap_rnd=spec.overlap_rnd, overlap_update=spec.overlap_update, rnd=RNDConfig(train_steps=spec.rnd_train_steps),
+        rnd_weight=spec.rnd_weight, episodic_weight=spec.episodic_weight, novelty_scale=spec.novelty_scale,
     )
     if cluster:  # the same instances, each in a Ray actor; this process alone writes the run folder
         from playtester.tester.cluster import ray_instances
