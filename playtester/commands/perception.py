@@ -35,15 +35,19 @@ def _accelerator(device: str) -> str:
 
 
 def _print_ap_table(table, title: str) -> None:
+    """The AP table; with the AP50's bootstrap interval where the table has one."""
     t = Table(title=title)
-    for col in ("class", "test boxes", "AP50", "AP@[.5:.95]"):
+    interval = table.ap50_interval
+    for col in ("class", "test boxes", "AP50", "AP@[.5:.95]") + (("AP50, 90 % interval",) if interval else ()):
         t.add_column(col, justify="left" if col == "class" else "right")
 
     def pct(v: float) -> str:
         return "–" if v != v else f"{100 * v:.1f} %"
 
-    for c, n, a50, a in table.rows():
-        t.add_row(c, str(n), pct(a50), pct(a))
+    for i, (c, n, a50, a) in enumerate(table.rows()):
+        spread = () if not interval else (("",) if i == len(interval) else
+                                          (f"{pct(interval[i][0])} – {pct(interval[i][1])}" if n else "–",))
+        t.add_row(c, str(n), pct(a50), pct(a), *spread)
     console.print(t)
 
 
@@ -51,6 +55,10 @@ def train_detector(
     coco: Path = typer.Option(..., "--coco", help="COCO labels.json (as CVAT or Label Studio export it)."),
     out: Path = typer.Option(..., "--out", help="Checkpoint to write, e.g. models/detector.ckpt."),
     images: Optional[Path] = typer.Option(None, "--images", help="Image folder (default: the folder of --coco)."),
+    val_coco: Optional[Path] = typer.Option(
+        None, "--val-coco", help="COCO labels.json of separate held-out shots of the same classes (images beside it): they "
+        "stop and score the training, and every image of --coco trains. Default: a share of --coco is held out "
+        "(enough for 15 boxes a class, 10–20 % of the images)."),
     backbone: str = typer.Option(
         "resnet50", "--backbone", help="resnet50 or mobilenet (for COCO weights), or compact (GroupNorm, trains from scratch in minutes)."),
     pretrained: str = typer.Option(
@@ -58,7 +66,10 @@ def train_detector(
         "random init), coco, none, or the path of weights to start from: a detector checkpoint, a torchvision state dict, "
         "or an encoder trained with --trunk compact on unlabelled play (domain pretraining for --backbone compact)."),
     image_size: int = typer.Option(128, "--image-size", min=32, max=2048, help="Frames are scaled to fit in this many pixels a side."),
-    epochs: int = typer.Option(4, "--epochs", min=1, max=MANY, help="Passes over the training split."),
+    steps: Optional[int] = typer.Option(
+        None, "--steps", min=1, max=MANY, help="Optimizer steps to train for (default 1000, whatever the set's size: a "
+        "small set is seen many times, augmented); training stops sooner once the held-out mAP has stopped rising."),
+    epochs: Optional[int] = typer.Option(None, "--epochs", min=1, max=MANY, help="Passes over the training images, instead of --steps."),
     max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Stop training after this long, whatever the epoch."),
     batch_size: int = typer.Option(8, "--batch-size", min=1, max=WIDE, help="Images per step."),
     lr: Optional[float] = typer.Option(None, "--lr", help="AdamW peak learning rate (default: 2e-3 from scratch, 3e-4 otherwise)."),
@@ -69,52 +80,58 @@ def train_detector(
     base_images: Optional[Path] = typer.Option(None, "--base-images", help="Image folder of --base-coco."),
     base_shots: int = typer.Option(10, "--base-shots", help="Base-class images per class to mix in."),
     augment: bool = typer.Option(True, "--augment/--no-augment", help="Box-aware augmentation (albumentations)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the 70/10/20 split and of training."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the held-out split and of training."),
     threads: int = typer.Option(0, "--threads", help="CPU threads for torch (0: torch's default; on a busy machine 1 is fastest)."),
     logdir: Optional[Path] = typer.Option(None, "--logdir", help="TensorBoard logs (default: logs/ beside --out)."),
     workers: int = typer.Option(0, "--workers", help="Data-loading worker processes."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
 ) -> None:
-    """Train the OOI detector (Faster R-CNN) on labelled shots; print its test AP per class."""
+    """Train the OOI detector (Faster R-CNN) on labelled shots for a budget of optimizer steps, holding some out to stop
+    and score it; print its held-out AP per class, with how uncertain that is, and say when the shots or the budget
+    are too few to learn."""
     _check_out(out)
     _check_coco_path(coco)
     from playtester.perception import recipes
 
+    if val_coco is not None:
+        _check_coco_path(val_coco, "--val-coco")
     recipe = recipes.DetectorRecipe(
-        coco=coco, out=out, images=images, backbone=backbone, pretrained=pretrained, image_size=image_size, epochs=epochs,
-        max_minutes=max_minutes, batch_size=batch_size, lr=lr, schedule=schedule, trainable_layers=trainable_layers,
+        coco=coco, out=out, images=images, val_coco=val_coco, backbone=backbone, pretrained=pretrained, image_size=image_size,
+        steps=steps, epochs=epochs, max_minutes=max_minutes, batch_size=batch_size, lr=lr, schedule=schedule, trainable_layers=trainable_layers,
         base_coco=base_coco, base_images=base_images, base_shots=base_shots, augment=augment, seed=seed, threads=threads,
         logdir=logdir, workers=workers, accelerator=_accelerator(device),
     )
     done = recipes.train_detector(recipe, say=console.print, about=about)
     _say_written(out, done.trainer)
     if done.held_out is not None:
-        _print_ap_table(done.held_out, f"test AP ({done.held_out_images} held-out images)")
+        _print_ap_table(done.held_out, f"held-out AP ({done.held_out_images} images)")
 
 
 def _say_written(out: Path, trainer) -> None:
     console.print(f"wrote {out} (epochs {trainer.current_epoch}, steps {trainer.global_step}); TensorBoard logs in {trainer.logger.log_dir}")
 
 
-def _check_coco_path(coco: Path) -> None:
-    """`--coco` given a shots folder: point at its labels.json, or say there is none."""
+def _check_coco_path(coco: Path, option: str = "--coco") -> None:
+    """A COCO option given a shots folder: point at its labels.json, or say there is none."""
     if coco.is_dir():
         hint = f"give {coco / 'labels.json'}" if (coco / "labels.json").is_file() else "it holds no labels.json (make shots with `playtester shots`)"
-        raise UserError(f"--coco {coco}: is a folder; {hint}")
+        raise UserError(f"{option} {coco}: is a folder; {hint}")
 
 
 def eval_detector(
     ckpt: Path = typer.Option(..., "--ckpt", help="Detector checkpoint."),
     coco: Path = typer.Option(..., "--coco", help="COCO labels.json to evaluate on."),
     images: Optional[Path] = typer.Option(None, "--images", help="Image folder (default: the folder of --coco)."),
-    split: str = typer.Option("test", "--split", help="test, val or train (the 70/10/20 split of training), or all."),
+    split: str = typer.Option(
+        "test", "--split", help="test (the images training held out; val is the same for detectors trained with the "
+        "adaptive split), train, or all."),
     batch_size: int = typer.Option(8, "--batch-size", help="Images per batch."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the table as JSON here."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
 ) -> None:
     """Per-class AP50 and AP@[.5:.95] of a detector on labelled shots (the paper's Table I), also
     for the healthy and the bugged boxes apart when the file marks bugs."""
-    from playtester.datasets.detection import load_coco, split_images
+    from playtester.datasets.detection import detector_splits, load_coco
     from playtester.perception.detector import load_detector
     from playtester.perception.detector_eval import evaluate_variants
     from playtester.perception.recipes import MIN_BOXES_PER_CLASS
@@ -131,7 +148,11 @@ def eval_detector(
     _check_eval_classes(coco, ckpt, detector.classes)
     data = load_coco(coco, images, classes=detector.classes)
     if split != "all":
-        data = data.subset(split_images(data, seed=detector.config.split_seed)[split])
+        cfg = detector.config
+        if cfg.split == "none" and split != "train":
+            raise UserError(f"--split {split}: detector {ckpt} trained on every image of its training file (its held-out "
+                            "shots were a --val-coco file); use --split all on shots it never saw")
+        data = detector_splits(data, cfg.split, cfg.split_seed, cfg.held_out_boxes)[split]
     if not data.images:
         raise UserError(f"COCO file {coco}: its {split} split is empty; use --split all")
     few = {c: n for c, n in data.counts().items() if n < MIN_BOXES_PER_CLASS}
