@@ -39,8 +39,10 @@ MIN_DETECTOR_STEPS = 400
 """Fewer steps than this and a detector from random init has not learned (AP stays near 0 below
 ~200 and far from its best below ~500): training says so."""
 VALIDATIONS = 10
-"""The held-out mAP is measured this many times over the budget (on at most `VALIDATION_IMAGES`)."""
+"""The held-out mAP is measured this many times over the budget (on at most `VALIDATION_IMAGES`),
+and at most every `VALIDATION_GAP` steps."""
 VALIDATION_IMAGES = 96
+VALIDATION_GAP = 50
 PATIENCE = 3
 """Training stops once the held-out mAP has not risen by `MIN_RISE` for this many validations in
 a row, and not before half the budget."""
@@ -159,7 +161,7 @@ def train_detector(r: DetectorRecipe, *, say: Callable[[str], None] = log.info, 
     validated = bool(held_out.images)
     trainer = make_trainer(
         name="detector", logdir=r.logdir or r.out.parent / "logs", steps=steps, max_minutes=r.max_minutes,
-        accelerator=r.accelerator, val_every_steps=max(1, steps // VALIDATIONS) if validated else None,
+        accelerator=r.accelerator, val_every_steps=validation_interval(steps) if validated else None,
         callbacks=[stop_when_converged("val/map", patience=PATIENCE, min_rise=MIN_RISE, min_steps=steps // 2)] if validated else [],
         limit_val_batches=max(1, VALIDATION_IMAGES // r.batch_size),
     )
@@ -227,9 +229,13 @@ def describe_budget(r: DetectorRecipe, steps: int, images: int, validated: bool)
     line = (f"budget: {steps} optimizer steps of {r.batch_size} images ({source}; {steps * r.batch_size / max(1, images):.0f} "
             f"passes over the {images} training images{', augmented' if r.augment else ''})")
     if validated:
-        line += (f"; held-out mAP every {max(1, steps // VALIDATIONS)} steps, stopping once it stops rising "
+        line += (f"; held-out mAP every {validation_interval(steps)} steps, stopping once it stops rising "
                  f"(after {steps // 2} steps at least)")
     return line
+
+
+def validation_interval(steps: int) -> int:
+    return max(VALIDATION_GAP, steps // VALIDATIONS)
 
 
 def too_few_steps(r: DetectorRecipe, steps: int) -> str:
