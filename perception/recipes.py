@@ -133,10 +133,8 @@ def train_detector(r: DetectorRecipe, *, say: Callable[[str], None] = log.info, 
     counts = train.counts()
     check_class_counts(r.coco, counts)
     say(describe_split(r, whole, train, held_out))
-    few = {c: n for c, n in counts.items() if n < FEW_BOXES_PER_CLASS}
-    if few:
-        say(f"few training boxes of {', '.join(f'{c} ({n})' for c, n in few.items())}: a class learns from about 25 "
-            f"(docs/benchmarks/detector.md); expect a weak detector of {'it' if len(few) == 1 else 'them'}, and label more")
+    for line in box_warnings(counts, held_out.counts() if held_out.images else {}):
+        say(line)
     say_mixed_sizes(dm.coco, r.image_size, say)
     if chosen:
         say(chosen)
@@ -160,8 +158,8 @@ def train_detector(r: DetectorRecipe, *, say: Callable[[str], None] = log.info, 
              backbone, r.image_size, started_from, cfg.trainable_layers, BACKBONE_STAGES[backbone], 100 * module.model.frozen_fraction)
     validated = bool(held_out.images)
     trainer = make_trainer(
-        name="detector", logdir=r.logdir or r.out.parent / "logs", steps=steps, max_minutes=r.max_minutes,
-        accelerator=r.accelerator, val_every_steps=validation_interval(steps) if validated else None,
+        name="detector", logdir=r.logdir or r.out.parent / "logs", epochs=-(-steps // per_epoch), steps=steps,
+        max_minutes=r.max_minutes, accelerator=r.accelerator, val_every_steps=validation_interval(steps) if validated else None,
         callbacks=[stop_when_converged("val/map", patience=PATIENCE, min_rise=MIN_RISE, min_steps=steps // 2)] if validated else [],
         limit_val_batches=max(1, VALIDATION_IMAGES // r.batch_size),
     )
@@ -206,6 +204,26 @@ def check_class_counts(coco: Path, counts: dict[str, int]) -> None:
         listed = ", ".join(f"{c} {n}" for c, n in few.items())
         raise UserError(f"COCO file {coco}: too few training boxes for {listed} (at least {MIN_BOXES_PER_CLASS} a class "
                         "among the training images); label more, or remove the class from the file's categories")
+
+
+def box_warnings(trained: dict[str, int], held_out: dict[str, int]) -> list[str]:
+    """Lines for classes with too few boxes to score (held out) or to learn well (trained)."""
+    lines = [too_few_to_score(held_out, "held-out boxes", "label more shots, or give --val-coco with more")]
+    few = {c: n for c, n in trained.items() if n < FEW_BOXES_PER_CLASS}
+    if few:
+        lines.append(f"few training boxes of {', '.join(f'{c} ({n})' for c, n in few.items())}: a class learns from about 25 "
+                     f"(docs/benchmarks/detector.md); expect a weak detector of {'it' if len(few) == 1 else 'them'}, and label more")
+    return [line for line in lines if line]
+
+
+def too_few_to_score(counts: dict[str, int], what: str, remedy: str) -> str | None:
+    """One line naming the classes with fewer than `MIN_BOXES_PER_CLASS` boxes among `counts`
+    (their AP rests on one or two detections), or None."""
+    scant = {c: n for c, n in counts.items() if n < MIN_BOXES_PER_CLASS}
+    if not scant:
+        return None
+    return (f"{what} of {', '.join(f'{c} ({n})' for c, n in scant.items())} are too few to score "
+            f"{'it' if len(scant) == 1 else 'them'} (under {MIN_BOXES_PER_CLASS} a class, an AP says little): {remedy}")
 
 
 def describe_split(r: DetectorRecipe, whole, train, held_out) -> str:

@@ -64,17 +64,17 @@ def make_trainer(
     **extra: Any,
 ):
     """A Lightning Trainer with TensorBoard logs under `logdir/name`, honouring both budgets:
-    it stops after `epochs` (or `steps` optimizer steps, whatever the epochs) or `max_minutes`,
-    whichever comes first. It validates every `val_every` epochs, or every `val_every_steps` steps
-    where given (None with `steps`: never). It writes checkpoints only through a `ModelCheckpoint`
+    it stops after `epochs`, `steps` optimizer steps or `max_minutes`, whichever comes first (with
+    both, `epochs` only numbers the progress bar's passes). It validates every `val_every` epochs, or
+    every `val_every_steps` steps where given (None with `steps`: never). It writes checkpoints only through a `ModelCheckpoint`
     among `callbacks`. `extra` goes to the Trainer."""
     import lightning as L
     from lightning.pytorch.callbacks import ModelCheckpoint
     from lightning.pytorch.loggers import TensorBoardLogger
 
     _quiet_lightning()
-    if (epochs is None) == (steps is None):
-        raise ValueError("make_trainer: give epochs or steps")
+    if epochs is None and steps is None:
+        raise ValueError("make_trainer: give epochs, steps or both")
     if epochs is not None and epochs < 1:
         raise UserError(f"--epochs {epochs}: train for at least one epoch")
     if steps is not None and steps < 1:

@@ -463,6 +463,37 @@ def test_training_says_when_it_stopped_early_or_was_still_rising():
     assert line.startswith("--max-minutes 1 stopped training after 150 of 1000 steps, too few to learn")
 
 
+def test_training_names_classes_with_too_few_boxes_to_score_or_to_learn():
+    """Under 5 held-out boxes a class cannot be scored, under 20 trained boxes it learns poorly:
+    one line each, naming the classes and their counts; none where every class has enough."""
+    from playtester.perception.recipes import box_warnings
+
+    scant, few = box_warnings({"pillar": 30, "tire": 9}, {"pillar": 15, "tire": 2})
+    assert scant == ("held-out boxes of tire (2) are too few to score it (under 5 a class, an AP says little): label more "
+                     "shots, or give --val-coco with more")
+    assert few.startswith("few training boxes of tire (9): a class learns from about 25")
+    [scant] = box_warnings({"pillar": 30, "tire": 25}, {"pillar": 4, "tire": 0})
+    assert scant.startswith("held-out boxes of pillar (4), tire (0) are too few to score them")
+    assert box_warnings({"pillar": 20, "tire": 25}, {"pillar": 5, "tire": 15}) == []
+    assert box_warnings({"pillar": 20}, {}) == []  # nothing held out (--val-coco scores it)
+
+
+def test_ap_table_shows_no_interval_for_a_class_with_too_few_boxes(capsys):
+    """The printed table's interval column: the interval where a class has 5 boxes or more, "too
+    few boxes" under 5, "–" for a class with none."""
+    from playtester.commands.perception import _print_ap_table
+    from playtester.perception.detector_eval import APTable
+
+    nan = float("nan")
+    table = APTable(["pillar", "tire", "chair"], [0.9, 1.0, nan], [0.5, 0.6, nan], 0.95, 0.55, 10, [12, 3, 0],
+                    [(0.8, 1.0), (1.0, 1.0), (nan, nan)])
+    _print_ap_table(table, "held-out AP")
+    rows = {line.split()[1]: " ".join(line.split()) for line in capsys.readouterr().out.splitlines() if line.startswith("│")}
+    assert rows["pillar"].endswith("80.0 % – 100.0 % │")
+    assert rows["tire"].endswith("too few boxes (< 5) │")
+    assert rows["chair"].endswith("– │") and "%" not in rows["chair"]
+
+
 def test_ap101_against_hand_worked_values():
     """Scores 0.9 (hit), 0.8 (miss), 0.7 (hit) against 3 boxes: precision 1 up to recall 1/3,
     2/3 up to 2/3, nothing beyond: COCO's 101 recall points give (34·1 + 33·2/3) / 101 = 56/101.

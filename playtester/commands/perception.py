@@ -35,7 +35,10 @@ def _accelerator(device: str) -> str:
 
 
 def _print_ap_table(table, title: str) -> None:
-    """The AP table; with the AP50's bootstrap interval where the table has one."""
+    """The AP table; with the AP50's bootstrap interval where the table has one (over fewer than
+    `MIN_BOXES_PER_CLASS` boxes a resampling cannot show how uncertain the AP is: it says so)."""
+    from playtester.perception.recipes import MIN_BOXES_PER_CLASS
+
     t = Table(title=title)
     interval = table.ap50_interval
     for col in ("class", "test boxes", "AP50", "AP@[.5:.95]") + (("AP50, 90 % interval",) if interval else ()):
@@ -44,10 +47,15 @@ def _print_ap_table(table, title: str) -> None:
     def pct(v: float) -> str:
         return "–" if v != v else f"{100 * v:.1f} %"
 
+    few = MIN_BOXES_PER_CLASS
+
+    def spread(i: int, n: int) -> tuple[str, ...]:
+        if not interval or i == len(interval):
+            return ("",) if interval else ()
+        return ("–" if n == 0 else f"too few boxes (< {few})" if n < few else f"{pct(interval[i][0])} – {pct(interval[i][1])}",)
+
     for i, (c, n, a50, a) in enumerate(table.rows()):
-        spread = () if not interval else (("",) if i == len(interval) else
-                                          (f"{pct(interval[i][0])} – {pct(interval[i][1])}" if n else "–",))
-        t.add_row(c, str(n), pct(a50), pct(a), *spread)
+        t.add_row(c, str(n), pct(a50), pct(a), *spread(i, n))
     console.print(t)
 
 
@@ -134,7 +142,7 @@ def eval_detector(
     from playtester.datasets.detection import detector_splits, load_coco
     from playtester.perception.detector import load_detector
     from playtester.perception.detector_eval import evaluate_variants
-    from playtester.perception.recipes import MIN_BOXES_PER_CLASS
+    from playtester.perception.recipes import too_few_to_score
     from playtester.perception.training import resolve_device
 
     if split not in ("test", "val", "train", "all"):
@@ -155,10 +163,9 @@ def eval_detector(
         data = detector_splits(data, cfg.split, cfg.split_seed, cfg.held_out_boxes)[split]
     if not data.images:
         raise UserError(f"COCO file {coco}: its {split} split is empty; use --split all")
-    few = {c: n for c, n in data.counts().items() if n < MIN_BOXES_PER_CLASS}
-    if few:
-        console.print(f"few boxes to score ({', '.join(f'{c} {n}' for c, n in few.items())}; fewer than "
-                      f"{MIN_BOXES_PER_CLASS}): their AP says little")
+    scant = too_few_to_score(data.counts(), f"boxes in the {split} split", "score on more shots")
+    if scant:
+        console.print(scant)
     tables = evaluate_variants(detector, data, batch_size=batch_size, progress=True)
     table = tables["all"]
     _print_ap_table(table, f"{ckpt.name} on {coco.name} ({split}: {table.images} images)")
