@@ -11,7 +11,11 @@ in a session of its own so that Ctrl-C does not reach it. The parent writes each
 and instance id down a pipe; when the pipe closes (the parent is gone, however it went), the
 watchdog SIGKILLs the engines it was told of that still run (checked by instance id in their
 command line, so a reused pid is left alone) and removes their shared memory. An engine closed
-normally is crossed off first.
+normally is crossed off first. A game the harness launched itself (`--launch`, see
+`capture/window/launch.py`) runs in a process group of its own; the watchdog is told its group
+(`watch_group`) and SIGKILLs the whole group when the parent dies. A window game's key sender
+tells it the keys it may press (`release_on_exit`), which it releases on the parent's X display
+then, through python-xlib's XTest (the only import it makes, and only then).
 
 `die_with_parent()`: the parent-death signal for processes this package starts itself (the
 explorer's game workers), so that they, and through their watchdogs their engines, go when
@@ -44,13 +48,42 @@ _WATCHDOG_SOURCE = r"""
 import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 prefixes, shm = sys.argv[1].split(","), sys.argv[2]
-engines = {}
+engines, groups, keys = {}, set(), {}
 for line in sys.stdin:
     op, pid, iid = line.split()
     if op == "+":
         engines[int(pid)] = iid
-    else:
+    elif op == "-":
         engines.pop(int(pid), None)
+    elif op == "G":
+        groups.add(int(pid))
+    elif op == "g":
+        groups.discard(int(pid))
+    elif op == "K":
+        keys.setdefault(pid, set()).update(iid.split(","))
+for pgid in groups:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+if keys and len(sys.argv) > 3 and sys.argv[3]:
+    sys.path.insert(0, sys.argv[3])
+    try:
+        from Xlib import X, XK, display
+        from Xlib.ext import xtest
+    except Exception:
+        keys = {}
+    for name, syms in keys.items():
+        try:
+            d = display.Display(name)
+            for sym in syms:
+                code = d.keysym_to_keycode(XK.string_to_keysym(sym))
+                if code:
+                    xtest.fake_input(d, X.KeyRelease, code)
+            d.sync()
+            d.close()
+        except Exception:
+            pass
 for pid, iid in engines.items():
     try:
         with open("/proc/%d/cmdline" % pid, "rb") as f:
@@ -75,9 +108,13 @@ class EngineWatchdog:
     _lock = threading.Lock()
 
     def __init__(self) -> None:
+        import importlib.util
+
         self.owner = os.getpid()
+        xlib = importlib.util.find_spec("Xlib")  # where python-xlib lives, to let go of keys (not imported here)
+        xlib_dir = str(Path(xlib.submodule_search_locations[0]).parent) if xlib and xlib.submodule_search_locations else ""
         self.process = subprocess.Popen(
-            [sys.executable, "-S", "-c", _WATCHDOG_SOURCE, ",".join(SHM_PREFIXES), str(SHM_DIR)],
+            [sys.executable, "-S", "-c", _WATCHDOG_SOURCE, ",".join(SHM_PREFIXES), str(SHM_DIR), xlib_dir],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True, close_fds=True,
         )
@@ -102,6 +139,19 @@ class EngineWatchdog:
 
     def forget(self, pid: int, instance_id: str) -> None:
         self._send(f"- {pid} {instance_id}")
+
+    def watch_group(self, pgid: int) -> None:
+        """Kill process group `pgid` (a launched game and its children) when the parent dies."""
+        self._send(f"G {pgid} -")
+
+    def forget_group(self, pgid: int) -> None:
+        self._send(f"g {pgid} -")
+
+    def release_on_exit(self, display: str, keysyms: list[str]) -> None:
+        """Send X key releases of these keysyms to `display` when the parent dies: a key it held
+        down would otherwise stay down (XTest keeps a dead client's keys pressed)."""
+        if keysyms and display and " " not in display:
+            self._send(f"K {display} {','.join(keysyms)}")
 
 
 def _close_inherited_watchdog() -> None:

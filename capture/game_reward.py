@@ -9,8 +9,6 @@ reward wherever it is given.
 
 from __future__ import annotations
 
-from typing import Any
-
 import gymnasium as gym
 import numpy as np
 

@@ -23,7 +23,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -293,12 +293,6 @@ def load_episodes(root: str | Path, *, behavior: str | None = None, strict: bool
     for message in broken:
         log.warning("skipped %s", message)
     return episodes
-
-
-def iter_steps(episodes: list[Episode]) -> Iterator[tuple[Episode, int]]:
-    for ep in episodes:
-        for t in range(len(ep)):
-            yield ep, t
 
 
 def open_episode(root: str | Path, **meta: Any) -> EpisodeWriter:

@@ -16,7 +16,6 @@ episode on both sides, stratified by behaviour).
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Sequence
 
@@ -29,8 +28,6 @@ from playtester.errors import UserError
 from playtester.capture.frames import FrameSpec
 from playtester.datasets.episodes import Episode, load_episodes
 from playtester.datasets.splits import split_episodes
-
-NO_BOX = (math.nan, math.nan, math.nan, math.nan)
 
 
 class Transition(NamedTuple):

@@ -18,7 +18,7 @@ and values are the copy's, so the update's probability ratio starts at the copy'
 from the fp32 policy instead of at exactly 1, and PPO's clip bounds it like any other gap
 between the policy that acted and the one being updated. The copy is made anew before every
 rollout, so it always acts with the weights of the last update. `scripts/bench_int8.py` measures
-how far its actions are from the fp32 policy's on the demos, and its time (docs/BENCHMARKS.md).
+how far its actions are from the fp32 policy's on the demos, and its time (docs/benchmarks/ppo-and-loop.md).
 """
 
 from __future__ import annotations

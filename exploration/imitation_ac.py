@@ -126,10 +126,6 @@ class ImitationActorCritic(nn.Module):
         return self
 
     # -- the protocol ---------------------------------------------------------------------------
-    @property
-    def _k(self) -> int:
-        return self.policy_cfg.k
-
     def initial_state(self, batch_size: int) -> Tensor:
         pcfg = self.policy_cfg
         device = self.core.logits.weight.device

@@ -11,13 +11,12 @@ coverage, reports) is shared.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 from playtester.errors import UserError
 from playtester.exploration.reward import ExplorationRewardConfig
 from playtester.exploration.rnd import RNDConfig
 
-ExplorerMode = Literal["ppgta", "inspector", "random"]
 MODES: tuple[str, ...] = ("ppgta", "inspector", "random")
 
 

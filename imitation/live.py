@@ -40,7 +40,7 @@ class LivePolicy:
         """The whole network in int8 from now on (perception/int8.py): its GRUs and action head
         at once, its encoder's convolutions once they have seen `calibration_frames` frames. A
         step ×0.48 the time on 2 CPU cores, the same most likely action as fp32 on 96 % of the
-        demos' steps (docs/BENCHMARKS.md). CPU only; returns itself."""
+        demos' steps (docs/benchmarks/ppo-and-loop.md). CPU only; returns itself."""
         if self.device.type != "cpu":
             raise ValueError(f"int8 layers run on the CPU; this policy is on {self.device}")
         self.policy.core = int8_layers(self.policy.core)

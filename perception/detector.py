@@ -36,7 +36,6 @@ log = logging.getLogger(__name__)
 
 BACKBONES = ("resnet50", "mobilenet", "compact")
 BACKBONE_STAGES = {"resnet50": 5, "mobilenet": 6, "compact": 4}
-PRETRAINED_CHOICES = ("auto", "coco", "none")
 SCHEDULES = ("constant", "cosine")
 
 
@@ -496,6 +495,23 @@ class DetectorModule(L.LightningModule):
         if self.held_out is not None:
             checkpoint["playtester"]["held_out"] = self.held_out
         checkpoint["playtester"]["val_history"] = [list(h) for h in self.val_history]
+        if getattr(self, "thresholds", None):  # per-class score thresholds (perception/calibration.py)
+            checkpoint["playtester"]["thresholds"] = self.thresholds
+
+
+def detector_memory(config: DetectorConfig, batch_size: int, training: bool = True) -> int:
+    """Bytes that a detector of this config takes on a batch (`train detector` trains it with
+    AdamW, `eval detector` only runs it; checked before either starts): its weights, and the
+    activations of its backbone and box head for each image, counted on the meta device."""
+    from playtester.perception.training import FLOAT_BYTES, activation_count, on_meta, parameter_count, training_bytes
+
+    model = on_meta(lambda: build_faster_rcnn(config))
+    side = config.image_size
+    per_image = activation_count(model.backbone, (1, 3, side, side))
+    per_image += config.rois_per_image * model.backbone.out_channels * 7 * 7  # the box head's pooled regions
+    if training:
+        return training_bytes(parameter_count(model), activations=batch_size * per_image)
+    return FLOAT_BYTES * (parameter_count(model) + batch_size * per_image)
 
 
 def load_detector(path: str | Path, map_location: str | torch.device = "cpu") -> Detector:
@@ -507,6 +523,6 @@ def load_detector(path: str | Path, map_location: str | torch.device = "cpu") ->
     if missing or unexpected:
         raise UserError(f"checkpoint {path}: its weights do not fit its own config ({len(missing)} missing, {len(unexpected)} unexpected)")
     # The body and FPN in NHWC memory layout: their convolutions then all take oneDNN's kernels
-    # (in NCHW several fall back to im2col); the same boxes to 1e-4 px (docs/BENCHMARKS.md).
+    # (in NCHW several fall back to im2col); the same boxes to 1e-4 px (docs/benchmarks/detector.md).
     detector.model.backbone.to(memory_format=torch.channels_last)
     return detector.to(map_location).eval()

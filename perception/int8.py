@@ -11,7 +11,7 @@ Two kinds of layer, two kinds of quantisation:
   `calibration_frames` frames go through the fp32 network with observers (their features are
   fp32's), then the network is converted and every later frame runs in int8. The trunk is the
   larger half of every decision and test step; int8 runs it in about 0.4 of the time with
-  features within about 1 % of fp32's (scripts/bench_int8.py, docs/BENCHMARKS.md).
+  features within about 1 % of fp32's (scripts/bench_int8.py, docs/benchmarks/ppo-and-loop.md).
 
 Both are for networks that act and do not learn. The fp32 weights stay where they were: a
 checkpoint saved afterwards holds fp32, and `FeatureEncoder.state_dict()` does not change.

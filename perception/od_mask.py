@@ -115,11 +115,3 @@ def od_mask_torch(frames, boxes):
     weights = torch.tensor([0.299, 0.587, 0.114], device=frames.device, dtype=frames.dtype).view(1, 3, 1, 1)
     gray = (frames * weights).sum(dim=1, keepdim=True)
     return torch.where(inside, frames, gray.expand_as(frames))
-
-
-def scale_box(box: Box | None, sx: float, sy: float) -> list[float] | None:
-    """A box in a frame resized by `sx` horizontally and `sy` vertically."""
-    if box is None:
-        return None
-    x0, y0, x1, y1 = (float(v) for v in box)
-    return [x0 * sx, y0 * sy, x1 * sx, y1 * sy]

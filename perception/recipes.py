@@ -21,12 +21,19 @@ import numpy as np
 import torch
 
 from playtester.errors import UserError
+from playtester.files import inputs_checked
 from playtester.perception.training import (make_trainer, read_checkpoint, resolve_device, save_checkpoint_atomic,
                                             stalled, stop_when_converged)
 
 log = logging.getLogger("playtester.perception")
 
 About = Callable[[str], AbstractContextManager]
+Memory = Callable[[float, str], None]
+"""The command's `check_memory(bytes, what)`: refuses a model and batch that would not fit (a no-op by default)."""
+
+
+def _fits(needed: float, what: str) -> None:
+    """The default `Memory`: every estimate fits (a caller outside the command line decides itself)."""
 
 MIN_BOXES_PER_CLASS = 5
 """A class with fewer training boxes than this cannot be learned or scored; training refuses it."""
@@ -92,15 +99,18 @@ class DetectorRecipe:
     logdir: Path | None = None
     workers: int = 0
     accelerator: str = "auto"
+    negatives: tuple[Path, ...] = ()
+    """Frames with no object in them, added to the training split (`playtester.datasets.negatives`)."""
 
 
-def train_detector(r: DetectorRecipe, *, say: Callable[[str], None] = log.info, about: About = nullcontext) -> Trained:
+def train_detector(r: DetectorRecipe, *, say: Callable[[str], None] = log.info, about: About = nullcontext,
+                   memory: Memory = _fits) -> Trained:
     """Train the OOI detector (Faster R-CNN) for a budget of optimizer steps on labelled shots,
     holding out what scores it (`detector_splits`, or `--val-coco`), stopping once its held-out
     mAP has converged; score it on the held-out images, with a bootstrap interval."""
     from playtester.datasets.detection import DetectionDataModule, load_coco
     from playtester.perception.compact_backbone import anchors_for_coco
-    from playtester.perception.detector import BACKBONE_STAGES, DetectorConfig, DetectorModule, resolve_pretrained
+    from playtester.perception.detector import BACKBONE_STAGES, DetectorConfig, DetectorModule, detector_memory, resolve_pretrained
     from playtester.perception.detector_eval import ap50_intervals, ap_table, predict_set
 
     if r.base_images is not None and r.base_coco is None:
@@ -116,7 +126,8 @@ def train_detector(r: DetectorRecipe, *, say: Callable[[str], None] = log.info, 
     lr = r.lr if r.lr is not None else (2e-3 if pretrained == "none" or backbone == "compact" else 3e-4)
     options = dict(backbone=backbone, pretrained=pretrained, image_size=r.image_size, lr=lr, batch_size=r.batch_size,
                    trainable_layers=r.trainable_layers, schedule=r.schedule)
-    DetectorConfig(classes=["_"], **options)
+    memory(detector_memory(DetectorConfig(classes=["_"], **options), r.batch_size),
+           f"--batch-size {r.batch_size} at --image-size {r.image_size} ({backbone} backbone)")
     with about("--coco"):
         whole = load_coco(r.coco, r.images, check_images=False)
     check_trainable_set(r.coco, whole)
@@ -129,6 +140,8 @@ def train_detector(r: DetectorRecipe, *, say: Callable[[str], None] = log.info, 
     )
     with about("--coco"):
         dm.setup("fit")
+    if r.negatives:
+        add_negatives(dm, r.negatives, say)
     train, held_out = dm.splits["train"], dm.splits["val"]
     counts = train.counts()
     check_class_counts(r.coco, counts)
@@ -142,6 +155,7 @@ def train_detector(r: DetectorRecipe, *, say: Callable[[str], None] = log.info, 
         options["anchor_sizes"], options["aspect_ratios"] = anchors_for_coco(train, r.image_size)
         log.info("anchors fitted to the training boxes at %d px: sizes %s, aspect ratios (h/w) %s", r.image_size,
                  options["anchor_sizes"], options["aspect_ratios"])
+    inputs_checked()
     if r.threads:
         torch.set_num_threads(r.threads)
     per_epoch = -(-len(train.images) // r.batch_size)
@@ -174,6 +188,7 @@ def train_detector(r: DetectorRecipe, *, say: Callable[[str], None] = log.info, 
         table = ap_table(preds, held_out)
         table.ap50_interval = ap50_intervals(preds, held_out)
         module.held_out = {"map50": table.map50, "map": table.map, "images": table.images, **table.to_json()}
+        module.thresholds = calibrate_on_held_out(module.model, held_out.images, r.batch_size)
     save_checkpoint_atomic(trainer, r.out)
     return Trained(trainer, module, table, len(held_out.images))
 
@@ -195,6 +210,24 @@ def check_same_classes(coco_path: Path, classes: list[str], val_classes: list[st
     if set(classes) != set(val_classes):
         raise UserError(f"--val-coco: its classes ({', '.join(val_classes)}) differ from those of --coco {coco_path} "
                         f"({', '.join(classes)}); give held-out shots labelled with the same classes")
+
+
+def calibrate_on_held_out(model: Any, images: list[Any], batch_size: int) -> dict[str, Any]:
+    """Per-class score thresholds for `calibration.TARGET_PRECISION` on the held-out shots, for the checkpoint."""
+    from playtester.perception.calibration import calibrate
+
+    return calibrate(model, images, batch_size=batch_size)
+
+
+def add_negatives(dm: Any, negatives: tuple[Path, ...], say: Callable[[str], None]) -> None:
+    """`--negatives`: their frames join the training split as background images (checked first:
+    a folder without images, another size than the shots, a listed folder that is gone)."""
+    from playtester.datasets.negatives import with_backgrounds
+
+    train = dm.splits["train"]
+    dm.splits["train"] = with_backgrounds(train, negatives)
+    say(f"--negatives: {len(dm.splits['train'].images) - len(train.images)} background images join the "
+        f"{len(train.images)} training shots")
 
 
 def check_class_counts(coco: Path, counts: dict[str, int]) -> None:
@@ -317,15 +350,19 @@ class EncoderRecipe:
     """Where the --detector runs (auto, cpu, cuda, mps)."""
 
 
-def train_encoder(r: EncoderRecipe, *, about: About = nullcontext) -> Trained:
+def train_encoder(r: EncoderRecipe, *, about: About = nullcontext, memory: Memory = _fits) -> Trained:
     """Train the feature encoder by masked inverse dynamics on demo transitions; score its
     held-out accuracy per action (an `IdmReport`)."""
     from playtester.datasets.transitions import TransitionDataModule
-    from playtester.perception.encoder import EncoderConfig, IdmReport, InverseDynamicsModule, action_accuracy, load_pretrained
+    from playtester.perception.encoder import (
+        EncoderConfig, IdmReport, InverseDynamicsModule, action_accuracy, load_pretrained, training_memory,
+    )
 
     options = dict(image_size=r.image_size, feature_dim=r.feature_dim, pretrained=r.pretrained, trunk=r.trunk,
                    mask_prob=r.mask_prob, lr=r.lr, batch_size=r.batch_size, val_fraction=r.val_fraction)
     EncoderConfig(action_names=["a", "b"], **options)
+    memory(training_memory(r.image_size, r.feature_dim, r.trunk, r.batch_size),
+           f"--feature-dim {r.feature_dim} with --image-size {r.image_size} and --batch-size {r.batch_size} ({r.trunk} trunk)")
     if r.pretrained not in ("imagenet", "none"):
         with about("--pretrained"):
             read_checkpoint(r.pretrained, "encoder")
@@ -340,6 +377,7 @@ def train_encoder(r: EncoderRecipe, *, about: About = nullcontext) -> Trained:
     counts = dm.action_counts("train").tolist()
     log.info("demos: %d training episodes (%d pairs), %d held out (%d pairs)", len(dm.train_set.episodes), len(dm.train_set),
              len(dm.val_set.episodes), len(dm.val_set))
+    inputs_checked()
     cfg = EncoderConfig(action_names=dm.action_names, seed=r.seed, class_weights=class_weights(counts) if r.balance else None, **options)
     L.seed_everything(r.seed, verbose=False)
     module = InverseDynamicsModule(**asdict(cfg))

@@ -21,7 +21,7 @@ recoveries add:
 `--demo-games` adds demos made on more parks (`--other-park-demos` of each behaviour on each, under
 `demos/BEHAVIOUR/GAME/`); the encoder and the policies train on them all. Demos from several parks
 are what made the encoder keep where the horizon is and the policies hold up on a park they never
-saw (docs/BENCHMARKS.md):
+saw (docs/benchmarks/imitation.md):
 
     python scripts/bench_imitation.py --workdir /tmp/bench-multi --demo-games doom:park:3 doom:park:4 \
         doom:park:5 doom:park:6 doom:park:7 --eval-games doom:park:1 doom:park:2

@@ -11,7 +11,7 @@ optionally on the IDM labels above a confidence (`--min-confidence-arm`).
 Every stage runs the project's own commands (printed as they run) and is skipped when its output
 is already in --workdir, so a run can be resumed (or an arm added). Fixed budgets: encoder and
 policy epochs, one seed; the defaults fit about 40 minutes of a busy 2-core machine. Example (the
-BENCHMARKS figures; `report.json` in the workdir holds every table and each stage's seconds):
+figures of docs/benchmarks/video.md; `report.json` in the workdir holds every table and each stage's seconds):
 
     python scripts/bench_video.py --workdir /work/data/h23/bench --min-confidence-arm 0.5
 """

@@ -1,6 +1,6 @@
 """The docs stay true to the repository: links that resolve inside it, commands and options that exist.
 
-README.md and docs/*.md are read by people who have only a clone, so every link must lead to a
+README.md and docs/**/*.md are read by people who have only a clone, so every link must lead to a
 file in the clone; docs/ARCHITECTURE.md names the commands and options, so each must still be
 one `playtester --help` lists. Quick: no game, no model.
 """
@@ -24,7 +24,7 @@ OUTSIDE_MENTION = re.compile(r"\.\./shared/|/work/|shared/DESIGN\.md")
 
 
 def markdown_files() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 def links(text: str) -> list[str]:

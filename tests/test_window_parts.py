@@ -15,7 +15,7 @@ import pytest
 from playtester.errors import UserError
 from playtester.capture.keymap import KeyMap
 from playtester.capture.window.platform import parse_region
-from playtester.capture.window.recorder import Hotkeys
+from playtester.capture.window.record_config import Hotkeys
 from playtester.capture.window.telemetry import TelemetryListener, parse_record
 
 

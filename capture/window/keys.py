@@ -9,6 +9,7 @@ a key left down on a tester's desktop keeps typing into whatever has the focus.
 from __future__ import annotations
 
 import atexit
+import os
 import signal
 import sys
 import threading
@@ -145,6 +146,12 @@ class KeySender:
         self._lock = threading.RLock()
         _live_senders.add(self)
         _install_sigterm_handler()
+        if sys.platform.startswith("linux") and os.environ.get("DISPLAY"):  # a SIGKILL runs no handler: the watchdog lets go
+            from playtester.capture.engine_guard import EngineWatchdog
+            from playtester.capture.window.x11 import X_KEYSYMS
+
+            EngineWatchdog.here().release_on_exit(os.environ["DISPLAY"], [X_KEYSYMS[k][0] for k in sorted(self.allowed)
+                                                                          if k in X_KEYSYMS])
 
     def hold(self, keys: Iterable[str]) -> None:
         """Release the held keys not in `keys`, then press those of `keys` not yet held."""

@@ -5,8 +5,8 @@ to the front and says which process owns it. A `Keyboard` presses and releases o
 canonical name (see `playtester.capture.keymap`). Linux/X11 is first class (`x11.py`, through
 python-xlib); other desktops plug in behind the same two classes (`pywinctl_desktop.py`).
 
-Nothing here imports a display library: `open_desktop()` and `open_keyboard()` do, when a
-window backend is actually used.
+Nothing here imports a display library: `open_desktop()` and `open_keyboard()` in
+`desktops.py` do, when a window backend is actually used.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import re
 import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Callable
 
 from playtester.errors import UserError
 
@@ -114,24 +115,6 @@ def child_of_this_process(pid: int) -> bool:
     return False
 
 
-def open_desktop() -> Desktop:
-    """The desktop of this session; a `UserError` says what is missing when there is none."""
-    if sys.platform.startswith("linux"):
-        from playtester.capture.window.x11 import X11Desktop
-
-        return X11Desktop()
-    from playtester.capture.window.pywinctl_desktop import PyWinCtlDesktop
-
-    return PyWinCtlDesktop()
-
-
-def open_keyboard() -> Keyboard:
-    """Key injection through pynput, imported only now (it needs a display to import at all)."""
-    from playtester.capture.window.keys import PynputKeyboard
-
-    return PynputKeyboard()
-
-
 def find_window(desktop: Desktop, title: str, *, regex: bool = False, given_as: str | None = None,
                 advice: str = "Start the game first, or give --region X,Y,W,H") -> WindowInfo:
     """The window whose title contains `title` (or matches the regular expression `title`).
@@ -140,26 +123,33 @@ def find_window(desktop: Desktop, title: str, *, regex: bool = False, given_as: 
     so the user can copy the right one, then `advice`. Windows of processes that have ended are
     passed over. `given_as`: how the user gave the title, for the errors (default `--window TITLE`).
     """
-    if regex:
-        try:
-            pattern = re.compile(title)
-        except re.error as e:
-            raise UserError(f"{given_as or f'--window {title!r}'}: not a valid regular expression ({e})") from None
-        match = lambda t: pattern.search(t) is not None  # noqa: E731
-    else:
-        needle = title.casefold()
-        match = lambda t: needle in t.casefold()  # noqa: E731
+    match = title_matcher(title, regex=regex, given_as=given_as)
     # A window whose process has died may linger a moment before the desktop removes it.
     windows = [w for w in desktop.windows() if w.pid is None or process_alive(w.pid)]
     found = [w for w in windows if match(w.title)]
     if found:
         return found[-1]
+    raise UserError(f"no window title {'matches' if regex else 'contains'} {title!r}; visible windows: "
+                    f"{visible_titles(windows)}. {advice}")
+
+
+def title_matcher(title: str, *, regex: bool = False, given_as: str | None = None) -> Callable[[str], bool]:
+    """Whether a window title is the one asked for: contains `title` (case-insensitive), or
+    matches the regular expression `title`."""
+    if regex:
+        try:
+            pattern = re.compile(title)
+        except re.error as e:
+            raise UserError(f"{given_as or f'--window {title!r}'}: not a valid regular expression ({e})") from None
+        return lambda t: pattern.search(t) is not None
+    needle = title.casefold()
+    return lambda t: needle in t.casefold()
+
+
+def visible_titles(windows: list[WindowInfo]) -> str:
+    """The titles of `windows`, for an error a user can copy the right one from."""
     titles = sorted({w.title for w in windows})
-    listed = "; ".join(repr(t) for t in titles[:20]) + (f"; … ({len(titles)} in all)" if len(titles) > 20 else "")
-    raise UserError(
-        f"no window title {'matches' if regex else 'contains'} {title!r}; visible windows: "
-        f"{listed or 'none'}. {advice}"
-    )
+    return "; ".join(repr(t) for t in titles[:20]) + (f"; … ({len(titles)} in all)" if len(titles) > 20 else "") or "none"
 
 
 def parse_region(text: str) -> tuple[int, int, int, int]:

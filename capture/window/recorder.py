@@ -12,7 +12,9 @@ loses only the episode being recorded. Quitting, or Ctrl-C, while recording keep
 
 Two sources of frames:
 - a window (`--window TITLE`): screen grabs of its client area; keys count only while the
-  window has the focus; the episode ends if the window's process dies.
+  window has the focus; the episode ends if the window's process dies. With `--launch COMMAND`
+  the recorder starts the game itself, ends it when it quits, and after a crash keeps the
+  episode, starts the game again and waits for the next episode's hotkey.
 - the engine's own window (`--game doom:…`): the engine's frames; the engine applies exactly the
   labelled action each step (or, with `--spectator`, reads the keyboard itself in ViZDoom's
   spectator mode), and waits while no action's keys are held, so that every step it takes has
@@ -25,13 +27,12 @@ import logging
 import queue
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 
 from playtester.errors import UserError
-from playtester.capture.keymap import KeyMap, normalise_key
+from playtester.capture.window.record_config import RecorderConfig
 from playtester.capture.window.sources import DoomSource, Sample, SourceGone, WindowSource, noop_action
 
 log = logging.getLogger(__name__)
@@ -40,75 +41,6 @@ LABEL_RULE = (
     "an action matches when all its keys are held; most keys wins; ties go to the most recent press; "
     "no match: the no-op action if the key map has one, else the moment is not recorded"
 )
-
-
-@dataclass(frozen=True)
-class Hotkeys:
-    """The recorder's hotkeys, as canonical key names."""
-
-    start_stop: str = "f8"
-    """Start an episode, or stop and keep the one being recorded."""
-    discard: str = "f9"
-    """Stop and throw away the episode being recorded."""
-    quit: str = "f10"
-    """Quit (an episode being recorded is kept)."""
-
-    @classmethod
-    def parse(cls, start_stop: str, discard: str, quit: str, keymap: KeyMap) -> "Hotkeys":
-        names = {}
-        for option, value in (("--start-key", start_stop), ("--discard-key", discard), ("--quit-key", quit)):
-            names[option] = normalise_key(value, where=f"hotkey {option}")
-        if len(set(names.values())) < 3:
-            raise UserError(f"hotkeys {', '.join(f'{k} {v}' for k, v in names.items())}: use three different keys")
-        for option, key in names.items():
-            if key in keymap.keys:
-                raise UserError(f"hotkey {option} {key}: the key map {keymap.name!r} uses it for playing; choose another key")
-        return cls(*names.values())
-
-
-@dataclass
-class RecorderConfig:
-    """What `playtester record` was asked to do."""
-
-    out: Path
-    """Folder the episodes go to (created when missing; its parent must exist)."""
-    behavior: str
-    """The behaviour tag the demos show (`inspect`, `path`, …), saved in each episode."""
-    keymap: KeyMap
-    window: str | None = None
-    """Title (substring, or a regular expression with `regex`) of the game's window."""
-    game: str | None = None
-    """A `doom:` spec to play in the engine's own window instead of a foreign window."""
-    regex: bool = False
-    region: tuple[int, int, int, int] | None = None
-    """Screen region to grab when the window cannot be found by title (or inside it, with a title)."""
-    fps: float = 10.0
-    """Frames per second sampled (for `doom:` games, 35 / the nearest whole number of tics)."""
-    size: tuple[int, int] | None = None
-    """Frame size `(width, height)`; default the window's size when recording starts."""
-    resolution: str = "320x240"
-    """Engine resolution for `doom:` games."""
-    hotkeys: Hotkeys = field(default_factory=Hotkeys)
-    seed: int = 0
-    """Seed of the first `doom:` episode; each next episode adds one."""
-    max_steps: int | None = None
-    """Stop (and keep) an episode after this many frames."""
-    telemetry_port: int | None = None
-    """Merge telemetry the game sends to this UDP port into the steps."""
-    spectator: bool = False
-    """For `doom:` games: let the engine read the keyboard itself (ViZDoom's spectator mode)."""
-
-    def __post_init__(self) -> None:
-        if self.window is not None and self.game is not None:
-            raise UserError("record: give --window TITLE (a game's window) or --game doom:… (the engine's window), not both")
-        if self.window is None and self.game is None and self.region is None:
-            raise UserError("record: give --window TITLE (a game's window), --region X,Y,W,H or --game doom:…")
-        if self.game is not None and not self.game.startswith("doom:"):
-            raise UserError(f"--game {self.game!r}: the recorder plays doom: games in the engine's window; use --window for others")
-        if not self.fps > 0:
-            raise UserError(f"--fps {self.fps}: use a positive number of frames per second")
-        if not self.behavior.strip():
-            raise UserError("--behavior: give a tag for what the demos show, e.g. inspect or path")
 
 
 class StatusLine:
@@ -180,11 +112,18 @@ class Recorder:
                 "recording %s into %s at %.1f fps: %s starts/stops an episode, %s discards it, %s quits",
                 source.game, cfg.out, source.fps, hk.start_stop.upper(), hk.discard.upper(), hk.quit.upper(),
             )
-            self._loop(source, listener)
-        except SourceGone as e:
-            log.warning("%s; stopping", e)
-            if self.writer is not None:
-                self.writer.meta["crashed"] = True
+            while True:
+                try:
+                    self._loop(source, listener)
+                    break
+                except SourceGone as e:
+                    if self.writer is not None:
+                        self.writer.meta["crashed"] = True
+                        self._stop(keep=True)  # what was played before the crash is kept
+                    if not source.relaunch():
+                        log.warning("%s; stopping", e)
+                        break
+                    log.warning("%s; the game was started again (%s starts an episode)", e, cfg.hotkeys.start_stop.upper())
         finally:
             try:
                 if self.writer is not None:

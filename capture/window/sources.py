@@ -17,7 +17,7 @@ from playtester.capture.keymap import KeyMap
 from playtester.capture.window.ticker import Ticker
 
 if TYPE_CHECKING:
-    from playtester.capture.window.recorder import RecorderConfig
+    from playtester.capture.window.record_config import RecorderConfig
 
 
 @dataclass
@@ -40,14 +40,21 @@ class WindowSource:
 
     def __init__(self, cfg: RecorderConfig) -> None:
         from playtester.capture.window.grab import FrameGrabber
-        from playtester.capture.window.platform import find_window, open_desktop
+        from playtester.capture.window.desktops import open_desktop
+        from playtester.capture.window.platform import find_window
         from playtester.capture.window.telemetry import TelemetryListener
 
         self.cfg = cfg
         self.desktop = open_desktop()
-        self.grabber = self.telemetry = None
+        self.grabber = self.telemetry = self.launcher = None
         try:
-            self.window = find_window(self.desktop, cfg.window, regex=cfg.regex) if cfg.window else None
+            if cfg.launch is not None:
+                from playtester.capture.window.launch import LaunchedGame
+
+                self.launcher = LaunchedGame(cfg.launch, title=cfg.window, regex=cfg.regex)  # type: ignore[arg-type]
+                self.window = self.launcher.start(self.desktop)
+            else:
+                self.window = find_window(self.desktop, cfg.window, regex=cfg.regex) if cfg.window else None
             region = self._region()
             size = cfg.size or (region[2], region[3])
             self.grabber = FrameGrabber(size=size)
@@ -78,6 +85,8 @@ class WindowSource:
             meta["window"] = {"title": self.window.title, "pid": self.window.pid}
         if self.cfg.region is not None:
             meta["region"] = list(self.cfg.region)
+        if self.cfg.launch is not None:  # replay starts the game the same way
+            meta["game_options"] = {"launch": self.cfg.launch}
         return meta
 
     def start_episode(self, seed: int) -> None:
@@ -96,7 +105,16 @@ class WindowSource:
         telemetry = self.telemetry.poll() if self.telemetry is not None else {}
         return Sample(frame, keys, telemetry)
 
+    def relaunch(self) -> bool:
+        """Start a launched game again after a crash; False when the recorder did not launch it."""
+        if self.launcher is None:
+            return False
+        self.window = self.launcher.start(self.desktop)
+        return True
+
     def close(self) -> None:
+        if self.launcher is not None:
+            self.launcher.stop()
         for part in (self.telemetry, self.grabber, self.desktop):
             if part is not None:
                 part.close()
@@ -143,7 +161,8 @@ class DoomSource:
     def _engine_window(self):
         """The engine's window (its process is a child of this one), to count keys only while it
         has the focus; `(None, None)` where the desktop cannot say."""
-        from playtester.capture.window.platform import child_of_this_process, open_desktop
+        from playtester.capture.window.desktops import open_desktop
+        from playtester.capture.window.platform import child_of_this_process
 
         desktop = open_desktop()
         deadline = time.monotonic() + 5.0
@@ -215,6 +234,9 @@ class DoomSource:
         if recording and (label is None or set(self.cfg.keymap.keys_for(label)) != applied):
             self.inexact += 1  # a combination the key map has no action for: replay differs from here
         return keys
+
+    def relaunch(self) -> bool:
+        return False  # the engine's window is the recorder's own: a closed one ends the recording
 
     def close(self) -> None:
         self.env.close()

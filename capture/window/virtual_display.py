@@ -20,7 +20,8 @@ class VirtualDisplay:
             raise UserError("no virtual screen: Xvfb is not installed (Debian: apt-get install xvfb)")
         read_fd, write_fd = os.pipe()
         self.proc = subprocess.Popen(
-            [xvfb, "-displayfd", str(write_fd), "-screen", "0", screen, "-nolisten", "tcp"],
+            # -noreset: the server keeps going when its last client leaves (a game started right then would not connect)
+            [xvfb, "-displayfd", str(write_fd), "-screen", "0", screen, "-nolisten", "tcp", "-noreset"],
             pass_fds=(write_fd,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         os.close(write_fd)

@@ -76,25 +76,3 @@ def state_key(frame: np.ndarray, info: dict[str, Any], cfg: StateCoverageConfig)
     if found:
         return tuple(buckets)
     return ("frame", frame_state(frame, cfg.frame_size, cfg.frame_levels))
-
-
-@dataclass
-class StateCoverage:
-    """Distinct states seen (a set you can merge with another's)."""
-
-    cfg: StateCoverageConfig = field(default_factory=StateCoverageConfig)
-    states: set = field(default_factory=set)
-
-    def visit(self, frame: np.ndarray, info: dict[str, Any]) -> Hashable:
-        key = state_key(frame, info, self.cfg)
-        self.states.add(key)
-        return key
-
-    def update(self, keys: set) -> int:
-        """Add states; returns how many were new."""
-        before = len(self.states)
-        self.states |= keys
-        return len(self.states) - before
-
-    def __len__(self) -> int:
-        return len(self.states)

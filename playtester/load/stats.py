@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from itertools import combinations
 from typing import Any, Sequence
 
@@ -121,7 +121,3 @@ def spearman_reliability(timings: np.ndarray) -> Reliability:
         rhos.append(float(res.statistic))
         ps.append(float(res.pvalue))
     return Reliability(t.shape[0], t.shape[1], np.array(rhos), holm(ps))
-
-
-def comparisons_to_dicts(comparisons: Sequence[Comparison]) -> list[dict[str, Any]]:
-    return [asdict(c) for c in comparisons]

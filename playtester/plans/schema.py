@@ -13,6 +13,9 @@
         view: 0.3                 # arrived by sight when the target's box is this share of the frame height
         wait: 4                   # idle steps after the action
         timeout: 300              # steps to get there and act
+      - name: past the menu       # a reset plan's step (`run window --reset`): keys outside the key map,
+        keys: [down, enter]       # held together for `repeat` steps; then `wait`; with `until`, idle
+        until: level-start.png    # until the screen matches that screenshot (within `timeout` steps)
     rules:
       - name: jump at tires
         when: [{see: tire, min_size: 0.2}, {telemetry: z, op: "<", value: 8}]
@@ -92,6 +95,11 @@ class Node:
     """Idle steps after the action."""
     timeout: int = 300
     """Steps allowed to reach the target and act; past it the node fails."""
+    keys: list[str] | None = None
+    """A reset plan's keys, held together (menu keys the key map lacks: `enter`, `y`, `esc`)."""
+    until: str | None = None
+    """A reset plan's screenshot: after the wait, idle until the screen matches it (relative paths:
+    from the plan's folder)."""
 
     def __post_init__(self) -> None:
         if self.repeat < 0 or self.wait < 0:
@@ -100,7 +108,11 @@ class Node:
             raise ValueError("timeout is a number of steps, at least 1")
         if self.tolerance <= 0 or not 0 < self.view <= 1:
             raise ValueError("tolerance must be positive and view a share of the frame in (0, 1]")
-        if self.target is None and self.action is None and self.wait == 0:
+        if self.keys is not None and (not isinstance(self.keys, list) or not all(isinstance(k, str) for k in self.keys)):
+            raise ValueError("keys should be a list of key names, e.g. [down, enter]")
+        if self.keys is not None and self.action is not None:
+            raise ValueError("give keys or an action, not both")
+        if self.target is None and self.action is None and self.wait == 0 and not self.keys and self.until is None:
             raise ValueError("it has neither a target nor an action nor a wait; give at least one")
 
 
@@ -250,7 +262,7 @@ def _build(cls: type, data: dict[str, Any], where: str, **parsed: Any) -> Any:
                 if not isinstance(value, (str, int, float)) or isinstance(value, bool):
                     raise ValueError
                 kwargs[f.name] = str(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise UserError(f"{where}: {f.name} {value!r} should be {want.split(' ')[0]}") from None
     try:
         return cls(**kwargs)
@@ -269,8 +281,10 @@ def _target(value: Any, where: str) -> Target:
             raise UserError(f"{where}: target position should be [x, y]")
         try:
             position = (float(position[0]), float(position[1]))
-        except (TypeError, ValueError):
-            raise UserError(f"{where}: target position {data['position']!r} should be two numbers [x, y]") from None
+        except (TypeError, ValueError, OverflowError):
+            position = (math.nan, math.nan)
+        if not all(map(math.isfinite, position)):
+            raise UserError(f"{where}: target position {data['position']!r} should be two finite numbers [x, y]")
     ooi = data.get("ooi")
     if ooi is not None and (isinstance(ooi, bool) or not isinstance(ooi, int)):
         raise UserError(f"{where}: target ooi {ooi!r} should be a whole number (an OOI id)")
@@ -296,8 +310,11 @@ def parse_plan(data: Any, where: str = "plan") -> Plan:
         raw = _mapping(raw, label, "a node")
         label += f" ({raw['name']!r})" if "name" in raw else ""
         target = _target(raw["target"], label) if raw.get("target") is not None else None
-        nodes.append(_build(Node, {k: v for k, v in raw.items() if k != "target"}, label,
-                            name=str(raw.get("name", f"node {i + 1}")), target=target))
+        keys = raw.get("keys")
+        parsed: dict[str, Any] = {"name": str(raw.get("name", f"node {i + 1}")), "target": target}
+        if keys is not None:
+            parsed["keys"] = [k for k in keys.split("+") if k] if isinstance(keys, str) else keys
+        nodes.append(_build(Node, {k: v for k, v in raw.items() if k != "target"}, label, **parsed))
     rules = []
     raw_rules = data.get("rules") or []
     if not isinstance(raw_rules, list):
@@ -316,14 +333,20 @@ def parse_plan(data: Any, where: str = "plan") -> Plan:
         rules.append(_build(Rule, {k: v for k, v in raw.items() if k != "when"}, label,
                             name=str(raw.get("name", f"rule {i + 1}")), when=conds))
     start = data.get("start")
+    if isinstance(start, bool) or (isinstance(start, int) and start < 0):
+        raise UserError(f"{where}: start {start!r} should be a start point index (0 or more) or [x, y] / [x, y, angle]")
     if start is not None and not isinstance(start, int):
-        if not isinstance(start, list) or len(start) not in (2, 3):
-            raise UserError(f"{where}: start {start!r} should be a start point index or [x, y] / [x, y, angle]")
-        start = tuple(float(v) for v in start)
+        try:
+            start = tuple(float(v) for v in start) if isinstance(start, list) and len(start) in (2, 3) else None
+        except (TypeError, ValueError, OverflowError):
+            start = None
+        if start is None or not all(map(math.isfinite, start)):
+            raise UserError(f"{where}: start {data['start']!r} should be a start point index or [x, y] / [x, y, angle] "
+                            "(finite numbers)")
     behaviors = _mapping(data.get("behaviors") or {}, where, "behaviors")
     seed = data.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise UserError(f"{where}: seed {seed!r} should be a whole number")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+        raise UserError(f"{where}: seed {seed!r} should be a whole number from 0 to {2**32 - 1}")
     return Plan(name=str(data.get("name", "plan")), nodes=nodes, rules=rules, start=start, seed=seed,
                 behaviors={str(k): str(v) for k, v in behaviors.items()})
 
@@ -333,6 +356,9 @@ def load_plan(path: str | Path) -> Plan:
     path = Path(path)
     plan = parse_plan(read_yaml(path, f"plan {path}"), f"plan {path}")
     plan.behaviors = {k: str(v if Path(v).is_absolute() else path.parent / v) for k, v in plan.behaviors.items()}
+    for node in plan.nodes:
+        if node.until is not None and not Path(node.until).is_absolute():
+            node.until = str(path.parent / node.until)
     return plan
 
 

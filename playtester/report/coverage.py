@@ -59,20 +59,3 @@ def frame_cell(frame: np.ndarray, size: tuple[int, int] = (11, 8), levels: int =
     gray = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
     small = cv2.resize(gray, size, interpolation=cv2.INTER_AREA)
     return (small.astype(np.uint16) * levels // 256).astype(np.uint8).tobytes()
-
-
-@dataclass
-class FrameCells:
-    """Distinct frame cells seen, with visit counts."""
-
-    size: tuple[int, int] = (11, 8)
-    levels: int = 8
-    counts: dict[bytes, int] = field(default_factory=dict)
-
-    def visit(self, frame: np.ndarray) -> bytes:
-        cell = frame_cell(frame, self.size, self.levels)
-        self.counts[cell] = self.counts.get(cell, 0) + 1
-        return cell
-
-    def __len__(self) -> int:
-        return len(self.counts)
