@@ -232,3 +232,75 @@ def door_lift_hom_level() -> LevelPlan:
                "L": Room(floor=64, ceiling=160, tag=1, floor_texture="FLAT20"), "c": Room(floor=64, ceiling=160)},
         joins={("a", "D"): door, ("b", "D"): door, ("b", "L"): lift, ("m", "#"): Join(missing=("middle",))},
         start="a", things=[(2035, "b", {"x": 352, "y": 160})])  # a barrel in the hall, to inspect
+
+
+@dataclass(frozen=True)
+class TrapLevel:
+    """A test level of the softlock oracle: its plan, whether it holds a trap, and what it is."""
+
+    plan: LevelPlan
+    trap: bool
+    what: str
+
+
+def softlock_levels() -> dict[str, TrapLevel]:
+    """The softlock oracle's test levels, each a room of 64-unit cells the player starts in (facing
+    east), with one thing that may trap it:
+
+    - `pit`: a pit 96 units deep and 3 cells wide (a running player leaps 2) with no way up (a trap);
+    - `door`: a door to a closet, opened for 8 s by a switch of one use (any wall of the room) that
+      closes behind the player (a trap);
+    - `teleport`: a teleporter pad that sends the player into a sealed room (a trap);
+    - `drop`: a ledge down 96 units to a lower hall that goes on to the exit switch (no trap);
+    - `lift`: the pit, with a lift on one side that brings the player back up (no trap).
+    """
+    room, pit = Room(ceiling=160), Room(floor=-96, ceiling=160, floor_texture="FLAT20")
+    pit_rows = ["###########",
+                "#aaaaaaaaa#",
+                "#aaaapppaa#",
+                "#aaaapppaa#",
+                "#aaaapppaa#",
+                "#aaaaaaaaa#",
+                "###########"]
+    lift_rows = [row.replace("aaaaaaaaa", "aaaaLLLaa", 1) if i == 1 else row for i, row in enumerate(pit_rows)]
+    once = Join(special=DOOR_RAISE, args=(5, 32, 280), repeat=False)  # Door_Raise(tag 5), open 280 tics
+    teleport = Join(special=TELEPORT, args=(0, 3), use=False)  # Teleport(tid 0, sector tag 3), walked over
+    return {
+        "pit": TrapLevel(LevelPlan(rows=pit_rows, rooms={"a": room, "p": pit}, start="a"), True, "a pit 96 units deep"),
+        "door": TrapLevel(LevelPlan(
+            rows=["##########",
+                  "#aaaaaaaa#",
+                  "#aaaaaaaa#",
+                  "#aaaaaaaa#",
+                  "####DD####",
+                  "###cccc###",
+                  "###cccc###",
+                  "##########"],
+            rooms={"a": room, "D": Room(ceiling=0, tag=5), "c": room}, joins={("a", "#"): once}, start="a"),
+            True, "a door a switch of one use opens, which closes behind the player"),
+        "teleport": TrapLevel(LevelPlan(
+            rows=["##########",
+                  "#aaaaaaaa#",
+                  "#aaaTTaaa#",
+                  "#aaaTTaaa#",
+                  "#aaaaaaaa#",
+                  "##########",
+                  "###ccc####",
+                  "###ccc####",
+                  "##########"],
+            rooms={"a": room, "T": Room(ceiling=160, floor_texture="GATE1"), "c": Room(ceiling=160, tag=3)},
+            joins={("a", "T"): teleport}, start="a", things=[(14, "c", {})]), True, "a one-way teleporter into a sealed room"),
+        "drop": TrapLevel(LevelPlan(
+            rows=["############",
+                  "#aaaabbbbbb#",
+                  "#aaaabbbbbb#",
+                  "#aaaabbbbbx#",
+                  "############"],
+            rooms={"a": room, "b": Room(floor=-96, ceiling=160), "x": Room(floor=-96, ceiling=160)},
+            joins={("x", "#"): Join(special=EXIT_NORMAL)}, start="a"), False,
+            "a one-way drop to a lower hall that goes on to the exit"),
+        "lift": TrapLevel(LevelPlan(
+            rows=lift_rows, rooms={"a": room, "p": pit, "L": Room(ceiling=160, tag=2, floor_texture="FLAT20")},
+            joins={("p", "L"): Join(special=PLAT_DOWN_WAIT_UP_STAY, args=(2, 32, 105))}, start="a"), False,
+            "a pit with a lift that brings the player back up"),
+    }
