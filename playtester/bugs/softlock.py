@@ -374,3 +374,17 @@ def softlock_off(game: str, graph: LevelGraph | None = None) -> str | None:
     except UserError as e:
         return f"the softlock oracle is off: {e}"
     return None
+
+
+def trap_oracle_status(game: str, on_map: bool) -> str | None:
+    """What judges whether the player is trapped in a run of `game` (`on_map`: drawn on a map), in
+    a few words for the report: the level's geometry, pixels alone (a game with no map), or off
+    and why; None for the park (it has no traps) or a game on a studio's map (no geometry, and
+    positions rather than pixels for places)."""
+    from playtester.capture.rules import is_level
+
+    if is_level(game):
+        return softlock_off(game) or f"by {JUDGED_BY} (softlock: trapped for good)"
+    if game.startswith("doom:") or on_map:
+        return None
+    return "from pixels alone (confinement: possibly trapped)"
