@@ -560,7 +560,7 @@ class WaypointWalk:
                 return k("forward") if abs(err) <= 15.0 else k("turn_left" if err > 0 else "turn_right")
             if what == "face":
                 err = wrap_angle(args[0] - float(info["angle"]))
-                if abs(err) <= 8.0 or self.spent > self.patience:
+                if abs(err) <= 20.0 or self.spent > self.patience:  # a running turn step turns up to 28°
                     self._next()
                     continue
                 return k("turn_left" if err > 0 else "turn_right")

@@ -194,3 +194,100 @@ def test_the_grey_histogram_barely_moves_when_the_view_turns():
     embed = GreyHistogram()
     turned, other = np.roll(view, 40, axis=1), np.clip(view.astype(int) + 60, 0, 255).astype(np.uint8)
     assert 1 - embed(view) @ embed(turned) < embed.threshold < 1 - embed(view) @ embed(other)
+
+
+# -- the real engine -------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def wads(tmp_path_factory):
+    root = tmp_path_factory.mktemp("softlock")
+    out = {}
+    for name, level in LEVELS.items():
+        out[name] = root / f"{name}.wad"
+        out[name].write_bytes(level_wad(level.plan))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, why", [("pit", "no way up from a pit 96 units deep (dropped 96 units into it"),
+                                       ("door", "closed for good: line"),
+                                       ("teleport", "a one-way teleporter (line"),
+                                       ("drop", None), ("lift", None)])
+def test_a_scripted_walk_finds_every_trap_and_nothing_else(name, why, wads):
+    """The bar, by the scripted walk: each trap found, with its place and cause; the drop to the
+    exit (which the walk takes) and the pit with a lift (which the walk rides up) stay silent."""
+    from playtester.bugs.softlock import softlock_oracle
+    from playtester.capture.games import make_game
+    from playtester.capture.level_walk import WaypointWalk
+
+    env = make_game(f"doom:wad:{wads[name]}")
+    try:
+        game = env.unwrapped
+        oracle = softlock_oracle(game.graph, game.keymap)
+        walk = WaypointWalk(game.keymap, list(LEVELS[name].walk))
+        _, info = env.reset(seed=0)
+        found, sectors, restarted = [], [], False
+        for t in range(900):
+            a = walk.act(info)
+            if a is None or found or (1 in sectors and sectors[-60:] == [0] * 60):  # back in the room above a while
+                break
+            _, _, _, _, info = env.step(a)
+            found += oracle.observe(None, info, a, 0, t)
+            sectors.append(game.graph.sector_at(*info["position"][:2]))
+            restarted |= bool(info.get("restarted"))
+        if why is None:
+            assert found == [] and sectors[-60:] == [0] * 60, "no finding, down there and back in the room above"
+            assert restarted == (name == "drop"), "the drop's walk left by the exit, the lift's rode the lift"
+        else:
+            assert len(found) == 1 and why in found[0].message, found
+            assert found[0].details["region"] == [1 if name == "pit" else 2] and sectors[-1] in found[0].details["region"]
+    finally:
+        env.close()
+
+
+@pytest.mark.slow
+def test_the_random_tester_is_sent_to_a_new_start_after_a_softlock_and_the_finding_replays(wads, tmp_path, capsys):
+    """`run explore --explorer random` on the teleporter level: the softlock ends its episode at the
+    finding (the next starts again), the report lists it on the level's map, and the finding plays
+    again frame for frame."""
+    from playtester.bugs.findings import replay_finding
+    from playtester.cli import main
+
+    out = tmp_path / "run"
+    assert main(["run", "explore", "--game", f"doom:wad:{wads['teleport']}", "--explorer", "random", "--episodes", "2",
+                 "--steps", "160", "--seed", "0", "--out", str(out)]) == 0
+    findings = [json.loads(p.read_text()) | {"folder": p.parent} for p in sorted(out.glob("findings/*/finding.json"))]
+    softlocks = [f for f in findings if f["kind"] == "softlock"]
+    assert softlocks and "a one-way teleporter (line" in softlocks[0]["message"]
+    first = softlocks[0]
+    steps = [json.loads(line) for line in (out / "trajectory.jsonl").read_text().splitlines()]
+    ended = max(r["t"] for r in steps if r["episode"] == first["episode"])
+    assert ended == first["step"] < 159, "the episode ended at the finding"
+    assert {r["episode"] for r in steps} == {0, 1}, "and the run went on from a new start"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["level"]["softlocks"][0]["region"] == [2] and summary["findings"]["softlock"] == len(softlocks)
+    assert summary["softlock_oracle"].startswith("by the level's geometry")
+    page = (out / "report.html").read_text()
+    assert "Softlocks (" in page and "a softlock: the sectors the player was trapped in" in page
+    result = replay_finding(first["folder"])
+    assert result.steps == first["steps"] and result.compared > 0 and result.identical == result.compared
+
+
+@pytest.mark.slow
+def test_a_level_whose_geometry_cannot_be_read_plays_and_the_oracle_says_it_is_off_once(tmp_path, capsys):
+    """A UDMF map with a hexadecimal height (valid UDMF; this reader takes decimal numbers only): the
+    engine plays it, and the softlock oracle says in one line that it is off, and why."""
+    from playtester.capture.park.level_builder import softlock_levels
+    from playtester.capture.park.wad import pwad
+    from playtester.cli import main
+
+    text = level_textmap(softlock_levels()["pit"].plan).replace("heightceiling = 160;", "heightceiling = 0xA0;", 1)
+    wad = tmp_path / "hex.wad"
+    wad.write_bytes(pwad([("MAP01", b""), ("TEXTMAP", text.encode("ascii")), ("ENDMAP", b"")]))
+    out = tmp_path / "run"
+    assert main(["run", "explore", "--game", f"doom:wad:{wad}", "--explorer", "random", "--episodes", "2", "--steps", "5",
+                 "--out", str(out)]) == 0
+    said = [line for line in capsys.readouterr().out.splitlines() if "softlock oracle is off" in line]
+    assert len(said) == 1 and "its geometry could not be read (ValueError" in said[0]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["softlock_oracle"].startswith("the softlock oracle is off") and summary["steps"] == 10

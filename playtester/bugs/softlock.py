@@ -150,10 +150,10 @@ class SoftlockOracle:
             return
         lx, ly, ls = last
         if math.hypot(x - lx, y - ly) > TELEPORT_JUMP:  # a teleport: the teleporter lines of the sector left
-            tele = [i for i in self.crossing if self.graph.actions[i].kind == TELEPORT
+            tele = [int(i) for i in self.crossing if self.graph.actions[i].kind == TELEPORT
                     and self.graph.level.linedefs[i].front == ls and self.graph.teleport_target(i) == sector]
             for i in tele:
-                self._fire(int(i), step)
+                self._fire(i, step)
             if ls is not None and sector is not None and ls != sector:
                 self.moves.append(Move(step, ls, sector, tele[0] if tele else None, teleport=True))
             return
