@@ -19,7 +19,8 @@ the time an oracle's step takes beside the engine's.
 
 `--freedoom MAP…` also walks stock Freedoom 2 maps with the level-walk expert and the random
 explorer: no softlock is known there, so every softlock finding is one to look at (printed with
-its cause). First, how high a jump climbs: a running jump at built ledges (`JUMP_CLIMB`).
+its cause). First, how high a jump climbs (built ledges: `JUMP_CLIMB`), and how the places of the
+places view and of the confinement oracle grow along the pit's walk.
 
     nice -n 10 python scripts/bench_softlock.py --seeds 5 --steps 2000 --freedoom MAP01 MAP02 --json softlock.json
 """
@@ -62,6 +63,40 @@ def climb_heights(folder: Path, heights=(56, 60, 64)) -> dict[int, bool]:
     return out
 
 
+def places_in_the_pit(folder: Path) -> dict[str, list[int]]:
+    """Distinct places, every 100 steps, along the pit's scripted walk (in the pit from about step
+    50, walking its corners): by the places view's 16×12 picture and by the confinement oracle's
+    grey histogram. A confinement oracle needs places that stop growing in a trap."""
+    from playtester.bugs.confinement import GreyHistogram
+    from playtester.capture.games import make_game
+    from playtester.capture.level_walk import WaypointWalk
+    from playtester.capture.park.level_builder import level_wad, softlock_levels
+    from playtester.perception.places import PixelEmbedding, Places
+
+    level = softlock_levels()["pit"]
+    wad = folder / "pit-places.wad"
+    wad.write_bytes(level_wad(level.plan))
+    env = make_game(f"doom:wad:{wad}")
+    embeddings = {"pixels 16x12 (the places view)": PixelEmbedding(), "grey histogram (confinement)": GreyHistogram()}
+    places = {k: Places(e.threshold) for k, e in embeddings.items()}
+    counts: dict[str, list[int]] = {k: [] for k in embeddings}
+    try:
+        walk = WaypointWalk(env.unwrapped.keymap, list(level.walk))
+        frame, info = env.reset(seed=0)
+        for t in range(5000):
+            a = walk.act(info)
+            if a is None:
+                break
+            frame, _, _, _, info = env.step(a)
+            for k, e in embeddings.items():
+                places[k].visit(e(frame))
+                if t % 100 == 99:
+                    counts[k].append(places[k].count)
+    finally:
+        env.close()
+    return counts
+
+
 def trap_sectors(level) -> set[int]:
     """The sector indices of a test level's trap rooms (the builder writes one sector a room, in order)."""
     order = [k for k in level.plan.rooms if level.plan.cells(k)]
@@ -78,6 +113,8 @@ def play(env, oracles, actions, steps: int, trap: set[int]) -> dict:
     found = {o.name: [] for o in oracles}
     seconds = {o.name: 0.0 for o in oracles} | {"engine": 0.0}
     inside, entry = False, None
+    below = beyond = 0
+    softlock = next((o for o in oracles if o.name == "softlock"), None)
     t = 0
     for t in range(steps):
         a = actions(info)
@@ -86,10 +123,14 @@ def play(env, oracles, actions, steps: int, trap: set[int]) -> dict:
         t0 = time.perf_counter()
         frame, _, _, _, info = env.step(a)
         seconds["engine"] += time.perf_counter() - t0
-        here = graph.sector_at(*info["position"][:2]) in trap
+        sector = graph.sector_at(*info["position"][:2])
+        here = sector in trap
         if here and not inside:
             entry = t
         inside = here
+        below += info["position"][2] <= -90.0  # down where the test levels' pits and lower halls are
+        if softlock is not None and sector is not None and softlock.start not in softlock.region(sector):
+            beyond += 1  # past a one-way passage: only an exit (or the start again) keeps it from being a trap
         for o in oracles:
             t0 = time.perf_counter()
             for f in o.observe(frame, info, a, 0, t):
@@ -97,7 +138,8 @@ def play(env, oracles, actions, steps: int, trap: set[int]) -> dict:
                     continue
                 found[o.name].append({"step": t, "cause": f.details.get("cause", f.message)})
             seconds[o.name] += time.perf_counter() - t0
-    return {"steps": t + 1, "entry": entry if inside else None, "findings": found, "seconds": seconds}
+    return {"steps": t + 1, "entry": entry if inside else None, "findings": found, "seconds": seconds,
+            "below": below, "beyond": beyond}
 
 
 def score(episodes: list[dict], name: str, min_trapped: int) -> dict:
@@ -179,11 +221,12 @@ def freedoom(maps: list[str], steps: int, seeds: int) -> list[dict]:
                 np.random.default_rng(s + 1))) for s in range(seeds)]
             for driver, act in drivers:
                 ep = play(env, oracles, act, steps, set())
-                rows.append({"map": m, "driver": driver, "steps": ep["steps"],
+                rows.append({"map": m, "driver": driver, "steps": ep["steps"], "start_out_of_reach": ep["beyond"],
                              "softlock": ep["findings"]["softlock"], "confined": ep["findings"]["confined"],
                              "seconds": ep["seconds"]})
-                print(f"freedoom2 {m} {driver}: softlock {ep['findings']['softlock']}, confined "
-                      f"{[f['step'] for f in ep['findings']['confined']]}", flush=True)
+                print(f"freedoom2 {m} {driver}: {ep['steps']} steps, {ep['beyond']} of them with the start out of reach; "
+                      f"softlock {ep['findings']['softlock']}, confined {[f['step'] for f in ep['findings']['confined']]}",
+                      flush=True)
         finally:
             env.close()
     return rows
@@ -205,7 +248,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         climbs = climb_heights(folder)
-        print("a running jump climbs onto: " + ", ".join(f"{h} units {'yes' if ok else 'no'}" for h, ok in climbs.items()))
+        print("a jump walking at the ledge gets onto: " + ", ".join(f"{h} units {'yes' if ok else 'no'}" for h, ok in climbs.items()))
+        grown = places_in_the_pit(folder)
+        for k, v in grown.items():
+            print(f"places along the pit's walk, every 100 steps, by {k}: {v}")
         episodes = test_levels(folder, args.seeds, args.steps)
     from playtester.capture.park.level_builder import softlock_levels
 
@@ -231,6 +277,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['softlock']['false']}, {r['confined']['false']}")
         for f in w["findings"]["softlock"][:1]:
             print(f"            why: {f['cause']}")
+        if not levels[name].trap:
+            down = sum(e["below"] >= args.min_trapped for e in by["random"])
+            print(f"            random episodes {args.min_trapped}+ steps down below (a lower hall or the lift's pit): {down} "
+                  f"of {len(by['random'])}; steps with the start out of reach: walk {w['beyond']}, random "
+                  f"{sum(e['beyond'] for e in by['random'])}")
     seconds = {k: sum(e["seconds"][k] for by in episodes.values() for d in by.values() for e in d) for k in ("engine", "softlock", "confined")}
     steps = sum(e["steps"] for by in episodes.values() for d in by.values() for e in d)
     print(f"\ntime a step (ms, this shared machine): engine {1000 * seconds['engine'] / steps:.2f}, softlock oracle "
@@ -238,7 +289,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{1000 * seconds['confined'] / steps:.3f} (×{seconds['confined'] / seconds['engine']:.2f})")
     real = freedoom(args.freedoom, args.freedoom_steps, args.freedoom_seeds) if args.freedoom else []
     if args.json:
-        args.json.write_text(json.dumps({"climb": climbs, "table": table, "episodes": episodes, "freedoom": real}, indent=1))
+        args.json.write_text(json.dumps({"climb": climbs, "places_in_the_pit": grown, "table": table, "episodes": episodes,
+                                         "freedoom": real}, indent=1))
     return 0
 
 

@@ -83,6 +83,33 @@ def test_a_jump_climbs_60_units_and_no_more():
         assert 0 not in graph.reachable(1, LevelState(climb=MAX_STEP))
 
 
+def test_what_doom_specials_leave_behind():
+    """By hand from Doom's line specials: 1 (DR) and 29 (S1) doors close again, 103 (S1) and 31 (D1)
+    stay open; 3 (W1) closes a door for good, 16 (W1) opens it again after 30 s; floors stay moved;
+    62 (SR) is a lift that comes back up; Boom's generalised door 0x3C00 + kind 1 << 5 stays open."""
+    from playtester.capture.level_specials import describe
+
+    lasts = {n: describe(n).lasts for n in (1, 29, 103, 31, 3, 16, 38, 62)}
+    assert lasts == {1: False, 29: False, 103: True, 31: True, 3: True, 16: False, 38: True, 62: False}
+    assert describe(0x3C00 | (1 << 5)).lasts and not describe(0x3C00).lasts and describe(0x3C00 | (3 << 5)).kind == "close"
+
+
+def test_a_walk_over_line_that_shuts_the_door_behind_is_found_and_named():
+    """An open door, then a hall whose far end has a walk-over Door_Close line: crossing it shuts the
+    door for good (its positions crossed the line: no USE press says so)."""
+    close = Join(special=10, args=(5, 32), use=False, repeat=False)  # Door_Close(tag 5), walked over
+    plan = LevelPlan(rows=["#########", "#aaDbbww#", "#########"],
+                     rooms={"a": Room(), "D": Room(tag=5), "b": Room(), "w": Room()}, joins={("b", "w"): close}, start="a")
+    graph = graph_of(plan)
+    line = next(i for i, a in enumerate(graph.actions) if a is not None)
+    assert graph.actions[line].kind == "close" and graph.actions[line].lasts
+    assert graph.reachable(3, LevelState(fired=frozenset({line}))) == {2, 3} and graph.reachable(3) == {0, 1, 2, 3}
+    oracle = SoftlockOracle(graph, climb=JUMP_CLIMB)
+    found = walk(oracle, line_points((96.0, 96.0), (416.0, 96.0)), hold=PATIENCE)
+    assert len(found) == 1 and f"the only way out: the door (sector 1) was shut for good by line {line} at step" in found[0][1].message
+    assert str(line) in found[0][1].details["fired"] and found[0][1].details["region"] == [2, 3]
+
+
 # -- the softlock oracle on walks given as telemetry -----------------------------------------------
 
 def test_the_pit_is_a_softlock_with_its_depth_and_the_lift_pit_is_not():

@@ -92,6 +92,9 @@ class SoftlockOracle:
             if action is not None and action.kind not in (TELEPORT, EXIT):
                 for s in graph.targets(i):
                     self.movers.setdefault(s, []).append(i)
+        self.shuttable = frozenset(s for i, a in enumerate(graph.actions) if a is not None and a.kind == CLOSE
+                                   for s in graph.targets(i))
+        """Sectors a close line shuts: doors, though no line opens them."""
         self._regions: dict[tuple[int, LevelState], frozenset[int]] = {}
         self._start_checked = False
         self.reset()
@@ -266,9 +269,10 @@ class SoftlockOracle:
         graph = self.graph
         if passage.kind == TELEPORT:
             return f"the teleporter (line {passage.line}) {self._line_status(passage.line, region)}"
-        moved = [s for s in (passage.source, passage.target) if s in graph.door_sectors() or self._moved_by(s)]
-        if passage.kind == DOOR_PASSAGE or any(s in graph.door_sectors() for s in moved):
-            door = next((s for s in moved if s in graph.door_sectors()), passage.target)
+        doors = graph.door_sectors() | self.shuttable
+        moved = [s for s in (passage.source, passage.target) if s in doors or self._moved_by(s)]
+        if passage.kind == DOOR_PASSAGE or any(s in doors for s in moved):
+            door = next((s for s in moved if s in doors), passage.target)
             return f"the door (sector {door}) {self._opener_status(door, region, 'opens')}"
         if passage.kind == LIFT_PASSAGE or moved:
             lift = moved[0] if moved else passage.target

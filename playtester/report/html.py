@@ -152,7 +152,7 @@ def _level(summary: dict[str, Any]) -> dict[str, Any] | None:
     deaths = [[d["episode"], d["t"], ", ".join(f"{v:.0f}" for v in (d.get("position") or [])[:2]), d["cause"]] for d in level["deaths"]]
     traps = [[t["episode"], t["step"], "the start" if t["at_start"] else ", ".join(f"{v:.0f}" for v in (t["position"] or [])[:2]),
               ", ".join(map(str, t["region"][:8])) + (" …" if len(t["region"]) > 8 else ""), t["cause"],
-              f"playtester replay {t['folder']}" if t.get("folder") else "–"]
+              t.get("replay") or (f"playtester replay findings/{t['folder']}" if t.get("folder") else "–")]
              for t in level.get("softlocks", [])]
     return {"doors": doors, "unreached": unreached, "deaths": deaths, "exits": level["level_exits"], "softlocks": traps}
 

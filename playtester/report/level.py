@@ -131,15 +131,16 @@ def level_summary(graph, trajectory: list[dict[str, Any]], findings: list[dict[s
 
 
 def softlocks(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The softlock oracle's findings: where (position, the trap's sectors), why, and the finding's folder
-    (a start inside a trap is listed with no position)."""
+    """The softlock oracle's findings: where (position, the trap's sectors), why, the finding's folder
+    and its replay command (a start inside a trap is listed with no position)."""
     out = []
     for f in findings:
         if f.get("kind") != "softlock":
             continue
         d = f.get("details") or {}
         out.append({"episode": f["episode"], "step": f["step"], "position": d.get("position"), "region": d.get("region", []),
-                    "cause": d.get("cause", f["message"]), "at_start": bool(d.get("at_start")), "folder": f.get("folder")})
+                    "cause": d.get("cause", f["message"]), "at_start": bool(d.get("at_start")), "folder": f.get("folder"),
+                    "replay": f.get("replay")})
     return out
 
 
