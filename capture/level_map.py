@@ -29,6 +29,9 @@ PLAYER_HEIGHT = 56.0
 """Map units the player needs under a ceiling."""
 MAX_STEP = 24.0
 """The highest floor step the player walks up."""
+JUMP_CLIMB = 60.0
+"""The highest ledge a player with a jump key gets onto, jumping as it walks at it (measured in the
+engine on built ledges: 60 units climbed, 64 not; docs/benchmarks/softlock.md)."""
 SKILL_FLAG = 0x0002
 """THINGS flag of the engine's default skill (3, "hurt me plenty"); things without it are absent."""
 MULTIPLAYER_FLAG = 0x0010

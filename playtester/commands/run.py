@@ -252,6 +252,11 @@ def start(spec: RunSpec, cluster: str | None, resume: bool, overwrite: bool) -> 
         check_same_run(out, spec.to_config())
     check_inputs(spec)  # everything that can be refused is refused before the run folder is written
     inputs_checked()
+    from playtester.bugs.softlock import softlock_off
+
+    off = softlock_off(spec.game)
+    if off:  # the level plays; the oracle cannot judge it
+        console.print(off, soft_wrap=True)
     played = functools.partial(holds_lines, out / "trajectory.jsonl")
     with new_folder(out, replace=overwrite and not resume, kept=played), contextlib.ExitStack() as stack:
         if cluster and (not resume or episodes_left(spec) > 0):  # a cluster out of reach too

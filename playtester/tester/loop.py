@@ -18,7 +18,9 @@ episode lies beyond it goes idle: it still plays (the vector env needs frames) b
 and tests nothing, and says so with `info["tester_idle"]`. The latest detections ride in
 `info["detections"]`, for the explorer's OD mask.
 
-A game that crashes (`info["crashed"]`) ends its episode; the crash oracle makes it a finding,
+A finding that says `new_start` (the player trapped for good: `playtester/bugs/softlock.py`,
+`playtester/bugs/confinement.py`) ends its episode, truncated, so that the run goes on from a new
+start rather than play out the episode in the trap. A game that crashes (`info["crashed"]`) ends its episode; the crash oracle makes it a finding,
 `crashes.jsonl` counts it, and the next `reset` starts the game again (the backend does). Past
 `max_restarts` crashes in the run, or when the game will not start again, the instance stops:
 it writes why to `stopped.json`, plays no more (blank frames, `info["run_stopped"]`), and the
@@ -434,6 +436,8 @@ class TesterEnv(gym.Wrapper):
         for oracle in self.oracles:
             for finding in oracle.observe(obs, info, action, self.episode, self.t):
                 self._save(finding)
+                if finding.details.get("new_start"):  # trapped for good (a softlock): the run goes on from a new start
+                    truncated = True
         if info.get("reset_failed"):
             self._save(Finding("reset", str(info["reset_failed"]), self.episode, self.t))
         self.t += 1

@@ -99,6 +99,11 @@ def tester_env(spec: RunSpec, env: gym.Env, index: int = 0, served: "ServedModel
 
     oracles = [CrashOracle(), StuckOracle(spec.stuck_steps), AssertionOracle([load_assertion(a) for a in spec.assertions]),
                *level_oracles(spec.game, getattr(env.unwrapped, "keymap", None), getattr(env.unwrapped, "graph", None))]
+    places = place_log(spec, index)
+    if places is not None:  # no map: whether the agent is trapped is judged from pixels alone
+        from playtester.bugs.confinement import ConfinementOracle
+
+        oracles.append(ConfinementOracle())
     layout = getattr(getattr(env.unwrapped, "scenario", None), "layout", None)
     wrapped = TesterEnv(
         env, tester=live, detector=make_detector(spec, layout, served), oracles=oracles, run_dir=spec.run_dir, game=spec.game,
@@ -106,7 +111,7 @@ def tester_env(spec: RunSpec, env: gym.Env, index: int = 0, served: "ServedModel
         config=TesterConfig(test_steps=spec.test_steps, seed=spec.seed, track_every=spec.track_every, min_score=spec.min_score,
                             confirm_hits=spec.confirm_hits, confirm_window=spec.confirm_window),
         env_index=index, n_envs=spec.num_envs,
-        episodes=spec.episodes, max_restarts=spec.max_restarts, places=place_log(spec, index),
+        episodes=spec.episodes, max_restarts=spec.max_restarts, places=places,
     )
     wrapped.continue_run()
     return wrapped
