@@ -3,6 +3,8 @@
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
 import bench_agents  # noqa: E402
@@ -105,3 +107,31 @@ def test_cut_scores_runs_at_their_first_episodes(tiny_parts, small_park, tmp_pat
     assert bench_agents.main([*common, "--cut", "4"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --cut 4: ") and "random-seed1 has played 3 whole episodes" in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_levels_cut_max_scores_every_level_at_the_episodes_every_run_played(tmp_path, capsys):
+    """The levels profile on a WAD of its own: a run stopped in its third episode (its rows after
+    the second cut off) makes `--cut max` score every run at 2 episodes, in the level table."""
+    import json
+
+    from playtester.capture.park.level_builder import door_lift_hom_level, level_wad
+
+    wad = tmp_path / "test.wad"
+    wad.write_bytes(level_wad(door_lift_hom_level()))
+    level, out = f"doom:wad:{wad}", tmp_path / "out"
+    assert bench_agents.main(["--profile", "levels", "--levels", level, "--agents", "random", "--seeds", "1", "2",
+                              "--episodes", "3", "--steps", "10", "--out", str(out)]) == 0
+    runs = next(p for p in out.iterdir() if p.is_dir())
+    stopped = runs / "random-seed2" / "trajectory.jsonl"
+    rows = stopped.read_text().splitlines(keepends=True)
+    stopped.write_text("".join(r for r in rows if json.loads(r)["episode"] < 2) + rows[-1][:20])  # a torn last line too
+    capsys.readouterr()
+    assert bench_agents.main(["--profile", "levels", "--cut", "max", "--out", str(out)]) == 0
+    cut = json.loads((out / "first-2" / "levels.json").read_text())
+    assert sorted(r["seed"] for r in cut) == [1, 2] and all(r["episodes"] == 2 and r["steps"] == 20 for r in cut)
+    assert all(r["level"] == level and r["reachable_share"] > 0 for r in cut)
+    table = capsys.readouterr().out
+    assert "| random | 2 |" in table and "| yes |" in table
+    assert bench_agents.main(["--profile", "levels", "--cut", "3", "--out", str(out)]) == 2
+    assert "random-seed2 has played 2 whole episodes" in capsys.readouterr().err
