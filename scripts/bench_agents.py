@@ -289,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cut", type=cut_value, default=None, metavar="N|max",
                         help="run nothing: score the runs already in OUT at their first N episodes (runs stopped early, "
                              "compared at one fixed budget; max: the most whole episodes every run played), in OUT/first-N")
+    parser.add_argument("--parallel", type=int, default=1, help="with --cut: runs scored at once, each in a process of its own")
     parser.add_argument("--out", type=Path, default=Path("runs/bench_agents"))
     parser.add_argument("--resume", action="store_true",
                         help="keep the runs already in OUT/results.jsonl made with the same settings (each finished run is written there) and run the rest")
@@ -300,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
             setattr(args, key, value)
     if args.cut is not None and args.profile == "levels":
         try:
-            results, args.episodes = cut_levels(args.out, args.cut)
+            results, args.episodes = cut_levels(args.out, args.cut, args.parallel)
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
@@ -310,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if args.cut == "max":
                 args.cut = episodes_every_run_played(args.out)
-            results, args.out = cut_runs(args.out, args.cut), args.out / f"first-{args.cut}"
+            results, args.out = cut_runs(args.out, args.cut, args.parallel), args.out / f"first-{args.cut}"
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
@@ -509,26 +510,26 @@ def episodes_every_run_played(out: Path) -> int:
     return done[fewest]
 
 
-def cut_levels(root: Path, cut: int | str) -> tuple[list[dict], int]:
+def cut_levels(root: Path, cut: int | str, parallel: int = 1) -> tuple[list[dict], int]:
     """The levels profile's runs (`root/LEVEL/AGENT-seedS`) scored at their first N episodes, every
-    level at the same N (`max`: the most every run of every level played), and N."""
+    level at the same N (`max`: the most every run of every level played), `parallel` at once; and N."""
     folders = sorted(p for p in root.iterdir() if p.is_dir() and any(p.glob("*-seed*/config.yaml"))) if root.is_dir() else []
     if not folders:
         raise ValueError(f"--cut {cut}: {root} holds no level folders (LEVEL/AGENT-seedS); give the levels profile's --out")
     episodes = min(episodes_every_run_played(f) for f in folders) if cut == "max" else cut
-    return [{**row, "level": row["game"]} for folder in folders for row in cut_runs(folder, episodes)], episodes
+    return [{**row, "level": row["game"]} for folder in folders for row in cut_runs(folder, episodes, parallel)], episodes
 
 
-def cut_runs(out: Path, episodes: int) -> list[dict]:
+def cut_runs(out: Path, episodes: int, parallel: int = 1) -> list[dict]:
     """Every run folder in `out` (AGENT-seedS) copied to `out/first-N` with its first `episodes`
-    episodes only (rows, tests, claims and findings of later episodes left out), then scored there.
-    A ValueError names a run that has not played that many."""
+    episodes only (rows, tests, claims and findings of later episodes left out), then scored there,
+    `parallel` at once. A ValueError names a run that has not played that many."""
     import yaml
 
     from playtester.files import write_text_atomic
 
     dest = out / f"first-{episodes}"
-    results = []
+    jobs, steps = [], []
     for folder in sorted(out.glob("*-seed*")):
         agent, _, seed = folder.name.rpartition("-seed")
         if agent not in AGENTS or not seed.isdigit() or not (folder / "config.yaml").exists():
@@ -548,8 +549,16 @@ def cut_runs(out: Path, episodes: int) -> list[dict]:
             if json.loads(finding.read_text()).get("episode", 0) < episodes:
                 shutil.copytree(finding.parent, target / "findings" / finding.parent.name)
         write_text_atomic(target / "config.yaml", yaml.safe_dump({**config, "episodes": episodes, "run_dir": str(target)}, sort_keys=False))
-        row = score(agent, int(seed), target, episodes, float("nan"))  # its minutes for N episodes are not known
-        results.append({**row, "steps_per_episode": int(config["steps"])})
+        jobs.append((agent, int(seed), target, episodes, float("nan")))  # its minutes for N episodes are not known
+        steps.append(int(config["steps"]))
+    if parallel > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(min(parallel, len(jobs) or 1)) as pool:
+            rows = list(pool.map(score, *zip(*jobs)))
+    else:
+        rows = [score(*job) for job in jobs]
+    results = [{**row, "steps_per_episode": n} for row, n in zip(rows, steps)]
     if not results:
         raise ValueError(f"--cut {episodes}: {out} holds no run folders (AGENT-seedS)")
     return results

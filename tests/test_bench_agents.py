@@ -127,7 +127,7 @@ def test_levels_cut_max_scores_every_level_at_the_episodes_every_run_played(tmp_
     rows = stopped.read_text().splitlines(keepends=True)
     stopped.write_text("".join(r for r in rows if json.loads(r)["episode"] < 2) + rows[-1][:20])  # a torn last line too
     capsys.readouterr()
-    assert bench_agents.main(["--profile", "levels", "--cut", "max", "--out", str(out)]) == 0
+    assert bench_agents.main(["--profile", "levels", "--cut", "max", "--parallel", "2", "--out", str(out)]) == 0
     cut = json.loads((out / "first-2" / "levels.json").read_text())
     assert sorted(r["seed"] for r in cut) == [1, 2] and all(r["episodes"] == 2 and r["steps"] == 20 for r in cut)
     assert all(r["level"] == level and r["reachable_share"] > 0 for r in cut)
