@@ -296,7 +296,7 @@ def significance(results: list[dict]) -> str:
         return [r["tested_per_episode"][-1] if key == "oois" else coverage_of(r) for r in rows
                 if key == "oois" or coverage_of(r) is not None]
 
-    measures = [("coverage", measure_name(results))] + ([("oois", "OOIs tested")] if any(r["tests"] for r in results) else [])
+    measures = [("coverage", measure_name(results))] + ([("oois", "OOIs tested")] if any(r["tested_per_episode"][-1] for r in results) else [])
     lines = []
     for agent, baseline in comparisons({r["agent"] for r in results}):
         for key, name in measures:

@@ -21,8 +21,8 @@ def test_mann_whitney_over_seeds_of_two_fully_separated_agents():
     rows = [row("ppgta", s, v, o) for s, v, o in ((1, 0.5, 10), (2, 0.6, 12), (3, 0.7, 11))]
     rows += [row("inspector", s, v, o) for s, v, o in ((1, 0.1, 2), (2, 0.2, 3), (3, 0.15, 1))]
     lines = bench_agents.significance(rows).splitlines()
-    assert lines[2] == "| ppgta vs inspector | pathway coverage | 0.6 vs 0.15 | U = 9.0 | p = 0.050 |"
-    assert lines[3] == "| ppgta vs inspector | OOIs tested | 11 vs 2 | U = 9.0 | p = 0.050 |"
+    assert lines[2] == "| ppgta vs inspector | pathway coverage | 0.6 vs 0.15 | U = 9.0 | 1.00 | p = 0.050 |"
+    assert lines[3] == "| ppgta vs inspector | OOIs tested | 11 vs 2 | U = 9.0 | 1.00 | p = 0.050 |"
     assert len(lines) == 4, "no random agent, no row for it"
 
 
