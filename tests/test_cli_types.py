@@ -300,7 +300,7 @@ def test_overwrite_refused_before_its_work_puts_the_old_folder_back(tmp_path):
 
 
 def test_crashes_are_said_once_each_from_the_runs_log(tmp_path):
-    from playtester.bugs.crashes import CrashNews, record_crash
+    from playtester.tester.crashes import CrashNews, record_crash
 
     record_crash(tmp_path, 0, 1, 5, "old one, from before a resume")
     news = CrashNews(tmp_path)
