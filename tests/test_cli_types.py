@@ -1,4 +1,4 @@
-"""The vocabulary of option types (playtester/commands/options.py) and the cases of issue 36 it
+"""The vocabulary of option types (playtester/options.py) and the cases of issue 36 it
 was built for: each of them refused in one line naming the option (exit 2, no traceback), the
 memory cases with their estimate, and nothing left on the disk by a refused command."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from playtester.cli import main
-from playtester.commands import options as o
-from playtester.commands.options import (
+from playtester import options as o
+from playtester.options import (
     Bounds, Choice, Count, FrameSize, InFile, InFolder, NameOrFile, Number, OutFile, OutFolder, Refused, Seed, Size, Switch,
     Text,
 )

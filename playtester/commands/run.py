@@ -16,7 +16,7 @@ from rich.console import Console
 
 from playtester.files import holds_lines, new_folder, write_text_atomic
 from playtester.errors import UserError
-from playtester.commands.options import (
+from playtester.options import (
     InFile, Switch, Text, about, check_free_disk, check_memory, config_value, inputs_checked, option,
 )
 from playtester.commands.scenario import progress
