@@ -203,7 +203,7 @@ def shot_targets(spec: str, layout: Any, classes: list[str] | None):
             return x0 + 40 < x < x1 - 40 and y0 + 40 < y < y1 - 40 and bool(layout.walkable()[layout.cell_of(x, y)[::-1]])
 
         return categories, targets, walkable, (90.0, 520.0)
-    from playtester.capture.level_map import level_of_game
+    from playtester.capture.games import level_of_game
 
     level = level_of_game(spec)
     present = sorted({t.kind for t in level.objects()})

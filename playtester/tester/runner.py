@@ -45,7 +45,7 @@ def make_detector(spec: RunSpec, layout: Any, served: "ServedModels | None" = No
             raise UserError(f"--oracle-labels: {spec.game} has no engine labels to find objects with (only the built-in "
                             "park has); give --detector with a trained detector checkpoint")
         return GroundTruthDetector()
-    from playtester.capture.level_map import level_objects
+    from playtester.capture.games import level_objects
     from playtester.perception.detector import load_detector
     from playtester.tester.serving import ServedDetector
 
