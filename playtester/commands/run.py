@@ -16,7 +16,7 @@ from rich.console import Console
 
 from playtester.files import holds_lines, new_folder, write_text_atomic
 from playtester.errors import UserError
-from playtester.commands.options import (
+from playtester.options import (
     InFile, Switch, Text, about, check_free_disk, check_memory, config_value, inputs_checked, option, shown,
 )
 from playtester.commands.scenario import progress
@@ -270,7 +270,7 @@ def start(spec: RunSpec, cluster: str | None, resume: bool, overwrite: bool) -> 
             write_text_atomic(out / "config.yaml", yaml.safe_dump(spec.to_config(), sort_keys=False))
         play(spec, cluster, resume, spec.episodes - episodes_left(spec))
     report = build_report(out)
-    from playtester.bugs.crashes import read_stop
+    from playtester.tester.crashes import read_stop
 
     if read_stop(out):
         console.print(f"the run stopped early: {read_stop(out)}")
@@ -279,7 +279,7 @@ def start(spec: RunSpec, cluster: str | None, resume: bool, overwrite: bool) -> 
 
 def play(spec, cluster: str | None, resume: bool, already: int) -> None:
     """Play the run's episodes with its explorer, a progress bar over them."""
-    from playtester.bugs.crashes import CrashNews
+    from playtester.tester.crashes import CrashNews
     from playtester.tester.runner import episodes_left, explore_at_random, explore_with_ppo
 
     episodes, explorer = spec.episodes, spec.explorer
@@ -302,7 +302,10 @@ def play(spec, cluster: str | None, resume: bool, already: int) -> None:
         elif explorer == "random":
             explore_at_random(spec, advance, say=console.print)
         else:
-            result = explore_with_ppo(spec, advance, resume=resume, cluster=cluster is not None)
+            from playtester.load.objective import load_objective
+
+            objective = load_objective if spec.objective == "load" else None
+            result = explore_with_ppo(spec, advance, resume=resume, cluster=cluster is not None, objective=objective)
             console.print(f"explorer: {result.global_step} steps trained, checkpoint {result.checkpoint}")
         advance(episodes - already - episodes_left(spec))
 

@@ -15,7 +15,7 @@ from typing import Any, Callable, NamedTuple
 
 from playtester.errors import UserError
 from playtester.files import read_json
-from playtester.commands.options import (
+from playtester.options import (
     MANY, Bounds, Choice, Count, InFile, Number, OptionType, OutFolder, Parser, Seed, Size, Switch, Text,
 )
 from playtester.perception.candidates import CONFIRM_HITS, CONFIRM_WINDOW
@@ -46,7 +46,7 @@ class Flag:
     """The option, e.g. `--envs`."""
     help: str
     kind: OptionType
-    """What it takes (`playtester/commands/options.py`), on the command line and in a --config file."""
+    """What it takes (`playtester/options.py`), on the command line and in a --config file."""
     kept: bool = False
     """A resumed run must keep it: the logs and the explorer's checkpoint were made with it."""
 
