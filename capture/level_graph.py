@@ -34,7 +34,7 @@ import numpy as np
 
 from playtester.errors import UserError
 from playtester.capture.level_map import MAX_STEP, PLAYER_HEIGHT, LevelMap
-from playtester.capture.level_specials import (CLOSE, CROSS, DOOR, EXIT, FLOOR, KEY_THINGS, LIFT, SHOOT, TELEPORT, USE,
+from playtester.capture.level_specials import (CLOSE, DOOR, EXIT, FLOOR, KEY_THINGS, LIFT, SHOOT, TELEPORT, USE,
                                                 LineAction, describe)
 
 WALK, DROP, DOOR_PASSAGE, LIFT_PASSAGE = "walk", "drop", "door", "lift"

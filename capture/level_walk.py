@@ -41,6 +41,8 @@ CELL = 64.0
 STUCK_PATIENCE = 30
 """Steps stuck (USE pressed after 4, and whenever a door, lift or switch is in reach) before the
 walker leaves the sector ahead aside: a door opens and a lift comes down within it."""
+BLOCKED_PATIENCE = 8
+"""Steps stuck with no door or lift ahead (a monster in the way, a corner) before the walker routes around."""
 GIVE_UP_STEPS = 40
 NO_PROGRESS = 30
 """Steps without a new coverage cell after which the walker routes around the way it was taking."""
@@ -494,11 +496,11 @@ class LevelWalker(_Expert):
         if (self.stuck_steps == 4 or self._facing_usable(x, y, info)) and self.t - self.last_use > 16:
             self.last_use = self.t
             return self.use
-        if self.stuck_steps < STUCK_PATIENCE:
-            return self.steer.toward(info, self._heading(x, y)) if self.route else self.actions.turn_left
         ahead = [int(self.nav.sectors[tuple(self.nav.cells[n])]) for n in self.route[:6]]
         here = self.graph.sector_at(x, y)
         aside = {s for s in ahead if s != here and s in self.moving}  # a door or a lift that did not open or come
+        if self.stuck_steps < (STUCK_PATIENCE if aside else BLOCKED_PATIENCE):
+            return self.steer.toward(info, self._heading(x, y)) if self.route else self.actions.turn_left
         if aside:
             self.nav = NavGrid(self.graph, frozenset(self.nav.blocked | aside), self.nav.active)
             self.nav.avoid(self.avoided)

@@ -17,7 +17,7 @@ from playtester.bugs.confinement import ConfinementOracle, GreyHistogram
 from playtester.bugs.softlock import PATIENCE, SoftlockOracle, softlock_off, softlock_patience
 from playtester.capture.level_graph import LevelGraph, LevelState
 from playtester.capture.level_map import JUMP_CLIMB, MAX_STEP, parse_udmf
-from playtester.capture.park.level_builder import (DOOR_RAISE, Join, LevelPlan, Room, level_textmap, level_wad,
+from playtester.capture.park.level_builder import (Join, LevelPlan, Room, level_textmap, level_wad,
                                                    softlock_levels)
 
 LEVELS = softlock_levels()

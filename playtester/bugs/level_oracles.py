@@ -240,7 +240,7 @@ def level_oracles(game: str, keymap=None, graph=None) -> list[Any]:
     if graph is None:
         try:
             from playtester.capture.level_graph import LevelGraph
-            from playtester.capture.level_map import level_of_game
+            from playtester.capture.games import level_of_game
 
             graph = LevelGraph(level_of_game(game))
         except UserError:

@@ -371,7 +371,7 @@ def softlock_off(game: str, graph: LevelGraph | None = None) -> str | None:
         return None
     try:
         if graph is None:
-            from playtester.capture.level_map import level_of_game
+            from playtester.capture.games import level_of_game
 
             graph = LevelGraph(level_of_game(game))
         graph.start_sector()

@@ -79,7 +79,7 @@ def facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
     if summary.get("rules"):
         out.insert(1, ("tester rules", summary["rules"]))
     if "reachable_share" in cov:
-        out.append((f"reachable area covered (walkable cells reachable from the start, doors open, lifts moved)",
+        out.append(("reachable area covered (walkable cells reachable from the start, doors open, lifts moved)",
                     f"{cov['reachable_share']:.1%} of {cov['reachable_cells']} cells"))
     if "walkable_share" in cov:
         out.append((f"walkable area covered (cells of {cov['cell_size']:g} map units)",

@@ -41,7 +41,7 @@ import gymnasium as gym
 import numpy as np
 
 from playtester.capture.doom import wrap_angle
-from playtester.report.coverage import frame_cell
+from playtester.perception.places import frame_cell
 from playtester.tester.identity import appearance_signature, best_overlap, nearest_box, same_object
 from playtester.imitation.jsd import action_distribution, jsd
 from playtester.imitation.live import LivePolicy
@@ -368,7 +368,7 @@ class TesterEnv(gym.Wrapper):
     def _restart_game(self, seed: int, options: dict[str, Any] | None):
         """Reset after a crash: the backend starts the game again, unless the run's restarts are spent."""
         from playtester.errors import UserError
-        from playtester.bugs.crashes import count_crashes
+        from playtester.tester.crashes import count_crashes
 
         crash, self.crash = self.crash, None
         crashes = count_crashes(self.run_dir)
@@ -382,7 +382,7 @@ class TesterEnv(gym.Wrapper):
 
     def _stop(self, reason: str):
         """Stop playing for good: say why in the run folder, hand back blank frames from now on."""
-        from playtester.bugs.crashes import write_stop
+        from playtester.tester.crashes import write_stop
 
         self.stopped = reason
         self.idle = True
@@ -443,7 +443,7 @@ class TesterEnv(gym.Wrapper):
         self.t += 1
         self._info = info
         if info.get("crashed"):
-            from playtester.bugs.crashes import record_crash
+            from playtester.tester.crashes import record_crash
 
             terminated = True
             self.crash = str(info.get("crash_reason") or "the game's process is gone")
