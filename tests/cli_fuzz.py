@@ -1,6 +1,6 @@
 """The fuzzing of the command line, shared by tests/test_cli_fuzz.py (a fixed budget, in CI) and
 scripts/fuzz_cli.py (a longer run): walk `playtester.cli.app`'s click tree, draw values for each
-option from its type in the vocabulary (`playtester/commands/options.py`) — valid, at its bounds
+option from its type in the vocabulary (`playtester/options.py`) — valid, at its bounds
 and hostile — run each command in this process through `playtester.cli.main`, and check what a
 user may expect of bad input: exit status 0 or 2 (never 130, never a traceback), one line of error
 for 2, and the disk as it was (no folder made, none half-written) after a refusal.
@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from hypothesis import strategies as st
 
-from playtester.commands import options as o
+from playtester import options as o
 
 SMALL_PARK = "doom:park:5:24x24"
 

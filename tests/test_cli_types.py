@@ -1,4 +1,4 @@
-"""The vocabulary of option types (playtester/commands/options.py) and the cases of issue 36 it
+"""The vocabulary of option types (playtester/options.py) and the cases of issue 36 it
 was built for: each of them refused in one line naming the option (exit 2, no traceback), the
 memory cases with their estimate, and nothing left on the disk by a refused command."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from playtester.cli import main
-from playtester.commands import options as o
-from playtester.commands.options import (
+from playtester import options as o
+from playtester.options import (
     Bounds, Choice, Count, FrameSize, InFile, InFolder, NameOrFile, Number, OutFile, OutFolder, Refused, Region, Seed, Size, Switch,
     Text,
 )
@@ -323,7 +323,7 @@ def test_overwrite_refused_before_its_work_puts_the_old_folder_back(tmp_path):
 
 
 def test_crashes_are_said_once_each_from_the_runs_log(tmp_path):
-    from playtester.bugs.crashes import CrashNews, record_crash
+    from playtester.tester.crashes import CrashNews, record_crash
 
     record_crash(tmp_path, 0, 1, 5, "old one, from before a resume")
     news = CrashNews(tmp_path)

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 
 from playtester.errors import UserError
-from playtester.commands.options import (
+from playtester.options import (
     MANY, Count, FrameSize, InFolder, NameOrFile, Number, OutFolder, Region, Seed, Text, about, argument, frame_size, inputs_checked, option,
 )
 

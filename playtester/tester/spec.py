@@ -15,16 +15,21 @@ from typing import Any, Callable, NamedTuple
 
 from playtester.errors import UserError
 from playtester.files import read_json
-from playtester.commands.options import (
+from playtester.options import (
     MANY, Bounds, Choice, Count, InFile, Number, OptionType, OutFolder, Parser, Seed, Size, Switch, Text,
 )
 from playtester.perception.candidates import CONFIRM_HITS, CONFIRM_WINDOW
 from playtester.tester.object_source import FOUND_BY_KEY, NO_OBJECTS, check_object_source, object_source
 
-EXPLORERS = ("ppgta", "inspector", "random")
+EXPLORERS = ("ppgta", "ppgta-episodic", "episodic", "inspector", "random")
+"""`ppgta`: RND novelty + the path policy's preference; `ppgta-episodic`: that + E3B's elliptical
+episodic bonus; `episodic`: the episodic bonus + the preference, no RND; `inspector`:
+single-predictor RND only; `random`: uniform random actions (`exploration/modes.py`)."""
+NEEDS_PATH_POLICY = ("ppgta", "ppgta-episodic", "episodic")
+"""The explorers rewarded with the path policy's preference (and read its encoder's features)."""
+NOVELTY_SCALES = ("return", "step")
+"""What the explorer's novelties are divided by (`ExplorationRewardConfig.novelty_scale`)."""
 OBJECTIVES = ("coverage", "load")
-"""`ppgta`: RND novelty + the path policy's preference; `inspector`: single-predictor RND only;
-`random`: uniform random actions."""
 DEVICES = ("cpu", "cuda")
 """Where a run's networks run (`--device`); the games always play on the CPU."""
 ACTING = ("fp32", "int8")
@@ -41,7 +46,7 @@ class Flag:
     """The option, e.g. `--envs`."""
     help: str
     kind: OptionType
-    """What it takes (`playtester/commands/options.py`), on the command line and in a --config file."""
+    """What it takes (`playtester/options.py`), on the command line and in a --config file."""
     kept: bool = False
     """A resumed run must keep it: the logs and the explorer's checkpoint were made with it."""
 
@@ -64,8 +69,11 @@ class RunSpec:
     game: str = flag("--game", Text(), "Game spec (see `playtester games`).", kept=True)
     tester: str | None = flag("--tester", InFile("policy checkpoint"), "Test policy checkpoint (e.g. the inspect policy), with --detector to find the OOIs it tests; without it the run explores and watches the oracles, testing no OOI.", None, kept=True)
     run_dir: str = flag("--out", OutFolder(), "Run folder, e.g. runs/r1 (refused if it exists, unless --resume or --overwrite).")
-    explorer: str = flag("--explorer", Choice(*EXPLORERS, "evolve"), "ppgta (PPO with RND novelty + the path policy's preference, trained online), inspector (PPO with single-predictor RND, the baseline) or random; evolve is `playtester run evolve`.", "ppgta", kept=True)
-    preference: str | None = flag("--preference", InFile("path policy checkpoint"), "Path-following policy checkpoint: the explorer starts from it and is rewarded for keeping its style (needed by --explorer ppgta).", None, kept=True)
+    explorer: str = flag("--explorer", Choice(*EXPLORERS, "evolve"), "ppgta (PPO with RND novelty + the path policy's preference, trained online), ppgta-episodic (ppgta + E3B's elliptical episodic novelty on the path policy's inverse-dynamics features: what this episode has not seen yet), episodic (the episodic novelty + the preference, no RND), inspector (PPO with single-predictor RND, the baseline) or random; evolve is `playtester run evolve`.", "ppgta", kept=True)
+    preference: str | None = flag("--preference", InFile("path policy checkpoint"), "Path-following policy checkpoint: the explorer starts from it and is rewarded for keeping its style (needed by --explorer ppgta, ppgta-episodic and episodic).", None, kept=True)
+    rnd_weight: float | None = flag("--rnd-weight", Number(0.0), "The weight of ensemble RND's novelty (global, across episodes) in the explorer's novelty; 0 leaves RND out; default: the --explorer's (1, or 0 for episodic).", None, kept=True)
+    episodic_weight: float | None = flag("--episodic-weight", Number(0.0), "The weight of E3B's elliptical episodic novelty (within the episode) in the explorer's novelty; 0 leaves it out; default: the --explorer's (1 for ppgta-episodic and episodic, else 0).", None, kept=True)
+    novelty_scale: str = flag("--novelty-scale", Choice(*NOVELTY_SCALES), "What the explorer's novelties are divided by before they are mixed with the preference: return (the running std of their discounted sum, as CleanRL's RND: the novelty comes out about 1 % of PPGTA's reward, docs/benchmarks/explorer.md) or step (the running std of their per-step values: unit scale).", "return", kept=True)
     detector: str | None = flag("--detector", InFile("detector checkpoint"), "Detector checkpoint that finds the OOIs to test (from `playtester train detector`); a run with --tester refuses to start without it or --oracle-labels.", None, kept=True)
     oracle_labels: bool = flag("--oracle-labels", Switch(), "Find the OOIs through the engine's labels instead of a detector (the built-in park only): an ablation, and the report says so.", False, kept=True)
     episodes: int = flag("--episodes", Count(1, MANY), "Episodes in the whole run, each from a random start.", 3)
@@ -116,9 +124,12 @@ class RunSpec:
                             "(a random run's report shows its frame times anyway)")
         if self.explorer == "evolve":  # its own loop (playtester/evolution/run.py), its own checks
             return
-        if self.explorer == "ppgta" and not self.preference:
-            raise UserError("--explorer ppgta needs the path-following policy: give --preference models/path.ckpt "
+        if self.explorer in NEEDS_PATH_POLICY and not self.preference:
+            raise UserError(f"--explorer {self.explorer} needs the path-following policy: give --preference models/path.ckpt "
                             "(or --explorer inspector|random)")
+        if self.episodic_weight and not self.preference:
+            raise UserError(f"--episodic-weight {self.episodic_weight}: the episodic novelty reads the path policy's "
+                            "encoder features; give --preference models/path.ckpt")
         if self.seq_len and self.rollout % self.seq_len:
             raise UserError(f"--seq-len {self.seq_len}: must divide --rollout {self.rollout} (or be 0: whole rollouts)")
         if not 1 <= self.confirm_hits <= self.confirm_window:
@@ -165,7 +176,8 @@ class RunSpec:
 
     def to_config(self) -> dict[str, Any]:
         config = asdict(self)
-        config["agent"] = {"ppgta": "PPGTA explorer", "inspector": "Inspector-style explorer",
+        config["agent"] = {"ppgta": "PPGTA explorer", "ppgta-episodic": "PPGTA explorer + episodic novelty (E3B)",
+                           "episodic": "episodic novelty (E3B) + preference explorer", "inspector": "Inspector-style explorer",
                            "random": "random explorer"}[self.explorer]
         if self.objective == "load":
             config["agent"] += " + load reward"
