@@ -167,11 +167,11 @@ def spec_for(sub: Subcommand, on_command_line: dict[str, Any], config: Path | No
         raise UserError("--explorer evolve: use `playtester run evolve`")
     try:
         return RunSpec(**values)
-    except UserError as e:  # a value from --config is named as its file has it, not as an option not given
+    except UserError as e:  # a file from --config whose contents its reader refused: named as the --config file has it
         message = str(e)
         for key, value in from_config.items():
             said = f"{spec_flag(key).name} {shown(as_field(key, value))}"
-            if message.startswith(said):
+            if isinstance(spec_flag(key).kind, InFile) and message.startswith(f"{said}:"):
                 raise UserError(f"--config {config}: {key} {shown(as_field(key, value))}{message[len(said):]}") from None
         raise
 
