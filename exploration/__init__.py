@@ -9,8 +9,9 @@
                      (the agent, or agent and exploration reward, rebuilt from the file alone)
     rnd.py           `EnsembleRND`: frozen target, N predictors, replay, normalisation
     preference.py    `preference_reward` (−KL(π^e ‖ π^p)), `AlphaSchedule`, `mix_rewards`
+    episodic.py      `EllipticalEpisodicBonus`: E3B's episodic novelty, Sherman–Morrison per instance
     reward.py        `ExplorationReward`: the `RewardHook` that blends novelty and preference
-    modes.py         `explorer_preset`: ppgta | inspector | random
+    modes.py         `explorer_preset`: ppgta | ppgta-episodic | episodic | inspector | random
     imitation_ac.py  `ImitationActorCritic`: the path policy (frozen encoder) with two value heads
     explorer.py      `build_explorer(game, preference_ckpt, mode)` → (cfg, agent, hook, env_fn)
                      for `ppo.train`; `KnownObjectsMask` (OD mask from the engine's boxes)

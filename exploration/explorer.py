@@ -8,7 +8,8 @@ training starts:
   the same network when a policy is given, else PPO's default conv GRU; `random` is `RandomAgent`;
 - the reward hook: `ExplorationReward` with ensemble RND on 64×64 OD-masked frames and, in
   `ppgta` mode, the same path policy frozen as the preference policy (`−KL(π^e ‖ π^p)`) mixed by
-  the adaptive α;
+  the adaptive α; `ppgta-episodic` adds E3B's elliptical episodic bonus on the path policy's
+  encoder features, `episodic` has that bonus in RND's place (one value head then);
 - the games: `make_env` (`make_game` → `KnownObjectsMask` → `ResizeFrame` to the policy's
   `FrameSpec`), several at once (async).
 
@@ -132,6 +133,9 @@ def build_explorer(
     total_timesteps: int = 100_000,
     num_envs: int = 8,
     rnd: RNDConfig | None = None,
+    rnd_weight: float | None = None,
+    episodic_weight: float | None = None,
+    novelty_scale: str = "return",
     game_options: dict[str, Any] | None = None,
     wrap: GameWrapper | None = None,
     overlap_rnd: bool = False,
@@ -144,11 +148,13 @@ def build_explorer(
     (`env_reward_coef=0`: the explorer is rewarded for novelty and style only). `game_options`
     go to `make_game` (e.g. `max_steps`); `wrap` puts a wrapper on each instance (see
     `GameWrapper`); the game is probed unwrapped. `overlap_rnd`: RND's predictors train while
-    the next rollout is collected (`ExplorationReward.overlap_training`).
+    the next rollout is collected (`ExplorationReward.overlap_training`). `rnd_weight` and
+    `episodic_weight` replace the mode's weights of its two novelties (`modes.NOVELTY_WEIGHTS`);
+    `novelty_scale` is what each novelty is divided by (`ExplorationRewardConfig.novelty_scale`).
     """
     if mode not in MODES:
         raise UserError(f"explorer mode {mode!r}: use one of {', '.join(MODES)}")
-    preset = explorer_preset(mode, rnd)
+    preset = explorer_preset(mode, rnd, rnd_weight, episodic_weight, novelty_scale)
     if preset.needs_preference_policy and preference_ckpt is None:
         raise UserError(f"explorer mode {mode!r} needs the path-following policy: pass --preference models/path.ckpt")
 
@@ -198,8 +204,9 @@ def build_explorer(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         agent = preference = None
+        num_values = 2 if preset.reward.uses_rnd else 1  # RND's non-episodic stream has a value head of its own
         if policy is not None:
-            agent = ImitationActorCritic.from_policy(policy, num_values=2, source=str(preference_ckpt))
+            agent = ImitationActorCritic.from_policy(policy, num_values=num_values, source=str(preference_ckpt))
             if preset.needs_preference_policy:
                 preference = ImitationActorCritic.from_policy(policy, num_values=1, source=str(preference_ckpt))
                 preference.share_encoder(agent)

@@ -1,8 +1,11 @@
 """The explorer and its baselines, chosen by configuration and run through the same code path.
 
-    ppgta      ensemble RND (5 predictors, variance) + preference reward with adaptive α
-    inspector  single-predictor RND (prediction error), no preference term (Inspector's explorer)
-    random     uniform random actions, never trained (`RandomAgent`)
+    ppgta           ensemble RND (5 predictors, variance) + preference reward with adaptive α
+    ppgta-episodic  ppgta + E3B's elliptical episodic bonus on the path policy's inverse-dynamics
+                    features (exploration/episodic.py), both novelties weighted 1
+    episodic        the episodic bonus + the preference reward, no RND
+    inspector       single-predictor RND (prediction error), no preference term (Inspector's explorer)
+    random          uniform random actions, never trained (`RandomAgent`)
 
 `explorer_preset(mode)` gives what differs between them; everything else (PPO, the environments,
 coverage, reports) is shared.
@@ -17,7 +20,9 @@ from playtester.errors import UserError
 from playtester.exploration.reward import ExplorationRewardConfig
 from playtester.exploration.rnd import RNDConfig
 
-MODES: tuple[str, ...] = ("ppgta", "inspector", "random")
+MODES: tuple[str, ...] = ("ppgta", "ppgta-episodic", "episodic", "inspector", "random")
+NOVELTY_WEIGHTS = {"ppgta": (1.0, 0.0), "ppgta-episodic": (1.0, 1.0), "episodic": (0.0, 1.0), "inspector": (1.0, 0.0)}
+"""Each trained mode's (w_rnd, w_epi): the weights of RND's and the episodic bonus's novelty."""
 
 
 class ExplorerPreset(NamedTuple):
@@ -30,15 +35,26 @@ class ExplorerPreset(NamedTuple):
     """Whether a path-following (preference) policy must be given."""
 
 
-def explorer_preset(mode: str, rnd: RNDConfig | None = None) -> ExplorerPreset:
-    """The settings of an explorer mode; `rnd` overrides the novelty model's other options."""
+def explorer_preset(mode: str, rnd: RNDConfig | None = None, rnd_weight: float | None = None,
+                    episodic_weight: float | None = None, novelty_scale: str = "return") -> ExplorerPreset:
+    """The settings of an explorer mode; `rnd` overrides the novelty model's other options,
+    `rnd_weight` and `episodic_weight` the mode's weights of its two novelties, `novelty_scale`
+    what each novelty is divided by (`ExplorationRewardConfig.novelty_scale`)."""
     rnd = rnd or RNDConfig()
-    if mode == "ppgta":
-        reward = ExplorationRewardConfig(rnd=rnd, use_preference=True)
-        return ExplorerPreset(mode, reward, trained=True, needs_preference_policy=True)
-    if mode == "inspector":
-        single = replace(rnd, num_predictors=1, predictors="independent", reward="prediction_error")
-        return ExplorerPreset(mode, ExplorationRewardConfig(rnd=single, use_preference=False), trained=True, needs_preference_policy=False)
+    if mode in NOVELTY_WEIGHTS:
+        default_rnd, default_episodic = NOVELTY_WEIGHTS[mode]
+        weights = dict(rnd_weight=default_rnd if rnd_weight is None else rnd_weight,
+                       episodic_weight=default_episodic if episodic_weight is None else episodic_weight,
+                       novelty_scale=novelty_scale)
+        try:
+            if mode == "inspector":
+                single = replace(rnd, num_predictors=1, predictors="independent", reward="prediction_error")
+                reward = ExplorationRewardConfig(rnd=single, use_preference=False, **weights)
+            else:
+                reward = ExplorationRewardConfig(rnd=rnd, use_preference=True, **weights)
+        except ValueError as e:
+            raise UserError(f"explorer {mode}: {e}") from None
+        return ExplorerPreset(mode, reward, trained=True, needs_preference_policy=mode != "inspector" or reward.uses_episodic)
     if mode == "random":
         return ExplorerPreset(mode, None, trained=False, needs_preference_policy=False)
     raise UserError(f"explorer mode {mode!r}: use one of {', '.join(MODES)}")

@@ -1,20 +1,27 @@
-"""The explorer's reward hook for PPO: ensemble-RND novelty blended with the preference reward.
+"""The explorer's reward hook for PPO: novelty (ensemble RND, E3B's episodic bonus) blended with the preference reward.
 
-Per step it only keeps what it needs (the frame reached, the explorer's logits, the frame acted on
-as the preference policy's input), so nothing of it waits on the explorer's next decision. At
-the end of the rollout, in one batch over its T × N steps: the raw novelty of every frame reached
-(`EnsembleRND.reward`, with the input statistics as they stood when the rollout began, as
-CleanRL's RND does; the frames then join the statistics and the replay buffer in step order) and,
-when a preference policy is given, `r^p = −KL(π^e ‖ π^p)` on each frame acted on, the preference
-policy run over the rollout's sequence from its recurrent state at the rollout's start. Then:
+Per step it only keeps what it needs (the frame reached, the explorer's logits, the features of
+the frame acted on, a look-up in the encoder the explorer shares with the path policy), so nothing
+of it waits on the explorer's next decision. At the end of the rollout, in one batch over its
+T × N steps: the raw novelty of every frame reached (`EnsembleRND.reward`, with the input
+statistics as they stood when the rollout began, as CleanRL's RND does; the frames then join the
+statistics and the replay buffer in step order); with `episodic_weight`, E3B's elliptical bonus of
+every frame reached (`EllipticalEpisodicBonus`, on the path policy's frozen inverse-dynamics
+features, each instance's C carried across rollouts and started again at each episode start); and,
+with the preference, `r^p = −KL(π^e ‖ π^p)` on each frame acted on, the preference policy run over
+the rollout's sequence from its recurrent state at the rollout's start. Then:
 
-    r^e   = raw novelty / running std of its discounted sum            (EnsembleRND)
-    α_t   = AlphaSchedule.step(r^e_t)                                  (per env, in time order)
-    episodic stream      α r^p          → value head 0, episodic
-    non-episodic stream  (1 − α) r^e    → value head 1, runs on across episode ends
+    r^rnd = raw RND novelty / running std of its discounted sum          (EnsembleRND)
+    r^epi = raw episodic bonus / running std of its episodic sum         (EllipticalEpisodicBonus)
+            (with `novelty_scale: step`, each / the running std of its per-step values instead)
+    r^e   = w_rnd r^rnd + w_epi r^epi                                    (the novelty)
+    α_t   = AlphaSchedule.step(r^e_t)                                    (per env, in time order)
+    episodic stream      α r^p + (1 − α) w_epi r^epi   → value head 0, episodic
+    non-episodic stream  (1 − α) w_rnd r^rnd           → value head 1, runs on across episode ends
 
-so that the two streams add up to `r^c = α r^p + (1 − α) r^e`. Without a preference policy (the
-Inspector baseline) α is 0 and the reward is pure novelty. The RND predictors are trained on their
+so that the two streams add up to `r^c = α r^p + (1 − α) r^e`. Without the preference (the
+Inspector baseline) α is 0 and the reward is pure novelty. With `rnd_weight` 0 there is no RND
+(nothing built or trained) and no non-episodic stream. The RND predictors are trained on their
 replay buffer after each rollout, on the PPO's Fabric (`setup(fabric)`, called by `ppo.train`).
 
 `checkpoint_spec()` is what the PPO checkpoint keeps to rebuild the reward from the file alone
@@ -40,7 +47,11 @@ from playtester.exploration.ppo import ShapedRewards, StepView
 from playtester.exploration.vector_env import check_rgb_frames
 from playtester.exploration.preference import AlphaSchedule, AlphaScheduleConfig, mix_rewards, preference_reward
 from playtester.exploration.actor_critic import build_actor_critic
-from playtester.exploration.rnd import EnsembleRND, RNDConfig, frames_to_rnd_input, train_predictors
+from playtester.exploration.rnd import EnsembleRND, RNDConfig, RunningMeanStd, frames_to_rnd_input, train_predictors
+from playtester.exploration.episodic import EllipticalEpisodicBonus, EpisodicConfig
+
+
+NOVELTY_SCALES = ("return", "step")
 
 
 @dataclass
@@ -53,25 +64,52 @@ class ExplorationRewardConfig:
     """The adaptive mix of preference and novelty."""
     use_preference: bool = True
     """Add the preference reward (needs a preference policy); off for the Inspector baseline."""
+    rnd_weight: float = 1.0
+    """w_rnd: the weight of ensemble RND's (global, non-episodic) novelty in r^e; 0 leaves RND out."""
+    episodic_weight: float = 0.0
+    """w_epi: the weight of E3B's elliptical episodic bonus in r^e (needs the path policy, whose
+    encoder gives the features); 0 leaves it out."""
+    episodic: EpisodicConfig = field(default_factory=EpisodicConfig)
+    """The episodic bonus."""
+    novelty_scale: str = "return"
+    """What each novelty is divided by: `return`, the running std of its discounted sum (CleanRL's
+    RND; the novelty then comes out ~100× smaller than the preference term, docs/benchmarks/explorer.md),
+    or `step`, the running std of its per-step values (unit scale, comparable with −KL)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.rnd, dict):
             self.rnd = RNDConfig(**self.rnd)
         if isinstance(self.alpha, dict):
             self.alpha = AlphaScheduleConfig(**self.alpha)
+        if isinstance(self.episodic, dict):
+            self.episodic = EpisodicConfig(**self.episodic)
+        if self.rnd_weight < 0 or self.episodic_weight < 0:
+            raise ValueError(f"novelty weights rnd_weight={self.rnd_weight}, episodic_weight={self.episodic_weight}: "
+                             "give them as non-negative numbers")
+        if self.rnd_weight == 0 and self.episodic_weight == 0:
+            raise ValueError("novelty weights: rnd_weight and episodic_weight are both 0; the explorer needs a novelty term")
+        if self.novelty_scale not in NOVELTY_SCALES:
+            raise ValueError(f"novelty_scale {self.novelty_scale!r}: use {' or '.join(NOVELTY_SCALES)}")
+
+    @property
+    def uses_rnd(self) -> bool:
+        return self.rnd_weight > 0
+
+    @property
+    def uses_episodic(self) -> bool:
+        return self.episodic_weight > 0
 
 
 class ExplorationReward:
-    """`RewardHook` for PPO: novelty (non-episodic) and preference (episodic), mixed by α.
+    """`RewardHook` for PPO: novelty (RND non-episodic, E3B's bonus episodic) and preference (episodic), mixed by α.
 
-    `preference_policy` follows the `ActorCritic` protocol (only its logits are used); it is
-    frozen and run in inference mode. `rnd_frames` turns a batch of raw observations into RND
+    `preference_policy` follows the `ActorCritic` protocol; it is frozen and run in inference
+    mode: its logits give the preference reward, its `prepare` (the encoder the explorer shares)
+    the episodic bonus's features. `rnd_frames` turns a batch of raw observations into RND
     input (`B×C×64×64`); by default frames are resized by the one resize. A reward built with
     `rnd_frames` or `rnd_trunk_factory` of its own cannot be rebuilt from a checkpoint.
     Everything runs on the CPU until `setup(fabric)` puts it on the Fabric's device.
     """
-
-    non_episodic = True
 
     def __init__(
         self,
@@ -84,11 +122,15 @@ class ExplorationReward:
     ):
         if config.use_preference and preference_policy is None:
             raise UserError("the preference reward is on but no preference policy was given; pass --preference CKPT or use the inspector mode")
+        if config.uses_episodic and preference_policy is None:
+            raise UserError("the episodic novelty reads the path policy's encoder features but no path policy was given; pass --preference CKPT")
         self.config = config
         self.num_envs = num_envs
         self.device = torch.device("cpu")
-        self.rnd = EnsembleRND(config.rnd, trunk_factory=rnd_trunk_factory)
-        self.rnd_optimizer = self.rnd.configure_optimizer()
+        self.non_episodic = config.uses_rnd
+        """Whether `end_rollout` gives a non-episodic stream (RND's): PPO then trains two value heads."""
+        self.rnd = EnsembleRND(config.rnd, trunk_factory=rnd_trunk_factory) if config.uses_rnd else None
+        self.rnd_optimizer = self.rnd.configure_optimizer() if self.rnd is not None else None
         self.fabric: Any = None
         """The Fabric the predictors train on, once `setup`."""
         self.rebuildable = rnd_frames is None and rnd_trunk_factory is None
@@ -101,20 +143,30 @@ class ExplorationReward:
         self._trained: list[Any] = []  # the thread's loss, or the exception it raised
         self._last_loss = float("nan")
         self.preference_policy = None
-        if config.use_preference:
+        """The frozen path policy: the preference's logits and the episodic bonus's features."""
+        self.episodic: EllipticalEpisodicBonus | None = None
+        self.step_scale = {"rnd": RunningMeanStd(), "episodic": RunningMeanStd()}
+        """With `novelty_scale: step`, the running statistics of each novelty's raw per-step values."""
+        if config.use_preference or config.uses_episodic:
             self.preference_policy = preference_policy.eval()
             for p in self.preference_policy.parameters():
                 p.requires_grad = False
             self.preference_state = self.preference_policy.initial_state(num_envs)
+        if config.uses_episodic:
+            if not getattr(self.preference_policy, "frozen_trunk", False):
+                raise UserError("the episodic novelty needs a path policy with a frozen encoder (its features); "
+                                "pass --preference with a policy from `playtester train policy`")
+            self.episodic = EllipticalEpisodicBonus(config.episodic, self.preference_policy.policy_cfg.feature_dim, num_envs)
         self._clear()
 
     def setup(self, fabric: Any) -> None:
         """Train the RND predictors on `fabric` (module and optimiser set up by it, on its
         device); the preference policy moves to that device too."""
         self.fabric, self.device = fabric, fabric.device
-        rnd = getattr(self.rnd, "module", self.rnd)  # set up before (an earlier run): unwrapped first
-        optimizer = getattr(self.rnd_optimizer, "optimizer", self.rnd_optimizer)
-        self.rnd, self.rnd_optimizer = fabric.setup(rnd, optimizer)
+        if self.rnd is not None:
+            rnd = getattr(self.rnd, "module", self.rnd)  # set up before (an earlier run): unwrapped first
+            optimizer = getattr(self.rnd_optimizer, "optimizer", self.rnd_optimizer)
+            self.rnd, self.rnd_optimizer = fabric.setup(rnd, optimizer)
         if self.preference_policy is not None:
             self.preference_policy = fabric.to_device(self.preference_policy)
             self.preference_state = self.preference_policy.initial_state(self.num_envs)
@@ -147,7 +199,7 @@ class ExplorationReward:
 
     def wait_for_training(self) -> None:
         """Let the predictors' training started at the last rollout's end finish (`overlap_training`;
-        its error, if any, is raised here); at once when none is running."""
+        its error, if any, is raised here); at once when none is running (or without RND)."""
         thread, self._training = self._training, None
         if thread is None:
             return
@@ -169,36 +221,67 @@ class ExplorationReward:
         self._training.start()
 
     @torch.no_grad()
-    def _rollout_rewards(self) -> tuple[Tensor, Tensor | None]:
-        """The rollout's raw novelty and preference rewards (T×N each; None without a preference policy)."""
+    def _rollout_rewards(self) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+        """The rollout's raw RND novelty, raw episodic bonus and preference rewards (T×N each;
+        None where the term is off)."""
         self.wait_for_training()
         steps = len(self._reached)
-        frames = self.rnd_frames(np.concatenate(self._reached))
-        raw = self.rnd.reward(frames).reshape(steps, self.num_envs)
-        self.rnd.observe(frames)
-        if self.preference_policy is None:
-            return raw, None
-        done = torch.stack(self._episode_start).to(self.device).float()
-        out = self.preference_policy(torch.stack(self._inputs), self.preference_state, done)
-        self.preference_state = out.state
-        logits = torch.stack(self._logits)
-        preference = preference_reward(logits.flatten(0, 1), out.logits.flatten(0, 1)).reshape(steps, self.num_envs)
-        return raw, preference.cpu()
+        raw = episodic = preference = None
+        if self.rnd is not None:
+            frames = self.rnd_frames(np.concatenate(self._reached))
+            raw = self.rnd.reward(frames).reshape(steps, self.num_envs)
+            self.rnd.observe(frames)
+        if self.episodic is not None:
+            episodic = self.episodic.rollout_bonus(torch.stack(self._inputs), self._reached_features(),
+                                                   torch.stack(self._episode_start))
+        if self.config.use_preference:
+            done = torch.stack(self._episode_start).to(self.device).float()
+            out = self.preference_policy(torch.stack(self._inputs), self.preference_state, done)
+            self.preference_state = out.state
+            logits = torch.stack(self._logits)
+            preference = preference_reward(logits.flatten(0, 1), out.logits.flatten(0, 1)).reshape(steps, self.num_envs).cpu()
+        return raw, episodic, preference
+
+    def _reached_features(self) -> Tensor:
+        """The features of every frame reached (`T×N×D`): those of the next step's frame acted on,
+        a look-up, except where an episode ended (its last frame) and at the rollout's last step,
+        encoded here in one batch."""
+        acted = torch.stack(self._inputs)
+        reached = torch.empty_like(acted)
+        reached[:-1] = acted[1:]
+        new_episode = torch.stack(self._episode_start[1:] + [torch.ones(self.num_envs, dtype=torch.bool)])
+        where = new_episode.nonzero().tolist()
+        frames = np.stack([self._reached[t][i] for t, i in where])
+        encoded = self.preference_policy.prepare(torch.as_tensor(frames, device=self.device))
+        for (t, i), features in zip(where, encoded):
+            reached[t, i] = features
+        return reached
 
     def end_rollout(self) -> ShapedRewards:
-        raw, preference = self._rollout_rewards()
-        intrinsic = self.rnd.normalize_rewards(raw)
+        config = self.config
+        raw, raw_episodic, preference = self._rollout_rewards()
         episode_start = torch.stack(self._episode_start)
+        steps = episode_start.shape[0]
+        zeros = torch.zeros(steps, self.num_envs)
+        intrinsic = self.rnd.normalize_rewards(raw) if raw is not None else zeros
+        episodic_bonus = self.episodic.normalize(raw_episodic, episode_start) if raw_episodic is not None else zeros
+        if config.novelty_scale == "step":
+            if raw is not None:
+                intrinsic = self._per_step(raw, "rnd", self.rnd.warmed_up)
+            if raw_episodic is not None:
+                episodic_bonus = self._per_step(raw_episodic, "episodic", True)
+        novelty = config.rnd_weight * intrinsic + config.episodic_weight * episodic_bonus
         if preference is not None:
-            alpha = torch.stack([self.alpha.step(intrinsic[t], episode_start[t]) for t in range(intrinsic.shape[0])])
+            alpha = torch.stack([self.alpha.step(novelty[t], episode_start[t]) for t in range(steps)])
         else:
-            preference = torch.zeros_like(intrinsic)
-            alpha = torch.zeros_like(intrinsic)
-        episodic = alpha * preference
-        non_episodic = (1.0 - alpha) * intrinsic
+            preference = zeros
+            alpha = torch.zeros_like(novelty)
+        episodic = alpha * preference + (1.0 - alpha) * config.episodic_weight * episodic_bonus
+        non_episodic = (1.0 - alpha) * config.rnd_weight * intrinsic if self.rnd is not None else None
         if self.fabric is None:
             raise RuntimeError("ExplorationReward.setup(fabric) was not called (ppo.train calls it before training)")
-        if self.overlap_training:
+        rnd_loss = float("nan")
+        if self.rnd is not None and self.overlap_training:
             # The predictors are next needed for the next rollout's rewards, at its end; until then
             # they train beside the rollout's collection, on the replay and input statistics as they
             # stand now (nothing changes them in between), with a generator of their own so that
@@ -206,31 +289,54 @@ class ExplorationReward:
             seed = int(torch.randint(0, 2**62, (1,)))
             rnd_loss = self._last_loss
             self._train_in_background(seed)
-        else:
+        elif self.rnd is not None:
             rnd_loss = train_predictors(self.rnd, self.rnd_optimizer, self.fabric)
         logs = {
-            "rewards/intrinsic_raw": float(raw.mean()),
+            "rewards/intrinsic_raw": float(raw.mean()) if raw is not None else 0.0,
             "rewards/intrinsic": float(intrinsic.mean()),
+            "rewards/episodic_raw": float(raw_episodic.mean()) if raw_episodic is not None else 0.0,
+            "rewards/episodic": float(episodic_bonus.mean()),
+            "rewards/novelty": float(novelty.mean()),
             "rewards/preference": float(preference.mean()),
-            "rewards/combined": float(mix_rewards(preference, intrinsic, alpha).mean()),
+            "rewards/combined": float(mix_rewards(preference, novelty, alpha).mean()),
             "charts/alpha": float(alpha.mean()),
             "losses/rnd_loss": rnd_loss,
         }
         self._clear()
         return ShapedRewards(episodic, non_episodic, logs)
 
+    def _per_step(self, raw: Tensor, term: str, observed: bool) -> Tensor:
+        """`raw` (`T×N`) divided by the running std of the term's per-step values, these included
+        (RND's zeros before its warm-up are not folded in)."""
+        stats = self.step_scale[term]
+        if observed:
+            stats.update(raw.detach().to(torch.float64).cpu().flatten())
+        return (raw.detach().cpu().to(torch.float64) / (stats.std + 1e-8)).float()
+
     def state_dict(self) -> dict[str, Any]:
-        # The preference policy's recurrent state is left out: a resumed run starts new episodes,
-        # and their first step (episode_start) resets it.
+        # The preference policy's recurrent state and the episodic bonus's C are left out: a
+        # resumed run starts new episodes, and their first step (episode_start) resets both.
         self.wait_for_training()
-        return {"rnd": self.rnd.state_dict(), "rnd_optimizer": self.rnd_optimizer.state_dict(), "alpha": self.alpha.state_dict()}
+        state: dict[str, Any] = {"alpha": self.alpha.state_dict()}
+        if self.rnd is not None:
+            state.update(rnd=self.rnd.state_dict(), rnd_optimizer=self.rnd_optimizer.state_dict())
+        if self.episodic is not None:
+            state["episodic"] = self.episodic.state_dict()
+        if self.config.novelty_scale == "step":
+            state["step_scale"] = {term: stats.state_dict() for term, stats in self.step_scale.items()}
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.wait_for_training()
-        rnd = dict(state["rnd"])
-        old_optimizer = rnd.pop("_extra_state", {}).get("optimizer")  # before issue 21 the optimiser sat in the RND
-        self.rnd.load_state_dict(rnd)
-        self.rnd_optimizer.load_state_dict(state.get("rnd_optimizer", old_optimizer))
+        if self.rnd is not None:
+            rnd = dict(state["rnd"])
+            old_optimizer = rnd.pop("_extra_state", {}).get("optimizer")  # before issue 21 the optimiser sat in the RND
+            self.rnd.load_state_dict(rnd)
+            self.rnd_optimizer.load_state_dict(state.get("rnd_optimizer", old_optimizer))
+        if self.episodic is not None:
+            self.episodic.load_state_dict(state["episodic"])
+        for term, stats in state.get("step_scale", {}).items():
+            self.step_scale[term].load_state_dict(stats)
         self.alpha.load_state_dict(state["alpha"])
 
     def checkpoint_spec(self) -> dict[str, Any] | None:

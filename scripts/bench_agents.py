@@ -1,37 +1,54 @@
-"""The tester's explorer against the paper's baselines, on the same park seeds with the same budget.
+"""The tester's explorers against the paper's baselines, on the same park seeds with the same budget.
 
-Three agents play the same park, from the same random starts, for the same episodes and steps,
+The agents play the same game, from the same random starts, for the same episodes and steps,
 each with the same test policy and detector:
 
-    ppgta      PPO trained online, ensemble RND novelty + the path policy's preference (PPGTA)
-    inspector  PPO trained online, single-predictor RND, no preference (the Inspector baseline)
-    random     uniform random actions
+    ppgta           PPO trained online, ensemble RND novelty + the path policy's preference (PPGTA)
+    ppgta-episodic  ppgta + E3B's elliptical episodic novelty on the path policy's IDM features
+    episodic        the episodic novelty + the preference, no RND
+    AGENT-step      ppgta, ppgta-episodic or episodic with each novelty divided by the running std
+                    of its per-step values (`novelty_scale: step`) instead of its discounted sum's
+    inspector       PPO trained online, single-predictor RND, no preference (the Inspector baseline)
+    random          uniform random actions
+    expert          the scripted path follower, driven by the engine's telemetry and the park's
+                    map: a ceiling, not a pixel-only agent (the park only; not run by default)
 
-and the script prints, per agent (mean over seeds): preferred-area (pathway) coverage, OOIs
-tested after each episode (the park's known OOIs: a test of a detection that no known OOI matched,
-a false detection, is counted apart), tests and their success rate (JSD under the validation
-threshold), and saves `agents.png` (OOIs tested over episodes) and `agents.json` in `--out`.
+and the script prints, per agent (mean over seeds): coverage (of the pathways where the map has
+them, else of the walkable cells) and its ratio to random's, OOIs tested after each episode (the
+park's known OOIs: a test of a detection that no known OOI matched, a false detection, is counted
+apart), tests and their success rate (JSD under the validation threshold). It saves in `--out`:
+`agents.json` (every run's figures), `agents.png` (OOIs tested over episodes),
+`coverage-steps.png` (coverage over game steps per agent), `heat-maps.png` (where each agent
+spends its steps), `diagnosis.png` (α and the reward terms over time, the share of exploring
+steps in cells covered before) and each agent's coverage map of its first seed
+(`coverage-AGENT.png`).
 
-    python scripts/bench_agents.py [--models playtester-demo/models] [--seeds 1 2 3] [--profile quick|cpu|paper|levels] [--resume]
+    python scripts/bench_agents.py [--models playtester-demo/models] [--seeds 1 2 3 4 5] [--profile quick|cpu|paper-short|paper18|paper|levels] [--resume] [--parallel N]
 
 The models are the inspect (test) and path (preference) policies, e.g. those `playtester demo`
 or `scripts/bench_imitation.py` trains. Profiles:
 
-    quick   the built-in demo park, 6 episodes × 400 steps: about ten minutes on 2 CPU cores
-    cpu     a 24 × 24 park, 18 episodes × 1000 steps: the paper's protocol scaled to a CPU box
-    paper   the paper's protocol: 45 episodes × 2000 steps from random starts on a 40 × 40 park
+    quick        the built-in demo park, 6 episodes × 400 steps: about ten minutes on 2 CPU cores
+    cpu          a 24 × 24 park, 18 episodes × 1000 steps: the paper's protocol scaled to a CPU box
+    paper-short  the paper's 40 × 40 park, 6 episodes × 1000 steps: what 2 shared cores allow for
+                 5 agents × 5 seeds
+    paper18      the paper's 40 × 40 park, 18 episodes × 2000 steps (its reporting point for OOIs tested)
+    paper        the paper's protocol: 45 episodes × 2000 steps from random starts on a 40 × 40 park
 
-    levels  Doom levels (Freedoom 2 MAP01, MAP07, MAP10, Freedoom 1 E1M2), rules immortal, 10 episodes
-            × 1000 steps each: reachable walkable coverage (the level's cells reachable from its start,
-            doors open and lifts moved), doors opened and oracles fired, per agent and level; no OOI
-            tests. Its agents add `expert`, the scripted level-walk expert (it walks from telemetry and
-            the level's geometry, remembering its cells across episodes: the ceiling, not an agent under
-            test). `--preference` names the path policy PPGTA keeps the style of (trained on level-walk
-            demos of other levels); `--levels` picks some of the four.
+    levels       Doom levels (Freedoom 2 MAP01, MAP07, MAP10, Freedoom 1 E1M2), rules immortal, 10 episodes
+                 × 1000 steps each: reachable walkable coverage (the level's cells reachable from its start,
+                 doors open and lifts moved), doors opened and oracles fired, per agent and level; no OOI
+                 tests. `expert` there is the scripted level-walk expert (it walks from telemetry and the
+                 level's geometry, remembering its cells across episodes: the ceiling, not an agent under
+                 test). `--preference` names the path policy the preference explorers keep the style of
+                 (trained on level-walk demos of other levels); `--levels` picks some of the four.
 
-With two seeds or more, the table gains Mann–Whitney U tests over seeds (PPGTA against each
-baseline, one-sided: PPGTA greater) for pathway coverage and OOIs tested, and `--out` gets each
-agent's coverage map of its first seed (`coverage-AGENT.png`). Every agent finds its OOIs with the same trained detector
+With two seeds or more, the table gains one-sided Mann–Whitney U tests over seeds (each explorer
+greater than each baseline and than ppgta, each step-scaled one than its default-scaled self) for
+coverage and OOIs tested (per level on the levels profile, for reachable coverage), with the rank
+effect size (the probability that a run of the first beats one of the second); 5 seeds a side can
+reach p = 0.004, 3 no lower than 0.05. `--parallel N` plays N runs at once, each in a process of
+its own (a many-core machine: give `--threads 1`). Every agent finds its OOIs with the same trained detector
 (`--detector`, default `MODELS/detector.ckpt`), named with its held-out AP in the output;
 `--oracle-labels` gives them the engine's labels instead (an ablation, so that what differs
 between the agents is only how they explore), and the output says so.
@@ -39,7 +56,8 @@ between the agents is only how they explore), and the output says so.
 `--device cuda` runs the networks on the GPU (each PPO run's instances served from one process).
 Runs stopped before their budget (a machine lent for a while) are compared at one fixed budget
 with `--cut N`: each run folder in `--out` copied with its first N episodes and scored there, in
-`OUT/first-N`; N must be whole in every run.
+`OUT/first-N`; N must be whole in every run (`--cut max`: the most that is). With `--profile levels`,
+OUT is the profile's (a folder per level) and every level's runs are cut at the same N.
 """
 
 from __future__ import annotations
@@ -58,12 +76,23 @@ from playtester.perception.candidates import CONFIRM_HITS, CONFIRM_WINDOW
 PROFILES = {
     "quick": dict(game="doom:park:1", episodes=6, steps=400),
     "cpu": dict(game="doom:park:1:24x24", episodes=18, steps=1000),
+    "paper-short": dict(game="doom:park:1:40x40", episodes=6, steps=1000),
+    "paper18": dict(game="doom:park:1:40x40", episodes=18, steps=2000),
     "paper": dict(game="doom:park:1:40x40", episodes=45, steps=2000),
     "levels": dict(game=None, episodes=10, steps=1000),
 }
+STEP_SCALED = ("ppgta-step", "ppgta-episodic-step", "episodic-step")
+"""The preference explorers with `novelty_scale: step` (their novelty at unit scale beside the preference)."""
+AGENTS = ("ppgta", "ppgta-episodic", "episodic", *STEP_SCALED, "inspector", "random", "expert")
+DEFAULT_AGENTS = ("ppgta", "ppgta-episodic", "episodic", "inspector", "random")
+"""The park's default agents; the levels profile adds `expert`."""
+BASELINES = ("inspector", "random")
+"""What every other agent is tested against; every explorer is also tested against ppgta, and each
+step-scaled one against the same explorer with the default scale."""
+EXPERT_NOTE = {"park": "scripted path expert (engine telemetry and the park's map: a ceiling)",
+               "level": "scripted level-walk expert (engine telemetry and the level's geometry: a ceiling)"}
 LEVELS = ("doom:freedoom2:MAP01", "doom:freedoom2:MAP07", "doom:freedoom2:MAP10", "doom:freedoom1:E1M2")
 """The `levels` profile's levels."""
-AGENTS = ("ppgta", "inspector", "random", "expert")
 
 
 def run_agent(agent: str, seed: int, args, out: Path) -> dict:
@@ -77,7 +106,10 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
     folder.mkdir(parents=True)
     on_level = args.profile == "levels"  # coverage and oracles only: no OOI tests
     spec = RunSpec(game=args.game, tester=None if on_level else str(args.models / "inspect.ckpt"), run_dir=str(folder),
-                   explorer="random" if agent == "expert" else agent, preference=str(args.preference),
+                   explorer="random" if agent == "expert" else agent.removesuffix("-step"),
+                   novelty_scale="step" if agent in STEP_SCALED else "return",
+                   # on a level the preference sets the key map (a park policy has no USE): only the PPO agents take it
+                   preference=None if on_level and agent in ("random", "expert") else str(args.preference),
                    detector=None if args.oracle_labels or on_level else str(args.detector),
                    oracle_labels=args.oracle_labels and not on_level, episodes=args.episodes,
                    rules=args.rules if on_level else None,
@@ -87,10 +119,13 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
                    seq_len=args.seq_len, rnd_train_steps=args.rnd_train_steps, overlap_update=args.overlap_update)
     import yaml
 
-    (folder / "config.yaml").write_text(yaml.safe_dump(spec.to_config(), sort_keys=False))
+    config = spec.to_config() | ({"agent": EXPERT_NOTE["level" if on_level else "park"]} if agent == "expert" else {})
+    (folder / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     started = time.time()
-    if agent == "expert":
+    if agent == "expert" and on_level:
         walk_with_expert(spec, seed)
+    elif agent == "expert":
+        explore_with_expert(spec)
     elif agent == "random" and args.cluster:
         from playtester.tester.cluster import explore_at_random_on_cluster
 
@@ -100,6 +135,35 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
     else:
         explore_with_ppo(spec, cluster=args.cluster is not None)
     return score(agent, seed, folder, args.episodes, time.time() - started)
+
+
+def explore_with_expert(spec) -> None:
+    """The scripted path follower (`capture/experts.py`) on one instance of the park, in the same
+    tester loop as the explorers: it walks the pathway network by the engine's telemetry and the
+    park's map, the ceiling of a pixel-only explorer's pathway coverage."""
+    from playtester.capture.experts import PathFollower
+    from playtester.capture.games import make_game
+    from playtester.tester.runner import tester_env
+
+    game = make_game(spec.game, **spec.game_options())
+    layout = getattr(getattr(game.unwrapped, "scenario", None), "layout", None)
+    if layout is None:
+        game.close()
+        raise SystemExit(f"error: the expert agent walks the park's map; {spec.game} has none")
+    env = tester_env(spec, game)
+    follower = PathFollower(layout, game.unwrapped.keymap, np.random.default_rng(spec.seed))
+    try:
+        while True:
+            _, info = env.reset()
+            if env.idle or env.stopped is not None:
+                return
+            follower.reset(info)
+            for _ in range(spec.steps):
+                _, _, terminated, truncated, info = env.step(follower.act(info))
+                if terminated or truncated or "position" not in info:
+                    break
+    finally:
+        env.close()
 
 
 def walk_with_expert(spec, seed: int) -> None:
@@ -127,9 +191,12 @@ def walk_with_expert(spec, seed: int) -> None:
 
 
 def score(agent: str, seed: int, folder: Path, episodes: int, seconds: float) -> dict:
-    """A finished run's figures, from its folder (its report built again): pathway coverage, the
-    known OOIs tested after each episode (a test of a detection no known OOI matched counts
-    apart, in `tests_unmatched`), tests and their success rate."""
+    """A finished run's figures, from its folder (its report built again): pathway and walkable
+    coverage, coverage over game steps, the known OOIs tested after each episode (a test of a
+    detection no known OOI matched counts apart, in `tests_unmatched`), tests and their success
+    rate, the share of exploring steps in cells covered before, and the explorer's logged α and
+    reward terms."""
+    from agent_figures import coverage_over_steps, explorer_scalars, revisits
     from playtester.report.build import build_report, known_ids, tested_counts
     from playtester.report.maps import map_source
     from playtester.tester.runlog import read_jsonl
@@ -138,22 +205,42 @@ def score(agent: str, seed: int, folder: Path, episodes: int, seconds: float) ->
     build_report(folder)
     summary = json.loads((folder / "summary.json").read_text())
     tests = list(read_jsonl(folder / "tests.jsonl"))
-    known = known_ids(map_source(folder, yaml.safe_load((folder / "config.yaml").read_text()))[0])
+    src = map_source(folder, yaml.safe_load((folder / "config.yaml").read_text()))[0]
+    known = known_ids(src)
+    trajectory = list(read_jsonl(folder / "trajectory.jsonl"))
     level = summary.get("level") or {}
     coverage = summary.get("coverage", {})
     return {
         "agent": agent, "seed": seed, "seconds": seconds, "game": summary["game"],
-        "reachable_share": coverage.get("reachable_share"), "walkable_share": coverage.get("walkable_share"),
-        "reachable_cumulative": coverage.get("reachable_share_cumulative"),
+        "pathway_share": coverage.get("pathway_share"), "walkable_share": coverage.get("walkable_share"),
+        "reachable_share": coverage.get("reachable_share"), "reachable_cumulative": coverage.get("reachable_share_cumulative"),
         "doors_opened": (level.get("doors") or {}).get("opened"), "doors": (level.get("doors") or {}).get("total"),
         "findings": summary["findings"], "steps": summary["steps"], "episodes": summary["episodes"],
-        "pathway_share": summary.get("coverage", {}).get("pathway_share"),
         "tested_per_episode": tested_counts(tests, episodes, known),
         "tests": len(tests), "tests_unmatched": summary.get("tests_unmatched", 0), "success_rate": summary["test_success_rate"],
         "oois_total": summary.get("oois_total"), "objects_found_by": summary["objects_found_by"],
-        "steps": summary["steps"], "test_precision": summary.get("test_precision"),
+        "test_precision": summary.get("test_precision"),
         "success_on_real": summary.get("test_success_on_real"), "failures_on_real": summary.get("test_failures_on_real", {}),
+        "explore_steps": sum(r.get("mode", "explore") == "explore" for r in trajectory),
+        "coverage_curve": coverage_over_steps(src, trajectory) if src is not None else None,
+        "revisits": revisits(src, trajectory, episodes) if src is not None else None,
+        "scalars": explorer_scalars(folder),
     }
+
+
+COVERAGE_KEYS = ("pathway_share", "reachable_share", "walkable_share")
+"""A run's coverage, the first of these it has: of the park's pathways, of a level's cells reachable
+from its start, of the walkable cells."""
+
+
+def coverage_of(row: dict) -> float | None:
+    """A run's coverage (`COVERAGE_KEYS`)."""
+    return next((row[key] for key in COVERAGE_KEYS if row.get(key) is not None), None)
+
+
+def measure_name(results: list[dict]) -> str:
+    key = next((key for key in COVERAGE_KEYS if any(r.get(key) is not None for r in results)), "walkable_share")
+    return f"{key.removesuffix('_share')} coverage"
 
 
 def mean(values):
@@ -163,15 +250,18 @@ def mean(values):
 
 def table(results: list[dict], episodes: int) -> str:
     marks = sorted({1, max(1, episodes // 2), episodes})
-    head = (["agent", "pathway coverage"] + [f"OOIs tested after {e} ep." for e in marks]
+    head = (["agent", "seeds", measure_name(results), "× random"] + [f"OOIs tested after {e} ep." for e in marks]
             + ["tests (of no known OOI)", "test precision", "OOIs tested a 10 000 steps", "success rate (on real objects)", "minutes"])
     lines = ["| " + " | ".join(head) + " |", "| " + " | ".join(["---"] + ["---:"] * (len(head) - 1)) + " |"]
+    random_share = mean([coverage_of(r) for r in results if r["agent"] == "random"])
     for agent in AGENTS:
         rows = [r for r in results if r["agent"] == agent]
         if not rows:
             continue
-        share, rate = mean([r["pathway_share"] for r in rows]), mean([r["success_rate"] for r in rows])
-        cells = [agent, "–" if share is None else f"{100 * share:.1f} %"]
+        share, rate = mean([coverage_of(r) for r in rows]), mean([r["success_rate"] for r in rows])
+        per_seed = " / ".join("–" if coverage_of(r) is None else f"{100 * coverage_of(r):.1f}" for r in sorted(rows, key=lambda r: r["seed"]))
+        cells = [agent, str(len(rows)), "–" if share is None else f"{100 * share:.1f} % ({per_seed})",
+                 "–" if share is None or not random_share else f"×{share / random_share:.2f}"]
         cells += [f"{np.mean([r['tested_per_episode'][e - 1] for r in rows]):.1f}" for e in marks]
         real_rate = mean([r.get("success_on_real") for r in rows])
         tests, phantom = sum(r["tests"] for r in rows), sum(r.get("tests_unmatched", 0) for r in rows)
@@ -185,28 +275,48 @@ def table(results: list[dict], episodes: int) -> str:
     return "\n".join(lines)
 
 
+def comparisons(agents: set[str]) -> list[tuple[str, str]]:
+    """(agent, baseline) pairs to test, one-sided (agent greater): every explorer against each
+    baseline and against ppgta, and each step-scaled explorer against its default-scaled self."""
+    explorers = [a for a in AGENTS if a not in BASELINES and a != "expert"]
+    pairs = [(a, b) for a in explorers for b in (*BASELINES, "ppgta") if a != b]
+    pairs += [(a, a.removesuffix("-step")) for a in STEP_SCALED]
+    return [(a, b) for a, b in pairs if a in agents and b in agents]
+
+
 def significance(results: list[dict]) -> str:
-    """Mann–Whitney U over seeds, PPGTA against each baseline, for pathway coverage and the OOIs
-    tested by the last episode; empty with fewer than two seeds of PPGTA and the baseline."""
+    """Mann–Whitney U over seeds (`comparisons`) for coverage and the OOIs tested by the last
+    episode (where any run tested one), with the effect size U / (n₁ n₂): the probability that a
+    run of the first agent beats one of the second (ties half); empty without two seeds of both
+    agents of any pair."""
     from scipy.stats import mannwhitneyu
 
     def values(agent: str, key: str) -> list[float]:
         rows = [r for r in results if r["agent"] == agent]
-        return [r["tested_per_episode"][-1] if key == "oois" else r["pathway_share"] for r in rows
-                if key == "oois" or r["pathway_share"] is not None]
+        return [r["tested_per_episode"][-1] if key == "oois" else coverage_of(r) for r in rows
+                if key == "oois" or coverage_of(r) is not None]
 
+    measures = [("coverage", measure_name(results))] + ([("oois", "OOIs tested")] if any(r["tested_per_episode"][-1] for r in results) else [])
     lines = []
-    for baseline in ("inspector", "random"):
-        for key, name in (("coverage", "pathway coverage"), ("oois", "OOIs tested")):
-            ours, theirs = values("ppgta", key), values(baseline, key)
+    for agent, baseline in comparisons({r["agent"] for r in results}):
+        for key, name in measures:
+            ours, theirs = values(agent, key), values(baseline, key)
             if len(ours) < 2 or len(theirs) < 2:
                 continue
             test = mannwhitneyu(ours, theirs, alternative="greater")
-            lines.append(f"| ppgta vs {baseline} | {name} | {np.mean(ours):.3g} vs {np.mean(theirs):.3g} | "
-                         f"U = {test.statistic:.1f} | p = {test.pvalue:.3f} |")
+            lines.append(f"| {agent} vs {baseline} | {name} | {np.mean(ours):.3g} vs {np.mean(theirs):.3g} | "
+                         f"U = {test.statistic:.1f} | {test.statistic / (len(ours) * len(theirs)):.2f} | p = {test.pvalue:.3f} |")
     if not lines:
         return ""
-    return "\n".join(["| agents | measure | means | U | p |", "| --- | --- | ---: | ---: | ---: |", *lines])
+    return "\n".join(["| agents | measure | means | U | P(first > second) | p |", "| --- | --- | ---: | ---: | ---: | ---: |", *lines])
+
+
+def greater(ours: list[float], theirs: list[float]) -> str:
+    """One-sided Mann–Whitney U (ours greater) as table cells: `U = … | p = …`."""
+    from scipy.stats import mannwhitneyu
+
+    test = mannwhitneyu(ours, theirs, alternative="greater")
+    return f"U = {test.statistic:.1f} | p = {test.pvalue:.3f}"
 
 
 def copy_coverage_maps(results: list[dict], out: Path) -> None:
@@ -224,11 +334,13 @@ def plot(results: list[dict], episodes: int, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from agent_figures import COLOURS
+
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
-    for agent, colour in zip(AGENTS, ("#c0392b", "#2c7fb8", "#7f7f7f")):
+    for agent in AGENTS:
         rows = [r["tested_per_episode"] for r in results if r["agent"] == agent]
         if rows:
-            ax.plot(range(1, episodes + 1), np.mean(rows, axis=0), marker="o", color=colour, label=agent)
+            ax.plot(range(1, episodes + 1), np.mean(rows, axis=0), marker="o", color=COLOURS[agent], label=agent)
     ax.set_xlabel("episodes")
     ax.set_ylabel("OOIs tested (mean over seeds)")
     ax.grid(alpha=0.3)
@@ -241,7 +353,9 @@ def plot(results: list[dict], episodes: int, path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", type=Path, default=Path("playtester-demo/models"), help="folder with inspect.ckpt and path.ckpt")
-    parser.add_argument("--profile", choices=sorted(PROFILES), default="quick", help="quick (6 × 400 on the demo park), cpu (18 × 1000 on 24 × 24) or paper (45 × 2000 on 40 × 40)")
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="quick",
+                        help="quick (6 × 400 on the demo park), cpu (18 × 1000 on 24 × 24), paper-short (6 × 1000 on 40 × 40), "
+                             "paper18 (18 × 2000 on 40 × 40) or paper (45 × 2000 on 40 × 40)")
     parser.add_argument("--full", action="store_true", help="the same as --profile paper")
     parser.add_argument("--game", default=None, help="park spec (default: the profile's)")
     parser.add_argument("--levels", nargs="+", default=list(LEVELS), help="the levels profile's levels (game specs)")
@@ -251,9 +365,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="the path policy PPGTA keeps the style of (and Inspector starts from); default MODELS/path.ckpt")
     parser.add_argument("--episodes", type=int, default=None)
     parser.add_argument("--steps", type=int, default=None)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("--agents", nargs="+", default=None, choices=AGENTS,
-                        help="default: ppgta, inspector and random; the levels profile adds expert (it walks levels only)")
+                        help=f"default: {' '.join(DEFAULT_AGENTS)}, and expert on the levels profile (the park's path "
+                             "follower or the level-walk expert: telemetry-driven ceilings, not agents under test)")
+    parser.add_argument("--parallel", type=int, default=1,
+                        help="runs played at once, each in a process of its own (on a many-core machine, with --threads 1)")
     parser.add_argument("--detector", type=Path, default=None, help="detector checkpoint (default: MODELS/detector.ckpt)")
     parser.add_argument("--oracle-labels", action="store_true", help="find OOIs through the engine's labels (an ablation)")
     parser.add_argument("--envs", type=int, default=2, help="game instances of the PPO explorers")
@@ -279,9 +396,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--acting", default="fp32", choices=("fp32", "int8"),
                         help="the networks that play in fp32, or int8: the PPO explorers' decisions (an int8 copy; they learn in "
                              "fp32) and the test policy (the run's acting)")
-    parser.add_argument("--cut", type=int, default=None, metavar="N",
+    parser.add_argument("--cut", type=cut_value, default=None, metavar="N|max",
                         help="run nothing: score the runs already in OUT at their first N episodes (runs stopped early, "
-                             "compared at one fixed budget), in OUT/first-N")
+                             "compared at one fixed budget; max: the most whole episodes every run played), in OUT/first-N")
     parser.add_argument("--out", type=Path, default=Path("runs/bench_agents"))
     parser.add_argument("--resume", action="store_true",
                         help="keep the runs already in OUT/results.jsonl made with the same settings (each finished run is written there) and run the rest")
@@ -291,9 +408,19 @@ def main(argv: list[str] | None = None) -> int:
     for key, value in profile.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
+    if args.cut is not None and args.profile == "levels":
+        try:
+            results, args.episodes = cut_levels(args.out, args.cut, args.parallel)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        args.out = args.out / f"first-{args.episodes}"
+        return level_report(results, args)
     if args.cut is not None:  # scoring only: no models needed
         try:
-            results, args.out = cut_runs(args.out, args.cut), args.out / f"first-{args.cut}"
+            if args.cut == "max":
+                args.cut = episodes_every_run_played(args.out)
+            results, args.out = cut_runs(args.out, args.cut, args.parallel), args.out / f"first-{args.cut}"
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
@@ -302,10 +429,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.preference is None:
         args.preference = args.models / "path.ckpt"
     if args.agents is None:
-        args.agents = list(AGENTS) if args.profile == "levels" else [a for a in AGENTS if a != "expert"]
-    if "expert" in args.agents and args.profile != "levels":
-        print("error: --agents expert: the level-walk expert walks Doom levels; use --profile levels", file=sys.stderr)
-        return 2
+        args.agents = [*DEFAULT_AGENTS, "expert"] if args.profile == "levels" else list(DEFAULT_AGENTS)
     if args.profile == "levels":
         return run_levels(args)
     if args.detector is None:
@@ -343,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_levels(args) -> int:
     """The levels profile: every agent on every level and seed, a table per level, `levels.json`."""
-    if {"ppgta", "inspector"} & set(args.agents) and not args.preference.exists():
+    if set(args.agents) - {"random", "expert"} and not args.preference.exists():
         print(f"error: {args.preference} is missing; give --preference PATH.ckpt (a path policy trained on level-walk demos)",
               file=sys.stderr)
         return 2
@@ -358,14 +482,45 @@ def run_levels(args) -> int:
         args.game = level
         args.out = root / level.replace(":", "_").replace("/", "_")
         args.out.mkdir(parents=True, exist_ok=True)
-        for row in run_agents(args):
-            results.append({**row, "level": level})
+        rows = run_agents(args)
+        results += [{**row, "level": level} for row in rows]
+        tests = significance(rows)
+        if tests:
+            print(f"\n{level}: Mann–Whitney U over seeds, one-sided (the first agent greater):\n{tests}\n")
+        figures(rows, args.out)
     args.out = root
+    return level_report(results, args)
+
+
+def level_report(results: list[dict], args) -> int:
+    """The levels table, PPGTA's tests against the baselines per level, and `levels.json` in `args.out`."""
     print()
     print(level_table(results, args))
-    (root / "levels.json").write_text(json.dumps(results, indent=1))
-    print(f"\nwrote {root / 'levels.json'}")
+    tests = level_significance(results)
+    if tests:
+        print("\nMann–Whitney U over seeds on reachable coverage, one-sided (PPGTA greater):")
+        print(tests)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "levels.json").write_text(json.dumps(results, indent=1))
+    print(f"\nwrote {args.out / 'levels.json'}")
     return 0
+
+
+def level_significance(results: list[dict]) -> str:
+    """Per level, Mann–Whitney U over seeds of PPGTA's reachable coverage against each baseline's;
+    empty where no level has two seeds of both."""
+    lines = []
+    for level in dict.fromkeys(r["level"] for r in results):
+        share = {a: [r["reachable_share"] for r in results if r["level"] == level and r["agent"] == a
+                     and r["reachable_share"] is not None] for a in AGENTS}
+        for baseline in ("inspector", "random"):
+            ours, theirs = share["ppgta"], share[baseline]
+            if len(ours) >= 2 and len(theirs) >= 2:
+                lines.append(f"| {level.split(':', 1)[1]} | ppgta vs {baseline} | {100 * np.mean(ours):.1f} vs "
+                             f"{100 * np.mean(theirs):.1f} % | {greater(ours, theirs)} |")
+    if not lines:
+        return ""
+    return "\n".join(["| level | agents | reachable coverage | U | p |", "| --- | --- | ---: | ---: | ---: |", *lines])
 
 
 def level_table(results: list[dict], args) -> str:
@@ -387,6 +542,8 @@ def level_table(results: list[dict], args) -> str:
                 for k, v in r["findings"].items():
                     kinds[k] = kinds.get(k, 0) + v
             full = all(r["steps"] == args.episodes * args.steps and r["episodes"] == args.episodes for r in mine)
+            if args.cut is not None:  # scored at the cut: the steps of its first episodes
+                full = all(r["steps"] == args.episodes * r["steps_per_episode"] for r in mine)
             lines.append("| " + " | ".join([
                 level.split(":", 1)[1], agent, str(len(mine)), f"{100 * np.mean(reach):.1f} ± {100 * np.std(reach):.1f} %",
                 "–" if not base else f"{np.mean(reach) / base:.2f}", f"{100 * mean([r['walkable_share'] for r in mine]):.1f} %",
@@ -398,18 +555,30 @@ def level_table(results: list[dict], args) -> str:
 
 
 def report(results: list[dict], args) -> int:
-    """The table, the significance tests, the coverage maps and the plot of `results` in `args.out`."""
+    """The table, the significance tests, the coverage maps and the figures of `results` in `args.out`."""
     print()
     print(table(results, args.episodes))
     tests = significance(results)
     if tests:
-        print("\nMann–Whitney U over seeds, one-sided (PPGTA greater):")
+        print("\nMann–Whitney U over seeds, one-sided (the first agent greater):")
         print(tests)
-    copy_coverage_maps(results, args.out)
     (args.out / "agents.json").write_text(json.dumps(results, indent=1))
     plot(results, args.episodes, args.out / "agents.png")
-    print(f"\nwrote {args.out / 'agents.json'} and {args.out / 'agents.png'}")
+    figures(results, args.out)
+    print(f"\nwrote {args.out / 'agents.json'}, agents.png, coverage-steps.png, heat-maps.png and diagnosis.png")
     return 0
+
+
+def figures(results: list[dict], out: Path) -> None:
+    """Each agent's coverage map of its first seed, coverage over steps, the heat maps and the
+    diagnosis of `results`, in `out` (where their run folders are)."""
+    from agent_figures import heat_maps, plot_coverage_over_steps, plot_diagnosis, plot_heat_maps
+
+    copy_coverage_maps(results, out)
+    agents = tuple(a for a in AGENTS if any(r["agent"] == a for r in results))
+    plot_coverage_over_steps(results, agents, out / "coverage-steps.png")
+    plot_heat_maps(heat_maps(results, out, agents), out / "heat-maps.png")
+    plot_diagnosis(results, agents, out / "diagnosis.png")
 
 
 def settings(args) -> dict:
@@ -437,16 +606,60 @@ def episodes_done(folder: Path, steps: int) -> int:
     return n
 
 
-def cut_runs(out: Path, episodes: int) -> list[dict]:
+def cut_value(text: str) -> int | str:
+    """`--cut`'s value: a number of episodes (at least 1), or `max`."""
+    if text == "max":
+        return text
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of episodes (1 or more) or max")
+    return int(text)
+
+
+def run_folders(out: Path) -> list[tuple[str, int, Path]]:
+    """The run folders in `out` (AGENT-seedS, with their config.yaml): (agent, seed, folder)."""
+    runs = []
+    for folder in sorted(out.glob("*-seed*")):
+        agent, _, seed = folder.name.rpartition("-seed")
+        if agent in AGENTS and seed.isdigit() and (folder / "config.yaml").exists():
+            runs.append((agent, int(seed), folder))
+    return runs
+
+
+def episodes_every_run_played(out: Path) -> int:
+    """The most whole episodes every run folder in `out` has played (`--cut max`); a ValueError
+    where none is there or one has not finished its first."""
+    import yaml
+
+    played = {folder.name: episodes_done(folder, int(yaml.safe_load((folder / "config.yaml").read_text())["steps"]))
+              for _, _, folder in run_folders(out)}
+    if not played:
+        raise ValueError(f"--cut max: {out} holds no run folders (AGENT-seedS)")
+    fewest = min(played, key=played.get)
+    if played[fewest] == 0:
+        raise ValueError(f"--cut max: {out / fewest} has not played a whole episode; nothing to compare")
+    return played[fewest]
+
+
+def cut_levels(root: Path, cut: int | str, parallel: int = 1) -> tuple[list[dict], int]:
+    """The levels profile's runs (`root/LEVEL/AGENT-seedS`) scored at their first N episodes, every
+    level at the same N (`max`: the most every run of every level played), `parallel` at once; and N."""
+    folders = sorted(p for p in root.iterdir() if p.is_dir() and any(p.glob("*-seed*/config.yaml"))) if root.is_dir() else []
+    if not folders:
+        raise ValueError(f"--cut {cut}: {root} holds no level folders (LEVEL/AGENT-seedS); give the levels profile's --out")
+    episodes = min(episodes_every_run_played(f) for f in folders) if cut == "max" else cut
+    return [{**row, "level": row["game"]} for folder in folders for row in cut_runs(folder, episodes, parallel)], episodes
+
+
+def cut_runs(out: Path, episodes: int, parallel: int = 1) -> list[dict]:
     """Every run folder in `out` (AGENT-seedS) copied to `out/first-N` with its first `episodes`
-    episodes only (rows, tests, claims and findings of later episodes left out), then scored there.
-    A ValueError names a run that has not played that many."""
+    episodes only (rows, tests, claims and findings of later episodes left out), then scored there,
+    `parallel` at once. A ValueError names a run that has not played that many."""
     import yaml
 
     from playtester.files import write_text_atomic
 
     dest = out / f"first-{episodes}"
-    results = []
+    jobs, steps = [], []
     for folder in sorted(out.glob("*-seed*")):
         agent, _, seed = folder.name.rpartition("-seed")
         if agent not in AGENTS or not seed.isdigit() or not (folder / "config.yaml").exists():
@@ -466,7 +679,16 @@ def cut_runs(out: Path, episodes: int) -> list[dict]:
             if json.loads(finding.read_text()).get("episode", 0) < episodes:
                 shutil.copytree(finding.parent, target / "findings" / finding.parent.name)
         write_text_atomic(target / "config.yaml", yaml.safe_dump({**config, "episodes": episodes, "run_dir": str(target)}, sort_keys=False))
-        results.append(score(agent, int(seed), target, episodes, float("nan")))  # its minutes for N episodes are not known
+        jobs.append((agent, int(seed), target, episodes, float("nan")))  # its minutes for N episodes are not known
+        steps.append(int(config["steps"]))
+    if parallel > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(min(parallel, len(jobs) or 1)) as pool:
+            rows = list(pool.map(score, *zip(*jobs)))
+    else:
+        rows = [score(*job) for job in jobs]
+    results = [{**row, "steps_per_episode": n} for row, n in zip(rows, steps)]
     if not results:
         raise ValueError(f"--cut {episodes}: {out} holds no run folders (AGENT-seedS)")
     return results
@@ -495,26 +717,49 @@ def run_agents(args) -> list[dict]:
         print(f"--resume: {len(done)} runs kept from {log}")
     elif log.exists():
         log.unlink()
-    results = []
+    results, jobs = [], []
     for seed in args.seeds:
         for agent in args.agents:
             if (agent, seed) in done:  # scored again from its folder: a fix to the scoring reaches it too
                 results.append(score(agent, seed, args.out / f"{agent}-seed{seed}", args.episodes, done[agent, seed]["seconds"]))
-                continue
-            result = run_agent(agent, seed, args, args.out)
-            result["budget"] = settings(args)
-            with log.open("a") as f:
-                f.write(json.dumps(result) + "\n")
-            results.append(result)
-            if args.profile == "levels":
-                print(f"  {args.game} {agent:9s} seed {seed}: reachable coverage {result['reachable_share']:.3f}, doors "
-                      f"opened {result['doors_opened']} of {result['doors']}, findings {result['findings']} "
-                      f"({result['seconds'] / 60:.1f} min)", flush=True)
-                continue
-            print(f"  {agent:9s} seed {seed}: pathway coverage {result['pathway_share']}, OOIs tested "
-                  f"{result['tested_per_episode']}, tests {result['tests']}, success {result['success_rate']} "
+            else:
+                jobs.append((agent, seed))
+
+    def finished(result: dict) -> None:
+        result["budget"] = settings(args)
+        with log.open("a") as f:
+            f.write(json.dumps(result) + "\n")
+        results.append(result)
+        if args.profile == "levels":
+            print(f"  {args.game} {result['agent']:9s} seed {result['seed']}: reachable coverage {result['reachable_share']:.3f}, "
+                  f"doors opened {result['doors_opened']} of {result['doors']}, findings {result['findings']} "
                   f"({result['seconds'] / 60:.1f} min)", flush=True)
+            return
+        print(f"  {result['agent']:9s} seed {result['seed']}: coverage {coverage_of(result)}, OOIs tested "
+              f"{result['tested_per_episode']}, tests {result['tests']}, success {result['success_rate']} "
+              f"({result['seconds'] / 60:.1f} min)", flush=True)
+
+    if args.parallel <= 1:
+        for agent, seed in jobs:
+            finished(run_agent(agent, seed, args, args.out))
+        return results
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    # Each run in a process of its own (spawned: torch's threads do not survive a fork), as many
+    # at once as asked; the runs' own game processes are their children.
+    with ProcessPoolExecutor(args.parallel, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_worker_threads, initargs=(args.threads,)) as pool:
+        running = [pool.submit(run_agent, agent, seed, args, args.out) for agent, seed in jobs]
+        for future in as_completed(running):
+            finished(future.result())
     return results
+
+
+def _worker_threads(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
 
 
 if __name__ == "__main__":

@@ -55,7 +55,8 @@ def main() -> int:
         if game.stdout.readline().strip() != "ready":
             sys.exit("the sample game did not start: " + game.stdout.read())
         from playtester.capture.window.grab import FrameGrabber
-        from playtester.capture.window.platform import find_window, open_desktop
+        from playtester.capture.window.desktops import open_desktop
+        from playtester.capture.window.platform import find_window
 
         desktop = open_desktop()
         deadline = time.time() + 30

@@ -323,6 +323,57 @@ def update_time(envs: int = 2, rollout: int = 64, seq_lens: tuple[int, ...] = (0
     return times
 
 
+def rewards_time(envs: int = 2, rollout: int = 64, rounds: int = 5) -> dict[str, list[float]]:
+    """Milliseconds per step of the rollout's batched rewards (`ExplorationReward._rollout_rewards`
+    and the normalisation and mix of `end_rollout`, RND's training left out) for the explorers
+    `ppgta`, `ppgta-episodic` and `episodic`, at the paper's shape, `rounds` times in turn.
+
+    Each hook sees the same rollout of `envs` × `rollout` random 128-px frames (an episode start
+    at the first step and half-way on the first instance), the explorer's frozen encoder shared
+    as `build_explorer` wires it (its features of the frame acted on are a look-up). The episodic
+    bonus adds its Sherman–Morrison pass and the encoder pass of the frames no step acted on
+    (an episode's last frame, the rollout's last frames)."""
+    from lightning.fabric import Fabric
+
+    from playtester.exploration.imitation_ac import ImitationActorCritic
+    from playtester.exploration.modes import explorer_preset
+    from playtester.exploration.ppo import StepView
+    from playtester.exploration.reward import ExplorationReward
+
+    torch.manual_seed(0)
+    path_policy = paper_shape_path_policy()
+    explorer = ImitationActorCritic.from_policy(path_policy, num_values=2).eval()
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 256, (rollout + 1, envs, 128, 128, 3), dtype=np.uint8)
+    modes = ("ppgta", "ppgta-episodic", "episodic")
+    hooks = {}
+    for mode in modes:
+        preference = ImitationActorCritic.from_policy(path_policy, num_values=1).eval()
+        preference.share_encoder(explorer)
+        preset = explorer_preset(mode).reward
+        hooks[mode] = ExplorationReward(replace(preset, rnd=replace(preset.rnd, obs_warmup_frames=0)), envs, preference_policy=preference)
+        hooks[mode].setup(Fabric(accelerator="cpu", devices=1))
+    times: dict[str, list[float]] = {mode: [] for mode in modes}
+    for _ in range(rounds):
+        for mode in modes:
+            hook = hooks[mode]
+            for t in range(rollout):
+                start = torch.tensor([t == 0 or (i == 0 and t == rollout // 2) for i in range(envs)])
+                with torch.no_grad():
+                    logits = explorer(explorer.prepare(torch.from_numpy(frames[t])).unsqueeze(0), explorer.initial_state(envs),
+                                      start.float().unsqueeze(0)).logits[0]
+                hook.step(StepView(frames[t], logits, start, frames[t + 1]))
+            t0 = time.perf_counter()
+            raw, episodic, preference = hook._rollout_rewards()
+            if raw is not None:
+                hook.rnd.normalize_rewards(raw)
+            if episodic is not None:
+                hook.episodic.normalize(episodic, torch.stack(hook._episode_start))
+            times[mode].append((time.perf_counter() - t0) * 1000 / rollout)
+            hook._clear()
+    return times
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--env", default="CartPole-v1")
@@ -331,7 +382,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--eval-episodes", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 on a shared machine)")
     parser.add_argument("--only", choices=list(CONTENDERS), help="run one contender (for tuning)")
-    parser.add_argument("--part", choices=["ppo", "latency", "update", "all"], default="all")
+    parser.add_argument("--part", choices=["ppo", "latency", "update", "rewards", "all"], default="all",
+                        help="rewards: the batched rewards of ppgta, ppgta-episodic and episodic a step (--envs, --rollout, --rounds)")
     parser.add_argument("--envs", type=int, default=2, help="--part update: game instances of the rollout")
     parser.add_argument("--rollout", type=int, default=64, help="--part update: steps per instance")
     parser.add_argument("--seq-lens", type=int, nargs="+", default=[0, 16, 8], help="--part update: seq_len values (0: whole rollouts)")
@@ -346,6 +398,15 @@ def main(argv: list[str] | None = None) -> None:
             med = statistics.median(ts)
             print(f"seq_len {seq_len or 'whole'}: one update of {args.envs} × {args.rollout} steps {med:.3f} s median "
                   f"({', '.join(f'{t:.3f}' for t in ts)}), ×{med / whole:.2f}", flush=True)
+        return
+
+    if args.part == "rewards":
+        times = rewards_time(args.envs, args.rollout, args.rounds)
+        base = statistics.median(times["ppgta"])
+        for mode, ts in times.items():
+            med = statistics.median(ts)
+            print(f"{mode}: the rollout's rewards {med:.2f} ms a step median ({', '.join(f'{t:.2f}' for t in ts)}), "
+                  f"×{med / base:.2f} ppgta's", flush=True)
         return
 
     if args.part in ("latency", "all"):

@@ -3,8 +3,11 @@
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
+import agent_figures  # noqa: E402
 import bench_agents  # noqa: E402
 
 
@@ -18,8 +21,8 @@ def test_mann_whitney_over_seeds_of_two_fully_separated_agents():
     rows = [row("ppgta", s, v, o) for s, v, o in ((1, 0.5, 10), (2, 0.6, 12), (3, 0.7, 11))]
     rows += [row("inspector", s, v, o) for s, v, o in ((1, 0.1, 2), (2, 0.2, 3), (3, 0.15, 1))]
     lines = bench_agents.significance(rows).splitlines()
-    assert lines[2] == "| ppgta vs inspector | pathway coverage | 0.6 vs 0.15 | U = 9.0 | p = 0.050 |"
-    assert lines[3] == "| ppgta vs inspector | OOIs tested | 11 vs 2 | U = 9.0 | p = 0.050 |"
+    assert lines[2] == "| ppgta vs inspector | pathway coverage | 0.6 vs 0.15 | U = 9.0 | 1.00 | p = 0.050 |"
+    assert lines[3] == "| ppgta vs inspector | OOIs tested | 11 vs 2 | U = 9.0 | 1.00 | p = 0.050 |"
     assert len(lines) == 4, "no random agent, no row for it"
 
 
@@ -80,7 +83,8 @@ def test_episodes_done_counts_whole_episodes_and_a_crashed_one_followed_by_the_n
 
 def test_cut_scores_runs_at_their_first_episodes(tiny_parts, small_park, tmp_path, capsys):
     """--cut N copies each run with its first N episodes and scores it there: the same counts as the
-    whole run's first N episodes, nothing later; a cut past what a run played is one line naming it."""
+    whole run's first N episodes, nothing later; a cut past what a run played is one line naming it;
+    --cut max cuts at the most whole episodes every run played (a run stopped mid-line included)."""
     import json
     import shutil
 
@@ -105,3 +109,127 @@ def test_cut_scores_runs_at_their_first_episodes(tiny_parts, small_park, tmp_pat
     assert bench_agents.main([*common, "--cut", "4"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --cut 4: ") and "random-seed1 has played 3 whole episodes" in err and len(err.splitlines()) == 1
+    rows = (out / "random-seed2" / "trajectory.jsonl").read_text().splitlines(keepends=True)
+    (out / "random-seed2" / "trajectory.jsonl").write_text("".join(rows[:37]) + rows[37][:9])  # stopped in its 3rd episode, mid-line
+    assert bench_agents.main([*common, "--cut", "max"]) == 0  # seed 2 has 2 whole episodes: both are cut there
+    assert (out / "first-2" / "agents.json").exists() and "OOIs tested after 2 ep." in capsys.readouterr().out
+    (out / "random-seed2" / "trajectory.jsonl").write_text("".join(rows[:7]))
+    assert bench_agents.main([*common, "--cut", "max"]) == 2
+    err = capsys.readouterr().err
+    assert "random-seed2 has not played a whole episode" in err and len(err.splitlines()) == 1
+
+
+def tiny_map(pathways=True):
+    """A 4 × 2 map of 1-unit cells (row 0 south); the pathways are the south row."""
+    import numpy as np
+
+    from playtester.capture.park.birdseye import BirdsEye
+    from playtester.report.maps import MapSource
+
+    mask = np.array([[True, True, True, True], [False, False, False, False]])
+    return MapSource(BirdsEye(np.zeros((20, 40, 3), np.uint8), (0.0, 0.0, 4.0, 2.0)), [], mask if pathways else None, 1.0,
+                     walkable_mask=np.ones((2, 4), bool))
+
+
+def step(x, y, episode=0, mode="explore", env=0):
+    return {"position": [x, y, 0.0], "episode": episode, "mode": mode, "env": env}
+
+
+def test_coverage_over_steps_counts_the_pathway_cells_reached_by_each_step_count():
+    # steps: (0.5, 0.5) path cell 0; again; (1.5, 0.5) path cell 1; (0.5, 1.5) off the path; (3.5, 0.5) cell 3
+    rows = [step(0.5, 0.5), step(0.5, 0.5), step(1.5, 0.5), step(0.5, 1.5), step(3.5, 0.5), {"episode": 0}]
+    curve = agent_figures.coverage_over_steps(tiny_map(), rows, points=3)
+    assert curve == {"measure": "pathway", "steps": [2, 4, 6], "share": [0.25, 0.5, 0.75]}
+    walkable = agent_figures.coverage_over_steps(tiny_map(pathways=False), rows, points=2)
+    assert walkable == {"measure": "walkable", "steps": [3, 6], "share": [2 / 8, 4 / 8]}
+
+
+def test_revisits_share_the_exploring_steps_in_cells_covered_before():
+    rows = [step(0.5, 0.5), step(0.5, 0.5), step(1.5, 0.5, mode="test"), step(1.5, 0.5),  # episode 0
+            step(1.5, 0.5, episode=1), step(2.5, 0.5, episode=1)]  # episode 1: one cell seen in episode 0, one new
+    shares = agent_figures.revisits(tiny_map(), rows, episodes=2)
+    # episode 0: 3 exploring steps, 2 in cells seen before (the repeat, and the cell the test reached)
+    assert shares["run"] == [2 / 3, 1 / 2]
+    assert shares["episode"] == [2 / 3, 0.0]
+
+
+def test_novelty_share_of_the_reward():
+    # α 0.8, novelty 0.01, preference −0.2: 0.2·0.01 / (0.002 + 0.16) = 0.0123…; pure novelty (α 0): 1
+    scalars = {"charts/alpha": [[64, 0.8], [128, 0.0]], "rewards/novelty": [[64, 0.01], [128, 0.5]],
+               "rewards/preference": [[64, -0.2], [128, 0.0]]}
+    share = agent_figures.novelty_share(scalars)
+    assert [s for s, _ in share] == [64, 128]
+    assert share[0][1] == pytest.approx(0.002 / 0.162) and share[1][1] == 1.0
+    assert agent_figures.novelty_share({"charts/alpha": [[64, 0.8]]}) == []
+
+
+def test_visit_counts_and_the_comparisons_tested():
+    import numpy as np
+
+    counts = agent_figures.visit_counts(tiny_map(), [step(0.5, 0.5), step(0.5, 0.5), step(3.5, 1.5), step(9.0, 9.0)])
+    np.testing.assert_array_equal(counts, [[2, 0, 0, 0], [0, 0, 0, 1]])
+    pairs = bench_agents.comparisons({"ppgta", "ppgta-episodic", "episodic", "inspector", "random", "expert"})
+    assert pairs == [("ppgta", "inspector"), ("ppgta", "random"), ("ppgta-episodic", "inspector"), ("ppgta-episodic", "random"),
+                     ("ppgta-episodic", "ppgta"), ("episodic", "inspector"), ("episodic", "random"), ("episodic", "ppgta")]
+    pairs = bench_agents.comparisons({"ppgta", "ppgta-episodic", "ppgta-episodic-step", "inspector"})
+    assert pairs == [("ppgta", "inspector"), ("ppgta-episodic", "inspector"), ("ppgta-episodic", "ppgta"),
+                     ("ppgta-episodic-step", "inspector"), ("ppgta-episodic-step", "ppgta"), ("ppgta-episodic-step", "ppgta-episodic")]
+    assert bench_agents.comparisons({"ppgta", "random"}) == [("ppgta", "random")]
+
+
+@pytest.mark.slow
+def test_the_episodic_explorer_and_the_expert_side_by_side_in_parallel(tiny_parts, small_park, tmp_path, capsys):
+    """Two runs at once in processes of their own (`--parallel 2`): the episodic explorer's run, with
+    its novelty scaled per step (`episodic-step`), logs its episodic term, the expert's config says it is a telemetry-driven ceiling; the report draws
+    coverage over steps, the heat maps and the diagnosis."""
+    import json
+    import shutil
+
+    import yaml
+
+    models = tmp_path / "models"
+    models.mkdir()
+    shutil.copy(tiny_parts("inspect")[2], models / "inspect.ckpt")
+    shutil.copy(tiny_parts("path")[2], models / "path.ckpt")
+    out = tmp_path / "out"
+    assert bench_agents.main(["--models", str(models), "--game", small_park, "--episodes", "1", "--steps", "24",
+                              "--agents", "episodic-step", "expert", "--seeds", "1", "--parallel", "2", "--envs", "1",
+                              "--rollout", "8", "--oracle-labels", "--test-steps", "4", "--out", str(out)]) == 0
+    rows = {r["agent"]: r for r in json.loads((out / "agents.json").read_text())}
+    assert set(rows) == {"episodic-step", "expert"}
+    assert rows["episodic-step"]["scalars"]["rewards/episodic"] and "charts/alpha" in rows["episodic-step"]["scalars"]
+    config = yaml.safe_load((out / "episodic-step-seed1" / "config.yaml").read_text())
+    assert (config["explorer"], config["novelty_scale"]) == ("episodic", "step")
+    assert rows["expert"]["scalars"] == {} and rows["expert"]["steps"] == 24
+    assert yaml.safe_load((out / "expert-seed1" / "config.yaml").read_text())["agent"] == bench_agents.EXPERT_NOTE["park"]
+    assert len(rows["episodic-step"]["coverage_curve"]["share"]) == agent_figures.CURVE_POINTS
+    for name in ("agents.png", "coverage-steps.png", "heat-maps.png", "diagnosis.png"):
+        assert (out / name).stat().st_size > 1000, name
+
+
+@pytest.mark.slow
+def test_levels_cut_max_scores_every_level_at_the_episodes_every_run_played(tmp_path, capsys):
+    """The levels profile on a WAD of its own: a run stopped in its third episode (its rows after
+    the second cut off) makes `--cut max` score every run at 2 episodes, in the level table."""
+    import json
+
+    from playtester.capture.park.level_builder import door_lift_hom_level, level_wad
+
+    wad = tmp_path / "test.wad"
+    wad.write_bytes(level_wad(door_lift_hom_level()))
+    level, out = f"doom:wad:{wad}", tmp_path / "out"
+    assert bench_agents.main(["--profile", "levels", "--levels", level, "--agents", "random", "--seeds", "1", "2",
+                              "--episodes", "3", "--steps", "10", "--out", str(out)]) == 0
+    runs = next(p for p in out.iterdir() if p.is_dir())
+    stopped = runs / "random-seed2" / "trajectory.jsonl"
+    rows = stopped.read_text().splitlines(keepends=True)
+    stopped.write_text("".join(r for r in rows if json.loads(r)["episode"] < 2) + rows[-1][:20])  # a torn last line too
+    capsys.readouterr()
+    assert bench_agents.main(["--profile", "levels", "--cut", "max", "--parallel", "2", "--out", str(out)]) == 0
+    cut = json.loads((out / "first-2" / "levels.json").read_text())
+    assert sorted(r["seed"] for r in cut) == [1, 2] and all(r["episodes"] == 2 and r["steps"] == 20 for r in cut)
+    assert all(r["level"] == level and r["reachable_share"] > 0 for r in cut)
+    table = capsys.readouterr().out
+    assert "| random | 2 |" in table and "| yes |" in table
+    assert bench_agents.main(["--profile", "levels", "--cut", "3", "--out", str(out)]) == 2
+    assert "random-seed2 has played 2 whole episodes" in capsys.readouterr().err

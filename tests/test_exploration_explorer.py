@@ -13,10 +13,11 @@ from playtester.exploration.acting import int8_actor, int8_frozen_encoder
 from playtester.exploration.actor_critic import RandomAgent, RandomAgentConfig
 from playtester.exploration.checkpoints import load_agent
 from playtester.exploration.explorer import KnownObjectsMask, build_explorer, mask_known_objects
-from playtester.exploration.imitation_ac import ImitationActorCritic
+from playtester.exploration.imitation_ac import ImitationActorCritic, grayscale_frames
 from playtester.exploration.ppo import train
 from playtester.exploration.rnd import RNDConfig
 from playtester.imitation.live import load_policy
+from playtester.imitation.policy import to_input
 
 # Small RND widths: orthogonal init of the paper's 512-wide layers costs seconds on a busy CPU.
 SMALL_RND = RNDConfig(obs_warmup_frames=8, batch_size=16, train_steps=2, buffer_size=64, hidden_dim=64, out_dim=32)
@@ -305,3 +306,112 @@ def test_a_seed_draws_the_same_networks(path_policy, small_park, tmp_path):
     drawn = [k for k in one if not torch.equal(one[k], other[k])]
     assert any(k.startswith("rnd.target") for k in drawn) and any(k.startswith("rnd.predictors") for k in drawn)
     assert any(k.startswith("agent.") for k in drawn)  # the value heads
+
+
+def test_episodic_modes_build_their_novelties_and_value_heads(path_policy, small_park, tmp_path):
+    def build(mode, **weights):
+        return build_explorer(small_park, path_policy, mode, run_dir=str(tmp_path), total_timesteps=512, num_envs=2,
+                              rnd=SMALL_RND, **weights)
+
+    both = build("ppgta-episodic")
+    assert both.hook.rnd is not None and both.hook.episodic is not None and both.agent.num_values == 2
+    assert (both.hook.config.rnd_weight, both.hook.config.episodic_weight) == (1.0, 1.0)
+    alone = build("episodic")
+    assert alone.hook.rnd is None and alone.hook.non_episodic is False and alone.agent.num_values == 1
+    assert alone.hook.preference_policy.encoder is alone.agent.encoder  # the features: a look-up
+    weighted = build("ppgta", episodic_weight=0.5, rnd_weight=2.0)  # the run config's weights win over the mode's
+    assert (weighted.hook.config.rnd_weight, weighted.hook.config.episodic_weight) == (2.0, 0.5)
+    with pytest.raises(UserError, match="both 0"):
+        build("episodic", episodic_weight=0.0)
+    with pytest.raises(UserError, match="needs the path-following policy"):
+        build_explorer(small_park, None, "episodic", run_dir=str(tmp_path), total_timesteps=512, num_envs=2)
+
+
+def test_the_hooks_episodic_bonus_is_the_bonus_of_each_frame_reached(path_policy, small_park, tmp_path, park_frames):
+    """Over two rollouts with an episode end inside the first: the bonus the hook gives (features
+    of the frames reached by look-up, the episode's last frame and the rollout's last frames
+    encoded at its end) is E3B's bonus computed step by step on each reached frame's own features,
+    C carried from one rollout to the next and started again at the new episode."""
+    from lightning.fabric import Fabric
+
+    from playtester.exploration.episodic import EllipticalEpisodicBonus
+    from playtester.exploration.ppo import StepView
+
+    explorer = build_explorer(small_park, path_policy, "episodic", run_dir=str(tmp_path), total_timesteps=512, num_envs=2)
+    hook, agent = explorer.hook, explorer.agent
+    hook.setup(Fabric(accelerator="cpu", devices=1))
+    frames = park_frames[:10].reshape(5, 2, *park_frames.shape[1:])  # 5 steps' frames acted on, 2 games
+    final = park_frames[11:12]  # game 0's episode ends at step 1 on this frame; step 2 starts anew on frames[2]
+    by_hand = EllipticalEpisodicBonus(hook.config.episodic, agent.policy_cfg.feature_dim, 2)
+
+    def features(f):  # each frame through the encoder, as the explorer sees it
+        with torch.no_grad():
+            return agent.encoder(to_input(grayscale_frames(torch.as_tensor(f)), agent.policy_cfg.frames))
+
+    expected, got = [], []
+    for steps in ((0, 1, 2), (3,)):  # two rollouts: 3 steps, then 1
+        for t in steps:
+            start = torch.tensor([t == 0 or t == 2, t == 0])
+            reached = frames[t + 1].copy() if t + 1 < 5 else park_frames[10:12].copy()
+            if t == 1:
+                reached[0] = final[0]
+            agent.prepare(torch.as_tensor(frames[t]))  # the explorer encodes what it acts on
+            hook.step(StepView(frames[t], torch.zeros(2, 9), start, reached))
+            expected.append(by_hand.rollout_bonus(features(frames[t]).unsqueeze(0), features(reached).unsqueeze(0),
+                                                  start.unsqueeze(0))[0])
+        got.append(hook._rollout_rewards()[1])
+        hook._clear()
+    torch.testing.assert_close(torch.cat(got), torch.stack(expected), rtol=1e-4, atol=1e-6)
+
+
+def test_an_episodic_explorer_trains_logs_its_terms_and_resumes(path_policy, small_park, tmp_path):
+    def build(total, resume=False):
+        return build_explorer(small_park, path_policy, "ppgta-episodic", run_dir=str(tmp_path / "run"), total_timesteps=total,
+                              num_envs=2, num_steps=8, num_minibatches=1, update_epochs=1, rnd=SMALL_RND, checkpoint_every=0,
+                              resume=resume)
+
+    explorer = build(32)
+    result = train(*explorer)
+    assert explorer.hook.episodic.projection is None  # the tiny policy's 32 features: used as they are
+    resumed_explorer = build(48, resume=True)
+    resumed = train(*resumed_explorer)
+    assert result.global_step == 32 and resumed.global_step == 48
+    assert resumed_explorer.hook.episodic.reward_rms.count > explorer.hook.episodic.reward_rms.count  # statistics carried on
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    events.Reload()
+    raw = [e.value for e in events.Scalars("rewards/episodic_raw")]
+    assert all(0 < r <= 1 / explorer.hook.config.episodic.ridge for r in raw), raw
+    assert {"rewards/episodic", "rewards/novelty", "rewards/intrinsic", "charts/alpha"} <= set(events.Tags()["scalars"])
+
+
+def test_the_step_scale_divides_each_novelty_by_the_std_of_its_values(path_policy, small_park, tmp_path, park_frames):
+    """`novelty_scale: step`: the episodic bonus the hook mixes is its raw value over the running
+    std of the raw values (the rollout's own, the first time), where `return` divides by that of
+    its discounted sum; the statistics are saved and restored."""
+    from lightning.fabric import Fabric
+
+    from playtester.exploration.ppo import StepView
+
+    hooks = {}
+    for scale in ("return", "step"):
+        explorer = build_explorer(small_park, path_policy, "episodic", run_dir=str(tmp_path), total_timesteps=512,
+                                  num_envs=2, novelty_scale=scale)
+        hook = hooks[scale] = explorer.hook
+        hook.setup(Fabric(accelerator="cpu", devices=1))
+        frames = park_frames[:10].reshape(5, 2, *park_frames.shape[1:])
+        for t in range(4):
+            explorer.agent.prepare(torch.as_tensor(frames[t]))
+            hook.step(StepView(frames[t], torch.zeros(2, 9), torch.tensor([t == 0, t == 0]), frames[t + 1]))
+    raw = hooks["return"]._rollout_rewards()[1].double()
+    logs = hooks["step"].end_rollout().logs
+    n, prior = raw.numel(), 1e-4  # RunningMeanStd's prior: mean 0, variance 1, count 1e-4 (Chan's update)
+    std = ((prior + raw.var(unbiased=False) * n + raw.mean() ** 2 * prior * n / (prior + n)) / (prior + n)).sqrt()
+    assert logs["rewards/episodic_raw"] == pytest.approx(float(raw.mean()), rel=1e-5)
+    assert logs["rewards/episodic"] == pytest.approx(float((raw / std).mean()), rel=1e-4)
+    saved = hooks["step"].state_dict()["step_scale"]["episodic"]
+    hooks["return"].load_state_dict({"alpha": hooks["return"].alpha.state_dict(), "episodic": hooks["return"].episodic.state_dict(),
+                                     "step_scale": {"episodic": saved}})
+    torch.testing.assert_close(hooks["return"].step_scale["episodic"].var, saved["var"])

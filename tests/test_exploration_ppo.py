@@ -517,7 +517,8 @@ def test_the_rollout_rewards_in_one_batch_equal_them_step_by_step(tmp_path):
     for t in range(8):
         rnd.observe(hook.rnd_frames(frames[t + 1]))
 
-    raw, pref = hook._rollout_rewards()
+    raw, episodic, pref = hook._rollout_rewards()
+    assert episodic is None  # ppgta: no episodic bonus
     assert raw.shape == pref.shape == (8, 2) and raw.abs().sum() > 0 and pref.abs().sum() > 0
     torch.testing.assert_close(raw, torch.stack(raw_steps))
     torch.testing.assert_close(pref, torch.stack(pref_steps))

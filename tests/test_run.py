@@ -117,6 +117,8 @@ def test_ppo_explorer_run_on_two_instances(tiny_parts, small_park, tmp_path, cap
 @pytest.mark.parametrize("extra, words", [
     (["--game", "gym:CartPole-v1", "--explorer", "random", "--oracle-labels"], ["key map", "train the test policy"]),
     (["--game", "doom:park:5:24x24"], ["--explorer ppgta", "--preference"]),
+    (["--game", "doom:park:5:24x24", "--explorer", "episodic"], ["--explorer episodic", "--preference"]),
+    (["--game", "doom:park:5:24x24", "--explorer", "inspector", "--episodic-weight", "1"], ["--episodic-weight", "--preference"]),
     (["--game", "doom:freedoom2:MAP99", "--explorer", "random", "--oracle-labels"], ["no level"]),
     (["--game", "doom:park:5:24x24", "--explorer", "wander"], ["--explorer", "wander"]),
     (["--game", "doom:freedoom2:MAP01", "--explorer", "random", "--oracle-labels"], ["no engine labels", "--detector"]),
@@ -270,6 +272,43 @@ def test_seq_len_rnd_train_steps_and_overlaps_from_config(tiny_inspect_policy, s
                  "--out", str(tmp_path / "bad")]) == 2
     err = capsys.readouterr().err.strip()
     assert "--seq-len 3: must divide --rollout 8" in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "bad").exists()
+
+
+def test_the_novelty_weights_come_from_the_run_config(tiny_parts, small_park, tmp_path, capsys):
+    """`--explorer ppgta-episodic` with `episodic_weight: 0.5, rnd_weight: 0, novelty_scale: step` in
+    --config: the run's config.yaml and the explorer's checkpoint keep them, RND is left out (one
+    value head); a negative weight or an unknown scale is one line, before anything runs."""
+    import yaml
+
+    from playtester.exploration.checkpoints import load_checkpoint
+
+    tester, path = tiny_parts("inspect")[2], tiny_parts("path")[2]
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"episodic_weight": 0.5, "rnd_weight": 0, "novelty_scale": "step", "rollout": 8,
+                                      "oracle_labels": True, "test_steps": 4}))
+    out = tmp_path / "r"
+    assert main(["run", "explore", "--game", small_park, "--explorer", "ppgta-episodic", "--preference", str(path),
+                 "--tester", str(tester), "--envs", "1", "--episodes", "1", "--steps", "24", "--config", str(config),
+                 "--out", str(out)]) == 0, capsys.readouterr().err
+    saved = yaml.safe_load((out / "config.yaml").read_text())
+    assert (saved["episodic_weight"], saved["rnd_weight"], saved["explorer"]) == (0.5, 0, "ppgta-episodic")
+    checkpoint = load_checkpoint(out / "explorer" / "checkpoints" / "last.ckpt")
+    reward = checkpoint["reward_spec"]["config"]
+    assert (reward["episodic_weight"], reward["rnd_weight"], reward["novelty_scale"]) == (0.5, 0.0, "step")
+    assert checkpoint["agent_spec"]["config"]["num_values"] == 1 and "rnd" not in checkpoint["reward_hook"]
+
+    capsys.readouterr()
+    config.write_text(yaml.safe_dump({"episodic_weight": -1}))
+    assert main(["run", "explore", "--game", small_park, "--explorer", "episodic", "--preference", str(path),
+                 "--config", str(config), "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "episodic_weight -1: out of range" in err and len(err.splitlines()) == 1, err
+    config.write_text(yaml.safe_dump({"novelty_scale": "huge"}))
+    assert main(["run", "explore", "--game", small_park, "--explorer", "episodic", "--preference", str(path),
+                 "--config", str(config), "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "novelty_scale huge: use return or step" in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "bad").exists()
 
 

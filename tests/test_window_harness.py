@@ -195,7 +195,7 @@ def test_a_launched_game_dies_with_a_killed_playtester(display):  # noqa: F811
         import time
         from playtester.capture.window.keys import KeySender
         from playtester.capture.window.launch import LaunchedGame
-        from playtester.capture.window.platform import open_keyboard
+        from playtester.capture.window.desktops import open_keyboard
         from playtester.capture.window.x11 import X11Desktop
         game = LaunchedGame("xmessage -title 'Orphan Probe' hi", title="Orphan Probe")
         game.start(X11Desktop())

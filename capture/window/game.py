@@ -41,9 +41,10 @@ import numpy as np
 
 from playtester.errors import UserError
 from playtester.capture.keymap import KeyMap
+from playtester.capture.window.desktops import open_desktop, open_keyboard
 from playtester.capture.window.ticker import Ticker
 from playtester.capture.window.platform import (
-    Desktop, Keyboard, WindowInfo, find_window, open_desktop, open_keyboard, process_alive,
+    Desktop, Keyboard, WindowInfo, find_window, process_alive,
 )
 
 

@@ -5,8 +5,8 @@ to the front and says which process owns it. A `Keyboard` presses and releases o
 canonical name (see `playtester.capture.keymap`). Linux/X11 is first class (`x11.py`, through
 python-xlib); other desktops plug in behind the same two classes (`pywinctl_desktop.py`).
 
-Nothing here imports a display library: `open_desktop()` and `open_keyboard()` do, when a
-window backend is actually used.
+Nothing here imports a display library: `open_desktop()` and `open_keyboard()` in
+`desktops.py` do, when a window backend is actually used.
 """
 
 from __future__ import annotations
@@ -115,24 +115,6 @@ def child_of_this_process(pid: int) -> bool:
     return False
 
 
-def open_desktop() -> Desktop:
-    """The desktop of this session; a `UserError` says what is missing when there is none."""
-    if sys.platform.startswith("linux"):
-        from playtester.capture.window.x11 import X11Desktop
-
-        return X11Desktop()
-    from playtester.capture.window.pywinctl_desktop import PyWinCtlDesktop
-
-    return PyWinCtlDesktop()
-
-
-def open_keyboard() -> Keyboard:
-    """Key injection through pynput, imported only now (it needs a display to import at all)."""
-    from playtester.capture.window.keys import PynputKeyboard
-
-    return PynputKeyboard()
-
-
 def find_window(desktop: Desktop, title: str, *, regex: bool = False, given_as: str | None = None,
                 advice: str = "Start the game first, or give --region X,Y,W,H") -> WindowInfo:
     """The window whose title contains `title` (or matches the regular expression `title`).
@@ -168,15 +150,3 @@ def visible_titles(windows: list[WindowInfo]) -> str:
     """The titles of `windows`, for an error a user can copy the right one from."""
     titles = sorted({w.title for w in windows})
     return "; ".join(repr(t) for t in titles[:20]) + (f"; … ({len(titles)} in all)" if len(titles) > 20 else "") or "none"
-
-
-def parse_region(text: str) -> tuple[int, int, int, int]:
-    """`X,Y,W,H` in screen pixels, as given to `--region`."""
-    parts = [p.strip() for p in str(text).split(",")]
-    try:
-        x, y, w, h = (int(p) for p in parts)
-    except ValueError:
-        raise UserError(f"--region {text!r}: use X,Y,W,H in whole screen pixels, e.g. 0,0,640,480") from None
-    if w <= 0 or h <= 0:
-        raise UserError(f"--region {text!r}: width and height must be positive")
-    return x, y, w, h

@@ -17,7 +17,7 @@ from playtester.capture.keymap import KeyMap
 from playtester.capture.window.ticker import Ticker
 
 if TYPE_CHECKING:
-    from playtester.capture.window.recorder import RecorderConfig
+    from playtester.capture.window.record_config import RecorderConfig
 
 
 @dataclass
@@ -40,7 +40,8 @@ class WindowSource:
 
     def __init__(self, cfg: RecorderConfig) -> None:
         from playtester.capture.window.grab import FrameGrabber
-        from playtester.capture.window.platform import find_window, open_desktop
+        from playtester.capture.window.desktops import open_desktop
+        from playtester.capture.window.platform import find_window
         from playtester.capture.window.telemetry import TelemetryListener
 
         self.cfg = cfg
@@ -160,7 +161,8 @@ class DoomSource:
     def _engine_window(self):
         """The engine's window (its process is a child of this one), to count keys only while it
         has the focus; `(None, None)` where the desktop cannot say."""
-        from playtester.capture.window.platform import child_of_this_process, open_desktop
+        from playtester.capture.window.desktops import open_desktop
+        from playtester.capture.window.platform import child_of_this_process
 
         desktop = open_desktop()
         deadline = time.monotonic() + 5.0

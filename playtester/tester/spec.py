@@ -9,22 +9,27 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import MISSING, asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 from playtester.errors import UserError
 from playtester.files import read_json
-from playtester.commands.options import (
-    MANY, Bounds, Choice, Count, InFile, Number, OptionType, OutFolder, Seed, Size, Switch, Text,
+from playtester.options import (
+    MANY, Bounds, Choice, Count, InFile, Number, OptionType, OutFolder, Parser, Seed, Size, Switch, Text,
 )
 from playtester.perception.candidates import CONFIRM_HITS, CONFIRM_WINDOW
 from playtester.tester.object_source import FOUND_BY_KEY, NO_OBJECTS, check_object_source, object_source
 
-EXPLORERS = ("ppgta", "inspector", "random")
+EXPLORERS = ("ppgta", "ppgta-episodic", "episodic", "inspector", "random")
+"""`ppgta`: RND novelty + the path policy's preference; `ppgta-episodic`: that + E3B's elliptical
+episodic bonus; `episodic`: the episodic bonus + the preference, no RND; `inspector`:
+single-predictor RND only; `random`: uniform random actions (`exploration/modes.py`)."""
+NEEDS_PATH_POLICY = ("ppgta", "ppgta-episodic", "episodic")
+"""The explorers rewarded with the path policy's preference (and read its encoder's features)."""
+NOVELTY_SCALES = ("return", "step")
+"""What the explorer's novelties are divided by (`ExplorationRewardConfig.novelty_scale`)."""
 OBJECTIVES = ("coverage", "load")
-"""`ppgta`: RND novelty + the path policy's preference; `inspector`: single-predictor RND only;
-`random`: uniform random actions."""
 DEVICES = ("cpu", "cuda")
 """Where a run's networks run (`--device`); the games always play on the CPU."""
 ACTING = ("fp32", "int8")
@@ -41,7 +46,7 @@ class Flag:
     """The option, e.g. `--envs`."""
     help: str
     kind: OptionType
-    """What it takes (`playtester/commands/options.py`), on the command line and in a --config file."""
+    """What it takes (`playtester/options.py`), on the command line and in a --config file."""
     kept: bool = False
     """A resumed run must keep it: the logs and the explorer's checkpoint were made with it."""
 
@@ -64,8 +69,11 @@ class RunSpec:
     game: str = flag("--game", Text(), "Game spec (see `playtester games`).", kept=True)
     tester: str | None = flag("--tester", InFile("policy checkpoint"), "Test policy checkpoint (e.g. the inspect policy), with --detector to find the OOIs it tests; without it the run explores and watches the oracles, testing no OOI.", None, kept=True)
     run_dir: str = flag("--out", OutFolder(), "Run folder, e.g. runs/r1 (refused if it exists, unless --resume or --overwrite).")
-    explorer: str = flag("--explorer", Choice(*EXPLORERS, "evolve"), "ppgta (PPO with RND novelty + the path policy's preference, trained online), inspector (PPO with single-predictor RND, the baseline) or random; evolve is `playtester run evolve`.", "ppgta", kept=True)
-    preference: str | None = flag("--preference", InFile("path policy checkpoint"), "Path-following policy checkpoint: the explorer starts from it and is rewarded for keeping its style (needed by --explorer ppgta).", None, kept=True)
+    explorer: str = flag("--explorer", Choice(*EXPLORERS, "evolve"), "ppgta (PPO with RND novelty + the path policy's preference, trained online), ppgta-episodic (ppgta + E3B's elliptical episodic novelty on the path policy's inverse-dynamics features: what this episode has not seen yet), episodic (the episodic novelty + the preference, no RND), inspector (PPO with single-predictor RND, the baseline) or random; evolve is `playtester run evolve`.", "ppgta", kept=True)
+    preference: str | None = flag("--preference", InFile("path policy checkpoint"), "Path-following policy checkpoint: the explorer starts from it and is rewarded for keeping its style (needed by --explorer ppgta, ppgta-episodic and episodic).", None, kept=True)
+    rnd_weight: float | None = flag("--rnd-weight", Number(0.0), "The weight of ensemble RND's novelty (global, across episodes) in the explorer's novelty; 0 leaves RND out; default: the --explorer's (1, or 0 for episodic).", None, kept=True)
+    episodic_weight: float | None = flag("--episodic-weight", Number(0.0), "The weight of E3B's elliptical episodic novelty (within the episode) in the explorer's novelty; 0 leaves it out; default: the --explorer's (1 for ppgta-episodic and episodic, else 0).", None, kept=True)
+    novelty_scale: str = flag("--novelty-scale", Choice(*NOVELTY_SCALES), "What the explorer's novelties are divided by before they are mixed with the preference: return (the running std of their discounted sum, as CleanRL's RND: the novelty comes out about 1 % of PPGTA's reward, docs/benchmarks/explorer.md) or step (the running std of their per-step values: unit scale).", "return", kept=True)
     detector: str | None = flag("--detector", InFile("detector checkpoint"), "Detector checkpoint that finds the OOIs to test (from `playtester train detector`); a run with --tester refuses to start without it or --oracle-labels.", None, kept=True)
     oracle_labels: bool = flag("--oracle-labels", Switch(), "Find the OOIs through the engine's labels instead of a detector (the built-in park only): an ablation, and the report says so.", False, kept=True)
     episodes: int = flag("--episodes", Count(1, MANY), "Episodes in the whole run, each from a random start.", 3)
@@ -109,43 +117,28 @@ class RunSpec:
     def __post_init__(self) -> None:
         from playtester.capture.rules import check_rules
 
+        check_values(self)
         self.rules = check_rules(self.rules, self.game)
-        if self.objective not in OBJECTIVES:
-            raise UserError(f"--objective {self.objective!r}: use one of {', '.join(OBJECTIVES)}")
         if self.objective == "load" and self.explorer == "random":
             raise UserError("--objective load trains the PPO explorer; use --explorer inspector or ppgta "
                             "(a random run's report shows its frame times anyway)")
-        if self.frame_clock not in ("cpu", "wall"):
-            raise UserError(f"--frame-clock {self.frame_clock!r}: use cpu or wall")
-        if self.load_area not in ("everywhere", "pathways"):
-            raise UserError(f"--load-area {self.load_area!r}: use everywhere or pathways")
         if self.explorer == "evolve":  # its own loop (playtester/evolution/run.py), its own checks
             return
-        if self.explorer not in EXPLORERS:
-            raise UserError(f"--explorer {self.explorer!r}: use one of {', '.join(EXPLORERS)}, evolve")
-        if self.explorer == "ppgta" and not self.preference:
-            raise UserError("--explorer ppgta needs the path-following policy: give --preference models/path.ckpt "
+        if self.explorer in NEEDS_PATH_POLICY and not self.preference:
+            raise UserError(f"--explorer {self.explorer} needs the path-following policy: give --preference models/path.ckpt "
                             "(or --explorer inspector|random)")
-        for name in ("episodes", "steps", "num_envs", "rollout", "stuck_steps", "track_every"):
-            if getattr(self, name) < 1:
-                raise UserError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")
-        if self.seq_len < 0 or (self.seq_len and self.rollout % self.seq_len):
+        if self.episodic_weight and not self.preference:
+            raise UserError(f"--episodic-weight {self.episodic_weight}: the episodic novelty reads the path policy's "
+                            "encoder features; give --preference models/path.ckpt")
+        if self.seq_len and self.rollout % self.seq_len:
             raise UserError(f"--seq-len {self.seq_len}: must divide --rollout {self.rollout} (or be 0: whole rollouts)")
         if not 1 <= self.confirm_hits <= self.confirm_window:
             raise UserError(f"--confirm-hits {self.confirm_hits} of --confirm-window {self.confirm_window}: "
                             "the hits must be at least 1 and at most the window")
-        if self.min_score is not None and not 0.0 <= self.min_score <= 1.0:
-            raise UserError(f"--min-score {self.min_score}: a detector confidence, between 0 and 1")
-        if self.device not in DEVICES:
-            raise UserError(f"--device {self.device!r}: use {' or '.join(DEVICES)}")
-        if self.acting not in ACTING:
-            raise UserError(f"--acting {self.acting!r}: use {' or '.join(ACTING)}")
         if self.acting == "int8" and self.device != "cpu":
             raise UserError(f"--acting int8 quantises the explorer and the test policy for the CPU; with --device {self.device} leave it at fp32")
         if self.serve and self.game.startswith("window:"):
             raise UserError("--serve: a window game plays one instance, with nothing to batch; leave it off")
-        if self.max_restarts < 0:
-            raise UserError(f"--max-restarts {self.max_restarts}: must be 0 (stop at the first crash) or more")
         if self.explorer == "random" or self.game.startswith("window:"):
             self.num_envs = 1  # one random walker; one window on the desktop
         if (self.map is None) != (self.map_bounds is None):
@@ -183,7 +176,8 @@ class RunSpec:
 
     def to_config(self) -> dict[str, Any]:
         config = asdict(self)
-        config["agent"] = {"ppgta": "PPGTA explorer", "inspector": "Inspector-style explorer",
+        config["agent"] = {"ppgta": "PPGTA explorer", "ppgta-episodic": "PPGTA explorer + episodic novelty (E3B)",
+                           "episodic": "episodic novelty (E3B) + preference explorer", "inspector": "Inspector-style explorer",
                            "random": "random explorer"}[self.explorer]
         if self.objective == "load":
             config["agent"] += " + load reward"
@@ -244,6 +238,21 @@ def load_known_oois(path: str | Path) -> list[KnownOOI]:
     if len({o.id for o in oois}) != len(oois):
         raise UserError(f"--oois {path}: two records share an id; ids must be unique")
     return oois
+
+
+VALUES = (Count, Number, Choice, Switch)
+"""The option types of values (numbers, words, switches) rather than paths: a `RunSpec` built in
+code has its values checked by them too (`check_values`); its paths are checked by their readers."""
+
+
+def check_values(spec: RunSpec) -> None:
+    """Each number, word and switch of `spec` through its option's type, refused in the words
+    the command line uses (a spec from the command line has passed them already)."""
+    for f in fields(spec):
+        flag = f.metadata.get("flag")
+        value = getattr(spec, f.name)
+        if flag is not None and value is not None and isinstance(flag.kind, VALUES):
+            Parser(flag.kind, flag.name)(value)
 
 
 def check_map(image: str, bounds: list[float] | None) -> None:

@@ -28,6 +28,7 @@ The types:
     OutFile(suffix)        a file to write: not a folder; its parent an existing, writable folder
     OutFolder()            a folder to write: not a file; its parent an existing, writable folder
     FrameSize()            WIDTHxHEIGHT in pixels
+    Region()               X,Y,W,H: a rectangle of the screen in whole pixels
     Bounds()               X0,Y0,X1,Y1: four finite numbers with X1 > X0 and Y1 > Y0
 
 `option(...)` and `argument(...)` make the typer parameter; `kind_of(param)` finds a click
@@ -398,6 +399,29 @@ def frame_size(value: Any, high: int = 4096) -> tuple[int, int]:
     if not (1 <= w <= high and 1 <= h <= high):
         raise Refused(f"out of range; give WIDTHxHEIGHT in pixels (each 1 to {high}), e.g. 320x240")
     return w, h
+
+
+@dataclass(frozen=True)
+class Region(OptionType):
+    """`X,Y,W,H`: a rectangle of the screen in whole pixels, its corner anywhere within `high` of
+    the origin and its width and height 1 … `high`; the value is the tuple (x, y, w, h)."""
+
+    high: int = WIDE
+    metavar = "X,Y,W,H"
+
+    def describe(self) -> str:
+        return f"X,Y,W,H in whole screen pixels (W and H 1 to {self.high}), e.g. 0,0,640,480"
+
+    def parse(self, value: Any) -> tuple[int, int, int, int]:
+        parts = value.split(",") if isinstance(value, str) else value
+        if not isinstance(parts, (list, tuple)) or len(parts) != 4:
+            raise Refused(f"give {self.describe()}")
+        try:
+            x, y = (Count(-self.high, self.high).parse(v) for v in parts[:2])
+            w, h = (Count(1, self.high).parse(v) for v in parts[2:])
+        except Refused:
+            raise Refused(f"give {self.describe()}") from None
+        return x, y, w, h
 
 
 @dataclass(frozen=True)
