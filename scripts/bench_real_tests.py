@@ -108,10 +108,11 @@ def cut(threshold: float | dict[str, float], kind: str) -> float:
 
 
 def thresholds(args) -> list[float | dict[str, float]]:
-    """`--thresholds`, and the per-class thresholds of `--thresholds-from` checkpoints."""
+    """`--thresholds`, and the per-class thresholds of `--thresholds-from` checkpoints (also those a run
+    would not use: picked without background images)."""
     from playtester.perception.calibration import read_thresholds
 
-    return list(args.thresholds) + [read_thresholds(p) for p in args.thresholds_from]
+    return list(args.thresholds) + [read_thresholds(p, even_unusable=True) for p in args.thresholds_from]
 
 
 def name(threshold: float | dict[str, float]) -> str:

@@ -136,9 +136,11 @@ def eval_detector(
     target_precision: Optional[float] = option(
         Number(0.0, 1.0), None, "--target-precision",
         help="Pick each class's score threshold for this precision on these shots (the lowest that reaches it) and show "
-             "them beside the ones the checkpoint keeps; `train detector` keeps those of 0.9 on its held-out shots."),
+             "them beside the ones the checkpoint keeps; `train detector` keeps those of 0.9 on its held-out shots, which a "
+             "run uses only when those held 20 background images or more (`shots --background`)."),
     store: bool = typer.Option(False, "--store", help="With --target-precision: keep the thresholds picked in the checkpoint "
-                               "(a tester run then uses them instead of one --min-score)."),
+                               "(a tester run then uses them instead of one --min-score); the shots must hold 20 background images or more "
+                               "(`shots --background`), or the thresholds come out too low for free play."),
 ) -> None:
     """Per-class AP50 and AP@[.5:.95] of a detector on labelled shots (the paper's Table I), also
     for the healthy and the bugged boxes apart when the file marks bugs; the per-class score
@@ -164,6 +166,13 @@ def eval_detector(
         data = detector_splits(data, cfg.split, cfg.split_seed, cfg.held_out_boxes)[split]
     if not data.images:
         raise UserError(f"COCO file {coco}: its {split} split is empty; use --split all")
+    if store:
+        from playtester.perception.calibration import MIN_BACKGROUNDS, background_count
+
+        if background_count(data.images) < MIN_BACKGROUNDS:
+            raise UserError(f"--store: {coco} ({split}) has {background_count(data.images)} background images (no box), fewer "
+                            f"than {MIN_BACKGROUNDS}: thresholds picked on framed shots alone come out too low for free play "
+                            f"and a run would not use them; make shots with `shots --background N` (docs/benchmarks/real-tests.md)")
     scant = too_few_to_score(data.counts(), f"boxes in the {split} split", "score on more shots")
     if scant:
         console.print(scant)
@@ -190,7 +199,7 @@ def _show_thresholds(ckpt: Path, detector, data, target: float | None, store: bo
     """The per-class thresholds the checkpoint keeps, and those `target` picks on `data` (kept with `store`)."""
     import torch
 
-    from playtester.perception.calibration import KEY, calibrate, store_thresholds
+    from playtester.perception.calibration import KEY, calibrate, store_thresholds, unused_why, usable
 
     kept = (torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True).get("playtester") or {}).get(KEY)
     picked = calibrate(detector, data.images, target, batch_size) if target is not None else None
@@ -215,6 +224,9 @@ def _show_thresholds(ckpt: Path, detector, data, target: float | None, store: bo
                     "–" if v["precision"] is None else f"{100 * v['precision']:.1f} %", f"{100 * v['recall']:.1f} %"]
         t.add_row(*row)
     console.print(t)
+    for entry, source in ((kept, "the checkpoint's"), (picked, "these shots'")):
+        if entry is not None and not usable(entry):
+            console.print(f"{source} thresholds: not used by a run, {unused_why(entry)}")
     if store and picked is not None:
         store_thresholds(ckpt, picked)
         console.print(f"kept these thresholds in {ckpt}")
