@@ -274,10 +274,13 @@ def _writable_parent(path: Path) -> None:
 @dataclass(frozen=True)
 class InFile(OptionType):
     """An existing file of a kind (`what`, e.g. "policy checkpoint"): its reader checks its contents.
-    `folder_ok`: a folder of such files too (`demos --from-video FILE|FOLDER`)."""
+    `folder_ok`: a folder of such files too (`demos --from-video FILE|FOLDER`). `inside`: the name
+    such a file has in the folder a command writes it to (`labels.json` of `shots --out`): a folder
+    given for the file is refused with that file's path where the folder holds one."""
 
     what: str = "file"
     folder_ok: bool = False
+    inside: str = ""
     metavar = "FILE"
 
     def describe(self) -> str:
@@ -288,6 +291,8 @@ class InFile(OptionType):
         if not path.exists():
             raise Refused(f"not found; give a {self.what}")
         if path.is_dir() and not self.folder_ok:
+            if self.inside and (path / self.inside).is_file():
+                raise Refused(f"is a folder; give {path / self.inside}")
             raise Refused(f"is a folder; give a {self.what}")
         if not os.access(path, os.R_OK):
             raise Refused(f"cannot be read (permissions); give a {self.what} you can read")

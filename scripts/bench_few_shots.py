@@ -4,11 +4,12 @@ never saw, against shots per class, with the training's time (issue 44).
     python scripts/bench_few_shots.py --out /tmp/few --shots 10,25,50,100,250,500
     python scripts/bench_few_shots.py --out /tmp/few-map01 --game doom:freedoom2:MAP01 \\
         --classes Zombieman,ExplosiveBarrel,TorchTree,ArmorBonus --test-game doom:freedoom2:MAP01 --test-seed 1
+    python scripts/bench_few_shots.py --out /tmp/few --shots 25,50 --seed 1    # another seed's shots and training
     python scripts/bench_few_shots.py --out /tmp/few --shots 25 --name steps600 -- --steps 600
 
 For each number N of shots a class it makes `playtester shots --game GAME --n N·classes` (once; the
 shots are balanced over the classes), trains `playtester train detector` on them with its defaults
-(plus whatever follows `--`), and scores the detector with `playtester eval detector --split all`
+(plus whatever follows `--`; `--seed S` seeds both the shots and the training), and scores the detector with `playtester eval detector --split all`
 on `--test-n` shots of `--test-game` (the park of another seed by default: a park it never saw).
 Each training runs as its own process with `OMP_NUM_THREADS=--threads`; its wall time, its CPU
 time (user + sys) and the load average before it are recorded, since a shared machine's wall
@@ -58,16 +59,18 @@ def children_cpu() -> float:
 
 def run_one(args, n_per_class: int, classes: list[str], test_labels: Path, extra: list[str]) -> dict:
     out = Path(args.out)
+    seeded = f"-s{args.seed}" if args.seed else ""
     labels = make_shots(args.game, n_per_class * len(classes), args.seed, args.classes and classes,
-                        out / f"shots-{n_per_class}")
-    ckpt = out / f"{args.name}-{n_per_class}.ckpt"
-    train = ["train", "detector", "--coco", str(labels), "--out", str(ckpt), "--logdir", str(out / "logs"), *extra]
+                        out / f"shots-{n_per_class}{seeded}")
+    ckpt = out / f"{args.name}-{n_per_class}{seeded}.ckpt"
+    train = ["train", "detector", "--coco", str(labels), "--out", str(ckpt), "--logdir", str(out / "logs"),
+             *(["--seed", str(args.seed)] if args.seed else []), *extra]
     load = os.getloadavg()
     wall, cpu = time.perf_counter(), children_cpu()
-    text = playtester(train, env={"OMP_NUM_THREADS": str(args.threads)}, log=out / f"{args.name}-{n_per_class}.log")
+    text = playtester(train, env={"OMP_NUM_THREADS": str(args.threads)}, log=out / f"{args.name}-{n_per_class}{seeded}.log")
     wall, cpu = time.perf_counter() - wall, children_cpu() - cpu
     steps = int(re.search(r"steps (\d+)\)", " ".join(text.split())).group(1))
-    table = out / f"{args.name}-{n_per_class}-ap.json"
+    table = out / f"{args.name}-{n_per_class}{seeded}-ap.json"
     playtester(["eval", "detector", "--ckpt", str(ckpt), "--coco", str(test_labels), "--split", "all", "--json", str(table)])
     ap = json.loads(table.read_text())
     import torch
@@ -75,7 +78,7 @@ def run_one(args, n_per_class: int, classes: list[str], test_labels: Path, extra
     info = torch.load(ckpt, map_location="cpu", weights_only=False)["playtester"]
     held_out = info.get("held_out")
     return {
-        "name": args.name, "shots_per_class": n_per_class, "images": n_per_class * len(classes), "steps": steps,
+        "name": args.name, "seed": args.seed, "shots_per_class": n_per_class, "images": n_per_class * len(classes), "steps": steps,
         "train_wall_s": round(wall, 1), "train_cpu_s": round(cpu, 1), "threads": args.threads,
         "load_before": [round(v, 2) for v in load], "load_after": [round(v, 2) for v in os.getloadavg()],
         "ap50": {c: v["ap50"] for c, v in ap["classes"].items()}, "map50": ap["all"]["ap50"], "map": ap["all"]["ap"],
@@ -98,9 +101,26 @@ def markdown(rows: list[dict]) -> str:
             + " | ".join(f"{c} AP50" for c in classes) + " | all AP50 / AP | said |")
     lines = [head, "|" + " --- |" * (7 + len(classes))]
     for r in rows:
-        lines.append(f"| {r['name']} | {r['shots_per_class']} ({r['images']}) | {r['steps']} | {r['train_wall_s']:.0f} / "
+        lines.append(f"| {r['name']} s{r.get('seed', 0)} | {r['shots_per_class']} ({r['images']}) | {r['steps']} | {r['train_wall_s']:.0f} / "
                      f"{r['train_cpu_s']:.0f} | {r['load_before'][0]:.1f} | " + " | ".join(pct(r["ap50"][c]) for c in classes)
                      + f" | {pct(r['map50'])} / {pct(r['map'])} | {'; '.join(r['warnings']) or '–'} |")
+    return "\n".join(lines)
+
+
+def over_seeds(rows: list[dict]) -> str:
+    """Per setting and shots a class: each class's AP50 as mean (lowest–highest) over the seeds run."""
+    classes = list(rows[0]["ap50"])
+    groups: dict[tuple[str, int], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["name"], r["shots_per_class"]), []).append(r)
+    lines = ["| run | shots a class | seeds | " + " | ".join(f"{c} AP50" for c in classes) + " | train CPU s (mean) |",
+             "|" + " --- |" * (4 + len(classes))]
+    for (name, n), group in sorted(groups.items()):
+        def cell(c):
+            v = [100 * r["ap50"][c] for r in group]
+            return f"{sum(v) / len(v):.1f}" + (f" ({min(v):.1f}–{max(v):.1f})" if len(v) > 1 else "")
+        cpu = sum(r["train_cpu_s"] for r in group) / len(group)
+        lines.append(f"| {name} | {n} | {len(group)} | " + " | ".join(cell(c) for c in classes) + f" | {cpu:.0f} |")
     return "\n".join(lines)
 
 
@@ -110,7 +130,7 @@ def main() -> None:
     p.add_argument("--game", default="doom:park:3", help="game the training shots come from")
     p.add_argument("--classes", default="", help="comma-separated classes (a stock level's things); default: the park's")
     p.add_argument("--shots", default="10,25,50,100,250,500", help="shots per class, comma-separated")
-    p.add_argument("--seed", type=int, default=0, help="seed of the training shots")
+    p.add_argument("--seed", type=int, default=0, help="seed of the training shots and of the training")
     p.add_argument("--test-game", default="doom:park:9", help="game of the test shots (never trained on)")
     p.add_argument("--test-n", type=int, default=300, help="test shots")
     p.add_argument("--test-seed", type=int, default=0, help="seed of the test shots")
@@ -132,6 +152,8 @@ def main() -> None:
                 f.write(json.dumps(row) + "\n")
     rows = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
     print(markdown(rows))
+    print()
+    print(over_seeds(rows))
 
 
 if __name__ == "__main__":

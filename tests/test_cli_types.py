@@ -5,6 +5,7 @@ memory cases with their estimate, and nothing left on the disk by a refused comm
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,7 @@ def test_paths_are_checked_and_nothing_is_made(tmp_path):
     cases = [
         (InFile("policy checkpoint"), tmp_path / "none", "not found; give a policy checkpoint"),
         (InFile("policy checkpoint"), folder, "is a folder"),
+        (InFile("COCO labels.json", inside="labels.json"), folder, "is a folder; give a COCO labels.json"),
         (InFolder("run folder"), file, "is a file, not a folder; give a run folder"),
         (OutFile(".json"), folder, "is a folder; give a file name such as"),
         (OutFile(), file / "x.json", f"its parent {file} is a file"),
@@ -76,6 +78,9 @@ def test_paths_are_checked_and_nothing_is_made(tmp_path):
         with pytest.raises(Refused, match=words.replace("(", r"\(").replace(")", r"\)")):
             kind.parse(str(value))
     assert sorted(tmp_path.rglob("*")) == before
+    (folder / "labels.json").write_text("{}")  # a folder holding the file: the message gives its path
+    with pytest.raises(Refused, match=re.escape(f"is a folder; give {folder / 'labels.json'}")):
+        InFile("COCO labels.json", inside="labels.json").parse(str(folder))
 
 
 def test_every_option_of_every_command_is_declared_with_the_vocabulary():

@@ -24,7 +24,7 @@ console = Console()
 
 
 DEVICE = Choice("auto", "cpu", "cuda", "mps")
-COCO = InFile("COCO labels.json")
+COCO = InFile("COCO labels.json", inside="labels.json")
 IMAGES = InFolder("folder of images")
 CHECKPOINT = OutFile(".ckpt")
 LOGDIR = OutFolder()
