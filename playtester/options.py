@@ -276,20 +276,28 @@ class InFile(OptionType):
     """An existing file of a kind (`what`, e.g. "policy checkpoint"): its reader checks its contents.
     `folder_ok`: a folder of such files too (`demos --from-video FILE|FOLDER`). `inside`: the name
     such a file has in the folder a command writes it to (`labels.json` of `shots --out`): a folder
-    given for the file is refused with that file's path where the folder holds one."""
+    given for the file is refused with that file's path where the folder holds one. `made_by`: the
+    command that makes such a file, named when it is missing. `retired`: (word, what to give now)
+    for a word that once named something else (`--detector ground-truth`)."""
 
     what: str = "file"
     folder_ok: bool = False
     inside: str = ""
+    made_by: str = ""
+    retired: tuple[tuple[str, str], ...] = ()
     metavar = "FILE"
 
     def describe(self) -> str:
         return f"a {self.what}"
 
     def parse(self, value: Any) -> Path:
+        for word, instead in self.retired:
+            if str(value) == word:
+                raise Refused(instead)
         path = _path(value)
         if not path.exists():
-            raise Refused(f"not found; give a {self.what}")
+            made = f" (make one with `{self.made_by}`)" if self.made_by else ""
+            raise Refused(f"not found; give a {self.what}{made}")
         if path.is_dir() and not self.folder_ok:
             if self.inside and (path / self.inside).is_file():
                 raise Refused(f"is a folder; give {path / self.inside}")
@@ -297,6 +305,11 @@ class InFile(OptionType):
         if not os.access(path, os.R_OK):
             raise Refused(f"cannot be read (permissions); give a {self.what} you can read")
         return path
+
+
+DETECTOR_CHECKPOINT = InFile("detector checkpoint", made_by="playtester train detector", retired=(
+    ("ground-truth", "the engine's labels are the --oracle-labels flag now (an ablation); "
+                     "give a trained detector checkpoint, or --oracle-labels"),))
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from playtester.tester.object_source import ORACLE_LABELS, found_by
 @pytest.mark.parametrize("extra, words", [
     ([], ["--tester", "needs something to find the objects with", "--detector", "--oracle-labels"]),
     (["--detector", "ground-truth"], ["--oracle-labels flag now"]),
-    (["--detector", "models/none.ckpt", "--oracle-labels"], ["give one"]),
-    (["--detector", "models/none.ckpt"], ["models/none.ckpt: no such checkpoint", "playtester train detector"]),
+    (["--detector", "models/none.ckpt", "--oracle-labels"], ["models/none.ckpt: not found"]),
+    (["--detector", "models/none.ckpt"], ["models/none.ckpt: not found", "playtester train detector"]),
 ])
 def test_a_run_that_tests_refuses_without_something_to_find_objects_with(tmp_path, capsys, extra, words):
     tester = tmp_path / "inspect.ckpt"

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from playtester.errors import UserError
 from playtester.options import (
+    DETECTOR_CHECKPOINT,
     MANY, Choice, Count, InFile, InFolder, NameOrFile, Number, OutFile, OutFolder, Seed, Size, about, check_memory, inputs_checked, option,
 )
 
@@ -124,7 +125,7 @@ def _say_written(out: Path, trainer) -> None:
 
 
 def eval_detector(
-    ckpt: Path = option(InFile("detector checkpoint"), ..., "--ckpt", help="Detector checkpoint."),
+    ckpt: Path = option(DETECTOR_CHECKPOINT, ..., "--ckpt", help="Detector checkpoint."),
     coco: Path = option(COCO, ..., "--coco", help="COCO labels.json to evaluate on."),
     images: Optional[Path] = option(IMAGES, None, "--images", help="Image folder (default: the folder of --coco)."),
     split: str = option(
@@ -249,7 +250,7 @@ def _check_eval_classes(coco: Path, ckpt: Path, classes: list[str]) -> None:
 def train_encoder(
     demos: Path = option(InFolder("folder of demo episodes"), ..., "--demos", help="Folder of demo episodes (any behaviours)."),
     out: Path = option(CHECKPOINT, ..., "--out", help="Checkpoint to write, e.g. models/encoder.ckpt."),
-    detector: Optional[Path] = option(InFile("detector checkpoint"), None, "--detector", help="Detector checkpoint: OOI boxes for episodes without ground truth."),
+    detector: Optional[Path] = option(DETECTOR_CHECKPOINT, None, "--detector", help="Detector checkpoint: OOI boxes for episodes without ground truth."),
     image_size: int = option(Size(2048, 64), 128, "--image-size", help="Frames are resized to this many pixels a side."),
     epochs: int = option(Count(1, MANY), 10, "--epochs", help="Most passes over the training transitions."),
     max_minutes: Optional[float] = option(MINUTES, None, "--max-minutes", help="Stop training after this long, whatever the epoch."),

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from playtester.errors import UserError
 from playtester.options import (
+    DETECTOR_CHECKPOINT,
     MANY, RULES_HELP, Choice, Count, FrameSize, InFile, InFolder, NameOrFile, Number, OutFolder, Seed, Text, about, check_free_disk,
     frame_size, inputs_checked, option,
 )
@@ -85,7 +86,7 @@ def shots(
     demos: Optional[Path] = option(InFolder("folder of demo episodes"), None, "--demos", help="Take frames from demo episodes instead (for labelling)."),
     every: int = option(Count(1, MANY), 20, "--every", help="With --demos: keep one frame in this many."),
     prelabel: Optional[Path] = option(
-        InFile("detector checkpoint"), None, "--prelabel", metavar="DETECTOR.ckpt",
+        DETECTOR_CHECKPOINT, None, "--prelabel", metavar="DETECTOR.ckpt",
         help="With --demos: a trained detector drafts the labels: its boxes are written as pre-labels (each marked a "
              "prediction, with its score) for CVAT or Label Studio to import and a person to correct, and the frames come "
              "most uncertain first (label the start of the file first); then train detector on the corrected file."),
