@@ -246,9 +246,14 @@ def mean(values):
 
 
 def table(results: list[dict], episodes: int) -> str:
+    """Per agent: coverage (mean, each seed's) and against random's, and where the runs tested
+    objects (not on the levels profile) the OOIs tested and the tests' figures."""
     marks = sorted({1, max(1, episodes // 2), episodes})
-    head = (["agent", "seeds", measure_name(results), "× random"] + [f"OOIs tested after {e} ep." for e in marks]
-            + ["tests (of no known OOI)", "test precision", "OOIs tested a 10 000 steps", "success rate (on real objects)", "minutes"])
+    testing = any(r.get("oois_total") for r in results)
+    head = (["agent", "seeds", measure_name(results), "× random"]
+            + ([f"OOIs tested after {e} ep." for e in marks] + ["tests (of no known OOI)", "test precision",
+                                                                "OOIs tested a 10 000 steps", "success rate (on real objects)"]
+               if testing else []) + ["minutes"])
     lines = ["| " + " | ".join(head) + " |", "| " + " | ".join(["---"] + ["---:"] * (len(head) - 1)) + " |"]
     random_share = mean([coverage_of(r) for r in results if r["agent"] == "random"])
     for agent in AGENTS:
@@ -259,15 +264,16 @@ def table(results: list[dict], episodes: int) -> str:
         per_seed = " / ".join("–" if coverage_of(r) is None else f"{100 * coverage_of(r):.1f}" for r in sorted(rows, key=lambda r: r["seed"]))
         cells = [agent, str(len(rows)), "–" if share is None else f"{100 * share:.1f} % ({per_seed})",
                  "–" if share is None or not random_share else f"×{share / random_share:.2f}"]
-        cells += [f"{np.mean([r['tested_per_episode'][e - 1] for r in rows]):.1f}" for e in marks]
-        real_rate = mean([r.get("success_on_real") for r in rows])
-        tests, phantom = sum(r["tests"] for r in rows), sum(r.get("tests_unmatched", 0) for r in rows)
-        steps = sum(r.get("steps") or 0 for r in rows)
-        cells += [f"{np.mean([r['tests'] for r in rows]):.1f} ({np.mean([r.get('tests_unmatched', 0) for r in rows]):.1f})",
-                  f"{100 * (1 - phantom / tests):.0f} %" if tests else "–",
-                  f"{1e4 * sum(r['tested_per_episode'][-1] for r in rows) / steps:.1f}" if steps else "–",
-                  ("–" if rate is None else f"{100 * rate:.0f} %") + ("" if real_rate is None else f" ({100 * real_rate:.0f} %)"),
-                  "–" if any(np.isnan(r["seconds"]) for r in rows) else f"{np.mean([r['seconds'] for r in rows]) / 60:.1f}"]
+        if testing:
+            cells += [f"{np.mean([r['tested_per_episode'][e - 1] for r in rows]):.1f}" for e in marks]
+            real_rate = mean([r.get("success_on_real") for r in rows])
+            tests, phantom = sum(r["tests"] for r in rows), sum(r.get("tests_unmatched", 0) for r in rows)
+            steps = sum(r.get("steps") or 0 for r in rows)
+            cells += [f"{np.mean([r['tests'] for r in rows]):.1f} ({np.mean([r.get('tests_unmatched', 0) for r in rows]):.1f})",
+                      f"{100 * (1 - phantom / tests):.0f} %" if tests else "–",
+                      f"{1e4 * sum(r['tested_per_episode'][-1] for r in rows) / steps:.1f}" if steps else "–",
+                      ("–" if rate is None else f"{100 * rate:.0f} %") + ("" if real_rate is None else f" ({100 * real_rate:.0f} %)")]
+        cells.append("–" if any(np.isnan(r["seconds"]) for r in rows) else f"{np.mean([r['seconds'] for r in rows]) / 60:.1f}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

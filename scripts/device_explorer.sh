@@ -73,7 +73,7 @@ ENVS=${ENVS:-1}
 SEEDS=${SEEDS:-1 2 3 4 5}
 AGENTS=${AGENTS:-ppgta ppgta-episodic episodic ppgta-episodic-step inspector random}
 LEVEL_AGENTS=${LEVEL_AGENTS:-ppgta ppgta-episodic-step inspector random}
-LEVELS=${LEVELS:-doom:freedoom2:MAP01 doom:freedoom2:MAP07}
+LEVELS=${LEVELS-doom:freedoom2:MAP01 doom:freedoom2:MAP07}
 PARK=${PARK:-doom:park:1:40x40}
 PARK_EPISODES=${PARK_EPISODES:-18}
 PARK_STEPS=${PARK_STEPS:-500}
@@ -82,6 +82,7 @@ LEVEL_EPISODES=${LEVEL_EPISODES:-10}
 LEVEL_STEPS=${LEVEL_STEPS:-400}
 LEVEL_LIMIT=${LEVEL_LIMIT:-80}
 WORK=${WORK:-/tmp/device-explorer}
+CORES=$(nproc)
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 mkdir -p "$OUT"
 rm -rf "$WORK"
@@ -90,7 +91,7 @@ REPORT="$OUT/explorer.txt"
 : >"$REPORT"
 {
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1
-  echo "cores $(nproc), memory $(free -g | awk '/Mem/ {print $2}') GB, $($PY --version 2>&1), commit $(git rev-parse --short HEAD 2>/dev/null)"
+  echo "cores $CORES, memory $(free -g | awk '/Mem/ {print $2}') GB, $($PY --version 2>&1), commit $(git rev-parse --short HEAD 2>/dev/null)"
   $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available())"
 } >"$OUT/env.txt" 2>&1
 
@@ -140,7 +141,7 @@ run_for() {
 steps_per_second() {
   local steps
   steps=$(cat "$1"/*-seed*/trajectory.jsonl 2>/dev/null | wc -l)
-  echo "steps/s: $steps game steps in $2 s, $((steps / $2)) a second over all runs ($(ls -d "$1"/*-seed* 2>/dev/null | wc -l) runs)"
+  echo "steps/s: $steps game steps in $2 s, $(awk "BEGIN {printf \"%.1f\", $steps / $2}") a second over all runs ($(ls -d "$1"/*-seed* 2>/dev/null | wc -l) runs)"
 }
 
 n_runs() { set -- $1; local a=$#; set -- $SEEDS; echo $((a * $#)); }
@@ -153,7 +154,7 @@ run_for "$PARK_LIMIT" "$OUT/park.log" $PY scripts/bench_agents.py "${common[@]}"
 steps_per_second "$WORK/park" "$(( $(date +%s) - start ))" | tee -a "$REPORT"
 $PY scripts/bench_agents.py --cut max --out "$WORK/park" >>"$REPORT" 2>&1
 
-echo "== levels $LEVELS: $LEVEL_EPISODES episodes × $LEVEL_STEPS steps, rules immortal, agents $LEVEL_AGENTS, limit $LEVEL_LIMIT s" | tee -a "$REPORT"
+[ -n "$LEVELS" ] && echo "== levels $LEVELS: $LEVEL_EPISODES episodes × $LEVEL_STEPS steps, rules immortal, agents $LEVEL_AGENTS, limit $LEVEL_LIMIT s" | tee -a "$REPORT"
 start=$(date +%s)
 pids=()
 for level in $LEVELS; do
