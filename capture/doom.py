@@ -327,8 +327,9 @@ class DoomGame(gym.Env):
 
     def _start_level(self) -> None:
         self.game.new_episode()
-        if self.rules == "immortal":
+        if self.rules == "immortal":  # god mode, and monsters that do not hunt the tester (they crowd round and block the way)
             self.game.send_game_command("god")
+            self.game.send_game_command("notarget")
 
     def _new_episode(self, options: dict[str, Any]):
         self.game.set_seed(int(self.np_random.integers(0, 2**31 - 1)))

@@ -164,6 +164,36 @@ BACKENDS: dict[str, Backend] = {
 }
 
 
+def level_of_game(spec: str):
+    """The level a `doom:…` game spec plays (a `level_map.LevelMap`), read from its WADs (UserError
+    when it cannot be read)."""
+    import struct
+
+    from playtester.capture.level_map import read_level
+
+    if not spec.startswith("doom:"):
+        raise UserError(f"game {spec!r}: only Doom levels carry their geometry")
+    scenario = doom_scenario(spec)
+    wads = ([scenario.pwad] if scenario.pwad is not None else []) + [scenario.iwad]
+    try:
+        return read_level(wads, scenario.map)
+    except (OSError, struct.error, KeyError, ValueError, IndexError) as e:
+        raise UserError(f"map {scenario.map} of {spec}: its geometry could not be read ({type(e).__name__}: {e})") from None
+
+
+def level_objects(spec: str, classes: list[str]) -> list:
+    """The things of `classes` on the Doom level a game spec plays, for placing a detector's
+    boxes by telemetry; none for another game, or when the level cannot be read (the run goes
+    on, and its report says why the map is missing)."""
+    if not spec.startswith("doom:") or spec.startswith("doom:park"):
+        return []
+    try:
+        level = level_of_game(spec)
+    except UserError:
+        return []
+    return [t for t in level.objects() if t.kind in set(classes)]
+
+
 def valid_specs() -> str:
     return "; ".join(b.usage for b in BACKENDS.values())
 

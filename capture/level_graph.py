@@ -15,9 +15,10 @@ sector is reached. `reachable()` grows the reached sectors to a fixed point over
 
 So the same graph answers "which cells can a tester reach from the start, doors opened and lifts
 ridden" (`reachable_cells`, the share coverage is measured against), "which sectors did no one
-reach" (the report), and, for a softlock oracle, which passages are one way (`DROP`,
-`TELEPORT`), which doors close for good (`CLOSE`), and from which sectors the start cannot be
-reached again (`can_return`).
+reach" (the report), and, for the softlock oracle (`playtester/bugs/softlock.py`), which
+sectors can still be reached from where the player is once some lines of one use are spent and
+some doors shut for good (`reachable` with a `LevelState`), and whether an exit lies among them
+(`exit_within`).
 
 `NavGrid` is the same knowledge at 16 map units a cell, for the scripted level-walk expert: free
 cells, and moves between neighbouring cells that the graph allows (walls drawn as barriers).
@@ -33,7 +34,7 @@ import numpy as np
 
 from playtester.errors import UserError
 from playtester.capture.level_map import MAX_STEP, PLAYER_HEIGHT, LevelMap
-from playtester.capture.level_specials import (CLOSE, CROSS, DOOR, EXIT, FLOOR, KEY_THINGS, LIFT, SHOOT, TELEPORT, USE,
+from playtester.capture.level_specials import (CLOSE, DOOR, EXIT, FLOOR, KEY_THINGS, LIFT, SHOOT, TELEPORT, USE,
                                                 LineAction, describe)
 
 WALK, DROP, DOOR_PASSAGE, LIFT_PASSAGE = "walk", "drop", "door", "lift"
@@ -74,6 +75,16 @@ class SectorState:
 
     floors: set[float]
     ceiling: float
+
+
+@dataclass(frozen=True)
+class LevelState:
+    """What has happened on a level so far, for `LevelGraph.reachable`: the special lines set off
+    (`fired`), the keys held, and how high the player climbs (`MAX_STEP`; higher where it can jump)."""
+
+    fired: frozenset[int] = frozenset()
+    keys: frozenset[str] = frozenset()
+    climb: float = MAX_STEP
 
 
 @dataclass
@@ -173,17 +184,18 @@ class LevelGraph:
     def door_sectors(self) -> frozenset[int]:
         return self._door_sectors
 
-    def _trigger_sectors(self, line: int) -> list[int]:
+    def trigger_sectors(self, line: int) -> list[int]:
         """Where the player stands to set a line off: its front (a switch's face, a door's face), or
         either side of a walk-over line."""
         ld, action = self.level.linedefs[line], self.actions[line]
         sides = [ld.front] if action is not None and action.trigger in (USE, SHOOT) else [ld.front, ld.back]
         return [s for s in sides if s is not None]
 
-    def states(self, active: set[int]) -> list[SectorState]:
-        """Each sector's possible floors and highest ceiling once the lines `active` have been set off."""
+    def states(self, active: set[int], shut: frozenset[int] = frozenset()) -> list[SectorState]:
+        """Each sector's possible floors and highest ceiling once the lines `active` have been set
+        off; the sectors `shut` (doors closed for good) start with their ceiling on their floor."""
         sectors = self.level.sectors
-        out = [SectorState({s.floor}, s.ceiling) for s in sectors]
+        out = [SectorState({s.floor}, s.floor if i in shut else s.ceiling) for i, s in enumerate(sectors)]
         for line in sorted(active):
             action = self.actions[line]
             for s in self.targets(line):
@@ -197,10 +209,13 @@ class LevelGraph:
         return out
 
     # -- passages and reach --------------------------------------------------------------------
-    def passages(self, active: set[int] | None = None) -> list[Passage]:
-        """Every passage once the lines `active` (default: every line with a special) are set off."""
+    def passages(self, active: set[int] | None = None, *, climb: float = MAX_STEP,
+                 shut: frozenset[int] = frozenset()) -> list[Passage]:
+        """Every passage once the lines `active` (default: every line with a special) are set off,
+        for a player who climbs `climb` units (a step; more where it can jump), the sectors `shut`
+        closed unless an active door opens them."""
         active = set(i for i, a in enumerate(self.actions) if a is not None) if active is None else active
-        states = self.states(active)
+        states = self.states(active, shut)
         doors = self.door_sectors()
         moved = {s for line in active for s in self.targets(line) if self.actions[line].kind in (LIFT, FLOOR)}
         out = []
@@ -208,7 +223,7 @@ class LevelGraph:
             if ld.front is None or ld.back is None or ld.front == ld.back or ld.blocking:
                 continue
             for a, b in ((ld.front, ld.back), (ld.back, ld.front)):
-                kind = self._passage_kind(a, b, states, doors, moved)
+                kind = self._passage_kind(a, b, states, doors, moved, climb)
                 if kind is not None:
                     out.append(Passage(a, b, kind, i))
         for i in sorted(active):
@@ -218,18 +233,19 @@ class LevelGraph:
                     out.append(Passage(self.level.linedefs[i].front, target, TELEPORT, i))
         return out
 
-    def _passage_kind(self, a: int, b: int, states: list[SectorState], doors: set[int], moved: set[int]) -> str | None:
+    def _passage_kind(self, a: int, b: int, states: list[SectorState], doors: set[int], moved: set[int],
+                      climb: float = MAX_STEP) -> str | None:
         sa, sb = states[a], states[b]
         base_a, base_b = self.level.sectors[a].floor, self.level.sectors[b].floor
         fits = [(fa, fb) for fa in sa.floors for fb in sb.floors
-                if fb - fa <= MAX_STEP and min(sa.ceiling, sb.ceiling) - max(fa, fb) >= PLAYER_HEIGHT and sb.ceiling - fb >= PLAYER_HEIGHT]
+                if fb - fa <= climb and min(sa.ceiling, sb.ceiling) - max(fa, fb) >= PLAYER_HEIGHT and sb.ceiling - fb >= PLAYER_HEIGHT]
         if not fits:
             return None
         if a in doors or b in doors:
             return DOOR_PASSAGE
         if (base_a, base_b) not in fits and (a in moved or b in moved):
             return LIFT_PASSAGE
-        if base_b - base_a < -MAX_STEP:
+        if base_b - base_a < -climb:
             return DROP
         return WALK
 
@@ -253,23 +269,51 @@ class LevelGraph:
         s = self.sector_at(thing.x, thing.y)
         return None if s is None else self.level.sectors[s].tag
 
-    def reachable(self, start: int | None = None) -> set[int]:
+    def reachable(self, start: int | None = None, state: LevelState | None = None) -> set[int]:
         """The sectors the player can reach from `start` (default: the player start's), setting
-        off every special it can reach and picking up every key it finds, to a fixed point."""
-        if start is None:
+        off every special it can reach and picking up every key it finds, to a fixed point.
+
+        `state` is what has happened on the level already (`LevelState`): lines of one use that
+        were set off cannot be set off again (what they moved for a while is back; what they moved
+        for good stays, a door closed for good is shut), the keys held open their locks, and a
+        player who can jump climbs higher. None: the level as it starts."""
+        if start is None and state is None:
             if self._reached is None:
                 self._reached = frozenset(self.reachable(self.start_sector()))
             return set(self._reached)
+        start = self.start_sector() if start is None else start
+        state = state or LevelState()
+        fired = state.fired
+        lasting = {i for i in fired if self.actions[i] is not None and self.actions[i].lasts and self.actions[i].kind != CLOSE}
+        shut = frozenset(s for i in fired if self.actions[i] is not None and self.actions[i].kind == CLOSE
+                         and self.actions[i].lasts for s in self.targets(i))
         reached = {start}
-        keys: set[str] = set()
+        keys: set[str] = set(state.keys)
         while True:
-            active = {i for i, a in enumerate(self.actions) if a is not None and (a.key is None or a.key in keys)
-                      and a.kind != EXIT and any(s in reached for s in self._trigger_sectors(i))}
-            grown = self._bfs(start, self.passages(active))
+            active = lasting | {i for i, a in enumerate(self.actions) if a is not None and (a.key is None or a.key in keys)
+                                and a.kind != EXIT and (a.repeat or i not in fired)
+                                and any(s in reached for s in self.trigger_sectors(i))}
+            grown = self._bfs(start, self.passages(active, climb=state.climb, shut=shut))
             found = keys | {KEY_THINGS[t.type] for t in self.level.things if t.type in KEY_THINGS and self.sector_at(t.x, t.y) in grown}
             if grown == reached and found == keys:
                 return reached
             reached, keys = grown, found
+
+    @cached_property
+    def exits(self) -> list[int]:
+        """The lines that end the level (an exit switch or line, the secret exit too)."""
+        return [i for i, a in enumerate(self.actions) if a is not None and a.kind == EXIT]
+
+    def exit_within(self, sectors: set[int], keys: frozenset[str] = frozenset()) -> int | None:
+        """An exit line the player can set off from `sectors` with `keys` (the keys found in
+        `sectors` count), or None."""
+        found = set(keys) | {KEY_THINGS[t.type] for t in self.level.things
+                             if t.type in KEY_THINGS and self.sector_at(t.x, t.y) in sectors}
+        for i in self.exits:
+            key = self.actions[i].key
+            if (key is None or key in found) and any(s in sectors for s in self.trigger_sectors(i)):
+                return i
+        return None
 
     @staticmethod
     def _bfs(start: int, passages: list[Passage]) -> set[int]:

@@ -29,6 +29,9 @@ PLAYER_HEIGHT = 56.0
 """Map units the player needs under a ceiling."""
 MAX_STEP = 24.0
 """The highest floor step the player walks up."""
+JUMP_CLIMB = 60.0
+"""The highest ledge a player with a jump key gets onto, jumping as it walks at it (measured in the
+engine on built ledges: 60 units climbed, 64 not; docs/benchmarks/softlock.md)."""
 SKILL_FLAG = 0x0002
 """THINGS flag of the engine's default skill (3, "hurt me plenty"); things without it are absent."""
 MULTIPLAYER_FLAG = 0x0010
@@ -366,20 +369,6 @@ def read_level(wads: list[str | Path], name: str) -> LevelMap:
     raise UserError(f"map {name}: not found in {', '.join(str(w) for w in wads)}")
 
 
-def level_of_game(spec: str) -> LevelMap:
-    """The level a `doom:…` game spec plays, read from its WADs (UserError when it cannot be read)."""
-    from playtester.capture.games import doom_scenario
-
-    if not spec.startswith("doom:"):
-        raise UserError(f"game {spec!r}: only Doom levels carry their geometry")
-    scenario = doom_scenario(spec)
-    wads = ([scenario.pwad] if scenario.pwad is not None else []) + [scenario.iwad]
-    try:
-        return read_level(wads, scenario.map)
-    except (OSError, struct.error, KeyError, ValueError, IndexError) as e:
-        raise UserError(f"map {scenario.map} of {spec}: its geometry could not be read ({type(e).__name__}: {e})") from None
-
-
 # -- the bird's-eye picture ----------------------------------------------------------------------
 
 FLOOR, LOW, OUTSIDE = (236, 232, 220), (178, 172, 160), (40, 40, 46)
@@ -408,16 +397,3 @@ def render_level(level: LevelMap, max_side: int = 720):
         colour, width = (DOOR, 2) if line.door else (WALL, 1) if line.wall else (STEP, 1)
         cv2.line(image, (int(px1), int(py1)), (int(px2), int(py2)), colour, width)
     return view
-
-
-def level_objects(spec: str, classes: list[str]) -> list[Thing]:
-    """The things of `classes` on the Doom level a game spec plays, for placing a detector's
-    boxes by telemetry; none for another game, or when the level cannot be read (the run goes
-    on, and its report says why the map is missing)."""
-    if not spec.startswith("doom:") or spec.startswith("doom:park"):
-        return []
-    try:
-        level = level_of_game(spec)
-    except UserError:
-        return []
-    return [t for t in level.objects() if t.kind in set(classes)]

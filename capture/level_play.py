@@ -40,9 +40,18 @@ def _level(wads: tuple[str, ...], name: str):
 
 
 def scenario_graph(scenario):
-    """The `LevelGraph` of the map a `DoomScenario` plays (read once per process)."""
+    """The `LevelGraph` of the map a `DoomScenario` plays (read once per process), or None when its
+    geometry cannot be read: the level still plays, and the oracles that need its geometry are off
+    (`playtester/bugs/softlock.py`'s `softlock_off` says why)."""
+    import struct
+
+    from playtester.errors import UserError
+
     wads = ([str(scenario.pwad)] if scenario.pwad is not None else []) + [str(scenario.iwad)]
-    return _level(tuple(wads), scenario.map)
+    try:
+        return _level(tuple(wads), scenario.map)
+    except (UserError, OSError, struct.error, KeyError, ValueError, IndexError):
+        return None
 
 
 def engine_args(level: bool, rules: str | None) -> list[str]:

@@ -51,26 +51,36 @@ class LineAction:
     `ceiling`: the lowest neighbouring ceiling), else empty."""
     monsters_only: bool = False
     """A teleporter only monsters take."""
+    lasts: bool = False
+    """What it moves stays so once it has moved: a door that opens and stays open, a door closed
+    for good, a floor, a lift that keeps moving. A line of one use that is spent does not undo it;
+    a door that opens and closes again, or a lift that comes back, is shut for good by it."""
+
+
+_DOOM_OPEN_STAY = frozenset({2, 31, 32, 33, 34, 46, 61, 86, 99, 103, 106, 109, 112, 115, 118, 133, 134, 135, 136, 137})
+"""Doom's doors that open and stay open (the others close again after a wait)."""
 
 
 def _doom_table() -> dict[int, LineAction]:
     table: dict[int, LineAction] = {}
 
     def add(kind: str, specials: dict[int, str], *, key: dict[int, str] | None = None, floor: str = "",
-            monsters_only: bool = False) -> None:
+            monsters_only: bool = False, lasting: frozenset[int] = frozenset()) -> None:
         for special, trigger in specials.items():
             how, repeat = _TRIGGERS[trigger]
             table[special] = LineAction(kind, how, repeat, trigger.startswith("D"), (key or {}).get(special), floor,
-                                        monsters_only)
+                                        monsters_only, kind == FLOOR or special in lasting)
 
     doors = {1: "DR", 26: "DR", 27: "DR", 28: "DR", 31: "D1", 32: "D1", 33: "D1", 34: "D1", 117: "DR", 118: "D1",
              2: "W1", 4: "W1", 29: "S1", 46: "GR", 61: "SR", 63: "SR", 86: "WR", 90: "WR", 103: "S1", 105: "WR",
              106: "WR", 108: "W1", 109: "W1", 111: "S1", 112: "S1", 114: "SR", 115: "SR", 99: "SR", 133: "S1",
              134: "SR", 135: "S1", 136: "SR", 137: "S1"}
     add(DOOR, doors, key={26: "blue", 32: "blue", 99: "blue", 133: "blue", 27: "yellow", 34: "yellow", 136: "yellow",
-                          137: "yellow", 28: "red", 33: "red", 134: "red", 135: "red"})
-    add(CLOSE, {3: "W1", 16: "W1", 42: "SR", 50: "S1", 75: "WR", 76: "WR", 107: "WR", 110: "W1", 113: "S1", 116: "SR"})
-    add(LIFT, {10: "W1", 21: "S1", 62: "SR", 88: "WR", 120: "WR", 121: "W1", 122: "S1", 123: "SR", 53: "W1", 87: "WR"})
+                          137: "yellow", 28: "red", 33: "red", 134: "red", 135: "red"}, lasting=_DOOM_OPEN_STAY)
+    add(CLOSE, {3: "W1", 16: "W1", 42: "SR", 50: "S1", 75: "WR", 76: "WR", 107: "WR", 110: "W1", 113: "S1", 116: "SR"},
+        lasting=frozenset({3, 42, 50, 75, 107, 110, 113, 116}))  # 16 and 76 open again after 30 s
+    add(LIFT, {10: "W1", 21: "S1", 62: "SR", 88: "WR", 120: "WR", 121: "W1", 122: "S1", 123: "SR", 53: "W1", 87: "WR"},
+        lasting=frozenset({53, 87}))
     add(FLOOR, {23: "S1", 38: "W1", 60: "SR", 82: "WR"}, floor="lowest")
     add(FLOOR, {19: "W1", 45: "SR", 83: "WR", 102: "S1"}, floor="highest")
     add(FLOOR, {36: "W1", 70: "SR", 71: "S1", 98: "WR"}, floor="highest+8")
@@ -97,17 +107,17 @@ def _generalised(special: int) -> LineAction | None:
     trigger = _GENERALISED_TRIGGERS[special & 7]
     how, repeat = _TRIGGERS[trigger]
     manual = trigger.startswith("D")
-    if 0x3C00 <= special < 0x4000:  # door
-        kind = CLOSE if (special >> 5) & 3 in (2, 3) else DOOR  # close-stay, close-wait-open
-        return LineAction(kind, how, repeat, manual)
-    if 0x3800 <= special < 0x3C00:  # locked door
-        return LineAction(DOOR, how, repeat, manual, _LOCK_KEYS.get((special >> 6) & 7))
+    if 0x3C00 <= special < 0x4000:  # door: open-wait-close, open-stay, close-wait-open, close-stay
+        kind = (special >> 5) & 3
+        return LineAction(CLOSE if kind in (2, 3) else DOOR, how, repeat, manual, lasts=kind in (1, 3))
+    if 0x3800 <= special < 0x3C00:  # locked door: open-wait-close or open-stay
+        return LineAction(DOOR, how, repeat, manual, _LOCK_KEYS.get((special >> 6) & 7), lasts=bool((special >> 5) & 1))
     if 0x3400 <= special < 0x3800:  # lift
         return LineAction(LIFT, how, repeat, manual)
     if 0x6000 <= special < 0x8000:  # floor
-        return LineAction(FLOOR, how, repeat, manual, floor="next")
+        return LineAction(FLOOR, how, repeat, manual, floor="next", lasts=True)
     if 0x3000 <= special < 0x3400:  # stairs
-        return LineAction(FLOOR, how, repeat, manual, floor="next")
+        return LineAction(FLOOR, how, repeat, manual, floor="next", lasts=True)
     return None
 
 
@@ -141,16 +151,35 @@ def describe(special: int, *, udmf: bool = False, args: tuple[int, ...] = (), fl
     manual = not (args[0] if args else 0)
     if special in UDMF_DOORS:
         lock = args[3] if special == 13 and len(args) > 3 else 0
-        return LineAction(UDMF_DOORS[special], trigger, repeat, manual, _HEXEN_LOCKS.get(lock))
+        kind = UDMF_DOORS[special]
+        if special == 202:  # Generic_Door(tag, speed, kind, …): open-wait-close, open-stay, close-wait-open, close-stay
+            kind = CLOSE if _arg(args, 2) & 3 in (2, 3) else DOOR
+        return LineAction(kind, trigger, repeat, manual, _HEXEN_LOCKS.get(lock), lasts=_udmf_door_lasts(special, args))
     if special in UDMF_LIFTS:
-        return LineAction(LIFT, trigger, repeat, manual)
+        return LineAction(LIFT, trigger, repeat, manual, lasts=special == 60)  # Plat_PerpetualRaise keeps moving
     if special in UDMF_FLOORS:
-        return LineAction(FLOOR, trigger, repeat, manual, floor=UDMF_FLOORS[special])
+        return LineAction(FLOOR, trigger, repeat, manual, floor=UDMF_FLOORS[special], lasts=True)
     if special in UDMF_TELEPORTS:
         return LineAction(TELEPORT, trigger, repeat, False)
     if special in UDMF_EXITS:
         return LineAction(EXIT, trigger, repeat, False)
     return None
+
+
+def _arg(args: tuple[int, ...], i: int) -> int:
+    return args[i] if len(args) > i else 0
+
+
+def _udmf_door_lasts(special: int, args: tuple[int, ...]) -> bool:
+    """Whether a UDMF door special leaves its door as it put it: Door_Open and Door_Close do,
+    Door_LockedRaise with no delay does, Generic_Door by its kind; Door_Raise closes again."""
+    if special in (10, 11):
+        return True
+    if special == 13:
+        return _arg(args, 2) == 0
+    if special == 202:
+        return _arg(args, 2) & 3 in (1, 3)
+    return False
 
 
 DAMAGE_FLOORS = {4: "a damaging floor (20 %)", 5: "a damaging floor (10 %)", 7: "a damaging floor (5 %)",

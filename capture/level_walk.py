@@ -41,6 +41,8 @@ CELL = 64.0
 STUCK_PATIENCE = 30
 """Steps stuck (USE pressed after 4, and whenever a door, lift or switch is in reach) before the
 walker leaves the sector ahead aside: a door opens and a lift comes down within it."""
+BLOCKED_PATIENCE = 8
+"""Steps stuck with no door or lift ahead (a monster in the way, a corner) before the walker routes around."""
 GIVE_UP_STEPS = 40
 NO_PROGRESS = 30
 """Steps without a new coverage cell after which the walker routes around the way it was taking."""
@@ -494,11 +496,11 @@ class LevelWalker(_Expert):
         if (self.stuck_steps == 4 or self._facing_usable(x, y, info)) and self.t - self.last_use > 16:
             self.last_use = self.t
             return self.use
-        if self.stuck_steps < STUCK_PATIENCE:
-            return self.steer.toward(info, self._heading(x, y)) if self.route else self.actions.turn_left
         ahead = [int(self.nav.sectors[tuple(self.nav.cells[n])]) for n in self.route[:6]]
         here = self.graph.sector_at(x, y)
         aside = {s for s in ahead if s != here and s in self.moving}  # a door or a lift that did not open or come
+        if self.stuck_steps < (STUCK_PATIENCE if aside else BLOCKED_PATIENCE):
+            return self.steer.toward(info, self._heading(x, y)) if self.route else self.actions.turn_left
         if aside:
             self.nav = NavGrid(self.graph, frozenset(self.nav.blocked | aside), self.nav.active)
             self.nav.avoid(self.avoided)
@@ -521,3 +523,56 @@ class LevelWalker(_Expert):
 
     def annotations(self, info: dict[str, Any]) -> dict[str, Any]:
         return {"cells_visited": int(self.visited.sum())}
+
+
+class WaypointWalk:
+    """A scripted walk on a test level, by telemetry: `("go", x, y)` walks to a point (within 24
+    units), `("face", degrees)` turns on the spot, `("use",)` presses USE, `("wait", n)` turns in
+    place for `n` steps (the view keeps changing, as a trapped player's does), `("forward", n)`
+    walks straight on for `n` steps. `act(info)` gives the next action, None once the walk is over.
+    For the level tools' tests and benchmarks (`scripts/bench_softlock.py`), never the agent under test."""
+
+    def __init__(self, keymap: KeyMap, plan: list[tuple], *, reach: float = 24.0, patience: int = 120) -> None:
+        self.keymap = keymap
+        self.plan = list(plan)
+        self.reach = reach
+        self.patience = patience
+        """Steps a `go` may take before the walk gives it up (a point it cannot get to)."""
+        self.reset()
+
+    def reset(self) -> None:
+        self.index = 0
+        self.spent = 0
+
+    def _next(self) -> None:
+        self.index += 1
+        self.spent = 0
+
+    def act(self, info: dict[str, Any]) -> int | None:
+        k = self.keymap.index
+        while self.index < len(self.plan):
+            what, *args = self.plan[self.index]
+            self.spent += 1
+            if what == "go":
+                x, y = info["position"][0], info["position"][1]
+                if math.hypot(args[0] - x, args[1] - y) <= self.reach or self.spent > self.patience:
+                    self._next()
+                    continue
+                err = wrap_angle(bearing(x, y, args[0], args[1]) - float(info["angle"]))
+                return k("forward") if abs(err) <= 15.0 else k("turn_left" if err > 0 else "turn_right")
+            if what == "face":
+                err = wrap_angle(args[0] - float(info["angle"]))
+                if abs(err) <= 20.0 or self.spent > self.patience:  # a running turn step turns up to 28°
+                    self._next()
+                    continue
+                return k("turn_left" if err > 0 else "turn_right")
+            if what == "use":
+                self._next()
+                return k("use")
+            if what in ("wait", "forward"):
+                if self.spent > args[0]:
+                    self._next()
+                    continue
+                return k("turn_left" if what == "wait" else "forward")
+            raise UserError(f"waypoint walk: unknown step {what!r}; use go, face, use, wait or forward")
+        return None

@@ -6,8 +6,13 @@ unreadable image, no annotations at all). Category ids are mapped by *name* onto
 classes, so files whose ids differ (Label Studio counts from 0, CVAT from 1) still line up;
 label 0 is the background.
 
-`split_images` cuts the images 70/10/20 (train/val/test), stratified by the class of each image's
-largest box (images without boxes form their own stratum), deterministic by seed.
+`split_images` cuts the images by given fractions, stratified by the class of each image's largest
+box (images without boxes form their own stratum), deterministic by seed. `detector_splits` is the
+rule a detector was trained under (its config names it): `held-out`, the default, holds out the
+share of images that gives every class `HELD_OUT_BOXES` boxes, kept within `HELD_OUT_SHARE`, and
+trains on the rest (the held-out images serve both to stop training and to score it); `none`
+trains on every image (the held-out shots are another file, `--val-coco`); `70/10/20` is the
+fixed split of detectors trained before the adaptive rule.
 """
 
 from __future__ import annotations
@@ -24,6 +29,13 @@ import numpy as np
 from playtester.errors import UserError
 
 SPLITS = ("train", "val", "test")
+SPLIT_RULES = ("held-out", "none", "70/10/20")
+"""How a detector's training file was split (`detector_splits`)."""
+HELD_OUT_BOXES = 15
+"""The held-out images should hold this many boxes of every class, where the set allows."""
+HELD_OUT_SHARE = (0.1, 0.2)
+"""Least and most of the images held out: a large set is scored on a tenth of it, a small one
+keeps four fifths to train on whatever its held-out boxes come to."""
 BOX_TOLERANCE = 1.0
 """Pixels a box may overhang its image (annotation tools round); it is clipped back."""
 
@@ -265,6 +277,31 @@ def split_images(coco: CocoSet, fractions: tuple[float, float, float] = (0.7, 0.
     return {s: sorted(v) for s, v in out.items()}
 
 
+def held_out_share(coco: CocoSet, boxes: int = HELD_OUT_BOXES) -> float:
+    """The share of images to hold out: what gives the rarest class `boxes` boxes, within
+    `HELD_OUT_SHARE`."""
+    low, high = HELD_OUT_SHARE
+    rarest = min(coco.counts().values(), default=0)
+    return high if rarest == 0 else min(high, max(low, boxes / rarest))
+
+
+def detector_splits(coco: CocoSet, rule: str = "held-out", seed: int = 0, boxes: int = HELD_OUT_BOXES) -> dict[str, CocoSet]:
+    """The train, val and test images of a detector's training file under `rule` (see the module's
+    docstring); under `held-out` val and test are the same held-out images, under `none` both are
+    empty."""
+    if rule == "70/10/20":
+        ids = split_images(coco, seed=seed)
+        return {s: coco.subset(ids[s]) for s in SPLITS}
+    if rule == "none":
+        return {"train": coco, "val": coco.subset([]), "test": coco.subset([])}
+    if rule != "held-out":
+        raise UserError(f"split rule {rule!r}: one of {', '.join(SPLIT_RULES)}")
+    share = held_out_share(coco, boxes)
+    ids = split_images(coco, (1 - share, share, 0.0), seed=seed)
+    held_out = coco.subset(ids["val"])
+    return {"train": coco.subset(ids["train"]), "val": held_out, "test": held_out}
+
+
 def read_rgb(path: Path) -> np.ndarray:
     """An image file as uint8 H×W×3 RGB."""
     import cv2
@@ -304,11 +341,16 @@ def train_augmentation(min_visibility: float = 0.4, seed: int = 0):
 
 
 class DetectionDataset:
-    """Images of a `CocoSet` as (image tensor, target) pairs, optionally augmented."""
+    """Images of a `CocoSet` as (image tensor, target) pairs, optionally augmented. With `crowd`
+    (for scoring, not augmented) a target also holds the image's crowd boxes, `crowd_boxes` and
+    `crowd_labels`, which a score ignores."""
 
-    def __init__(self, coco: CocoSet, augment: bool = False, seed: int = 0) -> None:
+    def __init__(self, coco: CocoSet, augment: bool = False, seed: int = 0, crowd: bool = False) -> None:
+        if augment and crowd:
+            raise ValueError("DetectionDataset: crowd boxes are for scoring; they are not augmented")
         self.images = coco.images
         self.transform = train_augmentation(seed=seed) if augment else None
+        self.crowd = crowd
 
     def __len__(self) -> int:
         return len(self.images)
@@ -332,6 +374,9 @@ class DetectionDataset:
             "labels": torch.as_tensor(labels, dtype=torch.int64),
             "image_id": im.id,
         }
+        if self.crowd:
+            target["crowd_boxes"] = torch.from_numpy(im.crowd_boxes).float().reshape(-1, 4)
+            target["crowd_labels"] = torch.from_numpy(im.crowd_labels)
         return DetectionSample(image, target)
 
 
@@ -341,9 +386,10 @@ def collate_detection(batch: list[DetectionSample]) -> tuple[list[Any], list[dic
 
 
 class DetectionDataModule(L.LightningDataModule):
-    """Train/val/test loaders over one checked COCO file (plus optional base-class shots).
+    """Train/val/test loaders over one checked COCO file (plus optional base-class shots), split by
+    `split` (`detector_splits`); with `val_labels` the held-out images are that file's.
 
-    The file is read and checked in `setup` (once; the command calls it before training so that
+    The files are read and checked in `setup` (once; the command calls it before training so that
     bad data stops everything before a model is built). Base-class samples (few-shot fine-tuning
     "as in TFA": keep showing the classes the model already knows) join the training split only.
     """
@@ -361,9 +407,13 @@ class DetectionDataModule(L.LightningDataModule):
         augment: bool = True,
         seed: int = 0,
         workers: int = 0,
+        split: str = "held-out",
+        held_out_boxes: int = HELD_OUT_BOXES,
+        val_labels: str | Path | None = None,
     ) -> None:
         super().__init__()
         self.labels, self.images_dir = Path(labels), images
+        self.split, self.held_out_boxes, self.val_labels = split, held_out_boxes, val_labels
         self.classes = list(classes) if classes is not None else None
         self.base_labels, self.base_images, self.base_shots = base_labels, base_images, base_shots
         self.batch_size, self.augment, self.seed, self.workers = batch_size, augment, seed, workers
@@ -381,8 +431,10 @@ class DetectionDataModule(L.LightningDataModule):
             base = load_coco(self.base_labels, self.base_images, classes=self.classes)
         coco = load_coco(self.labels, self.images_dir, classes=self.classes)
         self.classes = coco.classes
-        ids = split_images(coco, seed=self.seed)
-        self.splits = {s: coco.subset(ids[s]) for s in SPLITS}
+        self.splits = detector_splits(coco, "none" if self.val_labels is not None else self.split, self.seed, self.held_out_boxes)
+        if self.val_labels is not None:
+            held_out = load_coco(self.val_labels, classes=self.classes)
+            self.splits.update(val=held_out, test=held_out)
         if self.base_labels is not None and self.base_shots > 0:
             picked = _shots_per_class(base, self.base_shots, self.seed)
             train = self.splits["train"]
@@ -392,7 +444,7 @@ class DetectionDataModule(L.LightningDataModule):
     def _loader(self, split: str, shuffle: bool, augment: bool):
         from torch.utils.data import DataLoader
 
-        data = DetectionDataset(self.splits[split], augment=augment, seed=self.seed)
+        data = DetectionDataset(self.splits[split], augment=augment, seed=self.seed, crowd=split != "train")
         return DataLoader(
             data, batch_size=self.batch_size, shuffle=shuffle, collate_fn=collate_detection,
             num_workers=self.workers, persistent_workers=self.workers > 0,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import warnings
@@ -17,7 +18,7 @@ from playtester.errors import UserError
 from playtester.capture.keymap import KeyMap
 from playtester.imitation.data import DemoDataModule, demo_starts_and_targets
 from playtester.imitation.jsd import action_distribution, success_threshold
-from playtester.imitation.policy import ImitationPolicy, PolicyConfig
+from playtester.imitation.policy import PolicyConfig, encode_frames
 from playtester.imitation.training import BehaviourCloning, TrainConfig, evaluate_offline
 from playtester.perception.encoder import load_encoder
 from playtester.files import inputs_checked, write_text_atomic
@@ -86,8 +87,8 @@ def fit_policy(
     shape = {k: v for k, v in (shape or {}).items() if v is not None}
     # the demos must have the encoder's actions (DemoDataModule checks), so the policy's shape is known before them
     cfg = PolicyConfig(n_actions=len(enc.config.action_names), feature_dim=int(enc.out_dim), encoder=asdict(enc.config), **shape)
-    shell = ImitationPolicy(cfg, enc)  # encodes the demos at the policy's input size
-    dm = DemoDataModule(demos, shell.encode, action_names=enc.config.action_names, k=cfg.k, behavior=behavior,
+    encode = functools.partial(encode_frames, enc, cfg.frames, cfg.feature_dim)  # at the policy's input size
+    dm = DemoDataModule(demos, encode, action_names=enc.config.action_names, k=cfg.k, behavior=behavior,
                         batch_size=tcfg.batch_size, seed=tcfg.seed, teacher=tcfg.teacher, idm=tcfg.idm_use, say=say)
     dm.setup("fit")
     tag = behavior or dm.episodes[0].behavior

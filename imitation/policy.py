@@ -149,15 +149,16 @@ def build_encoder(config: dict[str, Any]) -> nn.Module:
 
 def training_memory(cfg: PolicyConfig, batch_size: int, chunk: int, teacher: bool = True) -> int:
     """Bytes that training a policy of this shape takes (`train policy`, checked before it starts):
-    the core's weights with AdamW (and the DINO teacher's copy of them), and each chunk's
-    activations: the local GRU over every window, the global GRU and the head at every step, for
-    the student and the teacher."""
+    the core's weights with AdamW (and the DINO teacher's copy of them), and the larger of each
+    chunk's activations (the local GRU over every window, the global GRU and the head at every
+    step, for the student and the teacher) and the whole training state serialised at each
+    epoch's end (`training_bytes`)."""
     from playtester.perception.training import on_meta, parameter_count, training_bytes
 
     core = parameter_count(on_meta(lambda: PolicyCore(cfg)))
     per_step = cfg.k * 2 * 3 * cfg.local_hidden + 3 * cfg.global_hidden + sum(cfg.mlp) + cfg.state_dim
     copies = 2 if teacher else 1
-    return training_bytes(core, frozen=core if teacher else 0, activations=copies * batch_size * chunk * per_step)
+    return training_bytes(core, frozen=core if teacher else 0, activations=copies * batch_size * chunk * per_step, resumable=True)
 
 
 def to_input(frames: torch.Tensor, spec: FrameSpec) -> torch.Tensor:
@@ -166,6 +167,16 @@ def to_input(frames: torch.Tensor, spec: FrameSpec) -> torch.Tensor:
     if tuple(frames.shape[1:3]) != (spec.height, spec.width):
         frames = torch.from_numpy(spec.resize_batch(frames.cpu().numpy())).to(frames.device)
     return frames.permute(0, 3, 1, 2).float().div_(255.0)
+
+
+@torch.no_grad()
+def encode_frames(encoder: nn.Module, spec: FrameSpec, feature_dim: int, frames: torch.Tensor, batch: int = 64) -> torch.Tensor:
+    """uint8 N×H×W×3 frames → N×`feature_dim` features of `encoder` at `spec`'s size, in batches
+    (what a policy's `encode` does, without a policy: `train policy` encodes its demos with it)."""
+    out = []
+    for i in range(0, len(frames), batch):
+        out.append(encoder(to_input(frames[i : i + batch], spec)))
+    return torch.cat(out) if out else torch.zeros(0, feature_dim)
 
 
 class ImitationPolicy(nn.Module):
@@ -177,10 +188,6 @@ class ImitationPolicy(nn.Module):
         self.encoder = encoder
         self.core = PolicyCore(cfg)
 
-    @torch.no_grad()
     def encode(self, frames: torch.Tensor, batch: int = 64) -> torch.Tensor:
         """uint8 N×H×W×3 frames (already masked as wanted) → N×D features, in batches."""
-        out = []
-        for i in range(0, len(frames), batch):
-            out.append(self.encoder(to_input(frames[i : i + batch], self.cfg.frames)))
-        return torch.cat(out) if out else torch.zeros(0, self.cfg.feature_dim)
+        return encode_frames(self.encoder, self.cfg.frames, self.cfg.feature_dim, frames, batch)

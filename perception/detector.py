@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from playtester.errors import UserError
+from playtester.datasets.detection import SPLIT_RULES
 from playtester.perception.compact_backbone import BLOCKS, WIDTHS
 from playtester.perception.training import read_checkpoint, tag_checkpoint
 
@@ -102,7 +103,13 @@ class DetectorConfig:
     score_threshold: float = 0.5
     """`predict` keeps detections at least this confident (evaluation keeps all)."""
     split_seed: int = 0
-    """Seed of the 70/10/20 split of the shots, so evaluation finds the same test images."""
+    """Seed of the split of the shots, so evaluation finds the same held-out images."""
+    split: str = "70/10/20"
+    """How the training file was split (`detection.detector_splits`): `held-out` (what `train
+    detector` does), `none` (every image trained; the held-out shots were another file) or
+    `70/10/20` (detectors trained before the adaptive rule; their checkpoints lack this field)."""
+    held_out_boxes: int = 15
+    """`held-out`: the boxes of every class the held-out images should hold."""
 
     def __post_init__(self) -> None:
         self.classes = [str(c) for c in self.classes]
@@ -140,6 +147,8 @@ class DetectorConfig:
             raise UserError(f"--lr {self.lr}: must be a positive number")
         if self.batch_size < 1:
             raise UserError(f"--batch-size {self.batch_size}: at least 1")
+        if self.split not in SPLIT_RULES:
+            raise UserError(f"split rule {self.split!r}: one of {', '.join(SPLIT_RULES)}")
         if not 0 <= self.score_threshold <= 1:
             raise UserError(f"score threshold {self.score_threshold}: between 0 and 1")
         most = BACKBONE_STAGES[self.backbone]
@@ -419,6 +428,8 @@ class DetectorModule(L.LightningModule):
         self.diverged = False
         self.held_out: dict[str, Any] | None = None
         """AP on the held-out shots, when measured before saving; the checkpoint keeps it."""
+        self.val_history: list[tuple[int, float, float]] = []
+        """`(step, mAP, mAP50)` of every validation, in order."""
         self._val_map = None
 
     def training_step(self, batch, batch_idx: int):
@@ -443,14 +454,23 @@ class DetectorModule(L.LightningModule):
         self._val_map = MeanAveragePrecision(iou_type="bbox").to(self.device)
 
     def validation_step(self, batch, batch_idx: int) -> None:
+        """Crowd boxes (where the targets carry them) are ignored, as in `detector_eval.ap_table`."""
         images, targets = batch
         preds = self.model(images)
-        self._val_map.update(preds, [{"boxes": t["boxes"].as_subclass(torch.Tensor), "labels": t["labels"]} for t in targets])
+        gts = []
+        for t in targets:
+            boxes, labels = t["boxes"].as_subclass(torch.Tensor), t["labels"]
+            crowd = t.get("crowd_boxes", boxes[:0])
+            gts.append({"boxes": torch.cat([boxes, crowd.to(boxes)]),
+                        "labels": torch.cat([labels, t.get("crowd_labels", labels[:0]).to(labels)]),
+                        "iscrowd": torch.cat([torch.zeros(len(boxes)), torch.ones(len(crowd))]).long().to(labels.device)})
+        self._val_map.update(preds, gts)
 
     def on_validation_epoch_end(self) -> None:
         res = self._val_map.compute()
         self.log("val/map", res["map"].float(), prog_bar=True)
         self.log("val/map_50", res["map_50"].float(), prog_bar=True)
+        self.val_history.append((int(self.global_step), float(res["map"]), float(res["map_50"])))
         self._val_map = None
 
     def configure_optimizers(self):
@@ -474,6 +494,7 @@ class DetectorModule(L.LightningModule):
         checkpoint["playtester"]["pretrained_used"] = self.config.pretrained_used
         if self.held_out is not None:
             checkpoint["playtester"]["held_out"] = self.held_out
+        checkpoint["playtester"]["val_history"] = [list(h) for h in self.val_history]
         if getattr(self, "thresholds", None):  # per-class score thresholds (perception/calibration.py)
             checkpoint["playtester"]["thresholds"] = self.thresholds
 

@@ -141,6 +141,13 @@ class Places:
         return place
 
 
+def frame_cell(frame: np.ndarray, size: tuple[int, int] = (11, 8), levels: int = 8) -> bytes:
+    """The Go-Explore cell of a frame: grayscale, downsampled to `size` (w, h), `levels` intensities."""
+    gray = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
+    small = cv2.resize(gray, size, interpolation=cv2.INTER_AREA)
+    return (small.astype(np.uint16) * levels // 256).astype(np.uint8).tobytes()
+
+
 def thumbnail(frame: np.ndarray, width: int = 96) -> np.ndarray:
     """A place's picture for people: the frame scaled to `width` pixels wide (area-averaged)."""
     h, w = frame.shape[:2]

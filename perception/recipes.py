@@ -22,7 +22,8 @@ import torch
 
 from playtester.errors import UserError
 from playtester.files import inputs_checked
-from playtester.perception.training import make_trainer, read_checkpoint, resolve_device, save_checkpoint_atomic
+from playtester.perception.training import (make_trainer, read_checkpoint, resolve_device, save_checkpoint_atomic,
+                                            stalled, stop_when_converged)
 
 log = logging.getLogger("playtester.perception")
 
@@ -36,6 +37,26 @@ def _fits(needed: float, what: str) -> None:
 
 MIN_BOXES_PER_CLASS = 5
 """A class with fewer training boxes than this cannot be learned or scored; training refuses it."""
+FEW_BOXES_PER_CLASS = 20
+"""A class with fewer training boxes than this learns poorly: training says so."""
+DETECTOR_STEPS = 1000
+"""`train detector`'s default budget, in optimizer steps whatever the set's size (a small set is
+seen many times, augmented): chosen by measurement across set sizes (docs/benchmarks/detector.md)."""
+MIN_DETECTOR_STEPS = 400
+"""Fewer steps than this and a detector from random init has not learned (AP stays near 0 below
+~200 and far from its best below ~500): training says so."""
+VALIDATIONS = 10
+"""The held-out mAP is measured this many times over the budget (on at most `VALIDATION_IMAGES`),
+and at most every `VALIDATION_GAP` steps."""
+VALIDATION_IMAGES = 96
+VALIDATION_GAP = 50
+PATIENCE = 3
+"""Training stops once the held-out mAP has not risen by `MIN_RISE` for this many validations in
+a row, and not before half the budget."""
+MIN_RISE = 0.005
+STILL_RISING = 0.02
+"""A held-out mAP that rose by more than this over the last `PATIENCE` validations was still
+rising at the end: training says more steps would help."""
 
 
 @dataclass
@@ -56,10 +77,13 @@ class DetectorRecipe:
     coco: Path
     out: Path
     images: Path | None = None
+    val_coco: Path | None = None
     backbone: str = "resnet50"
     pretrained: str = "auto"
     image_size: int = 128
-    epochs: int = 4
+    steps: int | None = None
+    """None: `DETECTOR_STEPS`, unless `epochs` is given."""
+    epochs: int | None = None
     max_minutes: float | None = None
     batch_size: int = 8
     lr: float | None = None
@@ -81,16 +105,23 @@ class DetectorRecipe:
 
 def train_detector(r: DetectorRecipe, *, say: Callable[[str], None] = log.info, about: About = nullcontext,
                    memory: Memory = _fits) -> Trained:
-    """Train the OOI detector (Faster R-CNN) on labelled shots split 70/10/20; score its test AP."""
+    """Train the OOI detector (Faster R-CNN) for a budget of optimizer steps on labelled shots,
+    holding out what scores it (`detector_splits`, or `--val-coco`), stopping once its held-out
+    mAP has converged; score it on the held-out images, with a bootstrap interval."""
     from playtester.datasets.detection import DetectionDataModule, load_coco
     from playtester.perception.compact_backbone import anchors_for_coco
     from playtester.perception.detector import BACKBONE_STAGES, DetectorConfig, DetectorModule, detector_memory, resolve_pretrained
-    from playtester.perception.detector_eval import evaluate_detector
+    from playtester.perception.detector_eval import ap50_intervals, ap_table, predict_set
 
     if r.base_images is not None and r.base_coco is None:
         raise UserError("--base-images needs --base-coco")
     if r.threads < 0:
         raise UserError(f"--threads {r.threads}: 0 (torch's default) or more")
+    if r.steps is not None and r.epochs is not None:
+        raise UserError(f"--steps {r.steps} and --epochs {r.epochs}: give one budget, not both")
+    for option, value in (("--steps", r.steps), ("--epochs", r.epochs)):
+        if value is not None and value < 1:
+            raise UserError(f"{option} {value}: at least 1")
     backbone, pretrained, chosen = resolve_pretrained(r.backbone, r.pretrained)
     lr = r.lr if r.lr is not None else (2e-3 if pretrained == "none" or backbone == "compact" else 3e-4)
     options = dict(backbone=backbone, pretrained=pretrained, image_size=r.image_size, lr=lr, batch_size=r.batch_size,
@@ -98,52 +129,87 @@ def train_detector(r: DetectorRecipe, *, say: Callable[[str], None] = log.info, 
     memory(detector_memory(DetectorConfig(classes=["_"], **options), r.batch_size),
            f"--batch-size {r.batch_size} at --image-size {r.image_size} ({backbone} backbone)")
     with about("--coco"):
-        load_coco(r.coco, r.images, check_images=False)
+        whole = load_coco(r.coco, r.images, check_images=False)
+    check_trainable_set(r.coco, whole)
+    if r.val_coco is not None:
+        with about("--val-coco"):
+            check_same_classes(r.coco, whole.classes, load_coco(r.val_coco, check_images=False).classes)
     dm = DetectionDataModule(
         r.coco, r.images, base_labels=r.base_coco, base_images=r.base_images, base_shots=r.base_shots if r.base_coco else 0,
-        batch_size=r.batch_size, augment=r.augment, seed=r.seed, workers=r.workers,
+        batch_size=r.batch_size, augment=r.augment, seed=r.seed, workers=r.workers, val_labels=r.val_coco,
     )
-    dm.setup("fit")
+    with about("--coco"):
+        dm.setup("fit")
     if r.negatives:
         add_negatives(dm, r.negatives, say)
-    sizes = {s: len(dm.splits[s].images) for s in dm.splits}
-    if sizes["train"] == 0:
-        raise UserError(f"COCO file {r.coco}: too few images to train on ({sum(sizes.values())}); label more shots")
-    counts = dm.splits["train"].counts()
+    train, held_out = dm.splits["train"], dm.splits["val"]
+    counts = train.counts()
     check_class_counts(r.coco, counts)
-    log.info("shots: %s images train / %s val / %s test; training boxes: %s", sizes["train"], sizes["val"], sizes["test"],
-             ", ".join(f"{c} {n}" for c, n in counts.items()))
+    say(describe_split(r, whole, train, held_out))
+    for line in box_warnings(counts, held_out.counts() if held_out.images else {}):
+        say(line)
     say_mixed_sizes(dm.coco, r.image_size, say)
     if chosen:
         say(chosen)
     if backbone == "compact":
-        options["anchor_sizes"], options["aspect_ratios"] = anchors_for_coco(dm.splits["train"], r.image_size)
+        options["anchor_sizes"], options["aspect_ratios"] = anchors_for_coco(train, r.image_size)
         log.info("anchors fitted to the training boxes at %d px: sizes %s, aspect ratios (h/w) %s", r.image_size,
                  options["anchor_sizes"], options["aspect_ratios"])
     inputs_checked()
     if r.threads:
         torch.set_num_threads(r.threads)
-    cfg = DetectorConfig(classes=dm.classes, split_seed=r.seed, **options)
+    per_epoch = -(-len(train.images) // r.batch_size)
+    steps = r.epochs * per_epoch if r.epochs is not None else (r.steps or DETECTOR_STEPS)
+    say(describe_budget(r, steps, len(train.images), bool(held_out.images)))
+    if steps < MIN_DETECTOR_STEPS:
+        say(too_few_steps(r, steps))
+    cfg = DetectorConfig(classes=dm.classes, split_seed=r.seed, split="none" if r.val_coco is not None else "held-out", **options)
     L.seed_everything(r.seed, verbose=False)
     module = DetectorModule(**asdict(cfg))
     started_from = module.model.load_pretrained()
     module.config.pretrained_used = module.hparams["pretrained_used"] = f"{backbone}, {started_from}"
     log.info("detector %s at %d px starts from %s; %d of %d backbone stages trained (%.0f %% of its weights frozen)",
              backbone, r.image_size, started_from, cfg.trainable_layers, BACKBONE_STAGES[backbone], 100 * module.model.frozen_fraction)
+    validated = bool(held_out.images)
     trainer = make_trainer(
-        name="detector", logdir=r.logdir or r.out.parent / "logs", epochs=r.epochs, max_minutes=r.max_minutes,
-        accelerator=r.accelerator, val_every=1 if sizes["val"] else 10**6,
+        name="detector", logdir=r.logdir or r.out.parent / "logs", epochs=-(-steps // per_epoch), steps=steps,
+        max_minutes=r.max_minutes, accelerator=r.accelerator, val_every_steps=validation_interval(steps) if validated else None,
+        callbacks=[stop_when_converged("val/map", patience=PATIENCE, min_rise=MIN_RISE, min_steps=steps // 2)] if validated else [],
+        limit_val_batches=max(1, VALIDATION_IMAGES // r.batch_size),
     )
     trainer.fit(module, datamodule=dm)
     if module.diverged:
         raise UserError("detector training diverged (non-finite loss); nothing was saved; try a lower --lr")
+    for line in after_training(r, trainer.global_step, steps, module.val_history):
+        say(line)
     table = None
-    if sizes["test"]:
-        table = evaluate_detector(module.model, dm.splits["test"], batch_size=r.batch_size)
+    if validated:
+        preds = predict_set(module.model, held_out, batch_size=r.batch_size)
+        table = ap_table(preds, held_out)
+        table.ap50_interval = ap50_intervals(preds, held_out)
         module.held_out = {"map50": table.map50, "map": table.map, "images": table.images, **table.to_json()}
-        module.thresholds = calibrate_on_held_out(module.model, dm.splits["test"].images, r.batch_size)
+        module.thresholds = calibrate_on_held_out(module.model, held_out.images, r.batch_size)
     save_checkpoint_atomic(trainer, r.out)
-    return Trained(trainer, module, table, sizes["test"])
+    return Trained(trainer, module, table, len(held_out.images))
+
+
+def check_trainable_set(coco_path: Path, coco) -> None:
+    """Refuse, in one line, a set that cannot train a detector: one image, or a class of the file's
+    categories with no box in any image."""
+    if len(coco.images) < 2:
+        raise UserError(f"COCO file {coco_path}: {len(coco.images)} image; a detector learns from many views of each class "
+                        "(25 boxes a class is where the defaults start to work); label more shots")
+    empty = [c for c, n in coco.counts().items() if n == 0]
+    if empty:
+        raise UserError(f"COCO file {coco_path}: no box of {', '.join(repr(c) for c in empty)} in any of its {len(coco.images)} "
+                        "images, yet its categories ask for it; label some, or remove it from the categories")
+
+
+def check_same_classes(coco_path: Path, classes: list[str], val_classes: list[str]) -> None:
+    """The held-out file must name the training file's classes, no more, no fewer (any ids, any order)."""
+    if set(classes) != set(val_classes):
+        raise UserError(f"--val-coco: its classes ({', '.join(val_classes)}) differ from those of --coco {coco_path} "
+                        f"({', '.join(classes)}); give held-out shots labelled with the same classes")
 
 
 def calibrate_on_held_out(model: Any, images: list[Any], batch_size: int) -> dict[str, Any]:
@@ -170,7 +236,83 @@ def check_class_counts(coco: Path, counts: dict[str, int]) -> None:
     if few:
         listed = ", ".join(f"{c} {n}" for c, n in few.items())
         raise UserError(f"COCO file {coco}: too few training boxes for {listed} (at least {MIN_BOXES_PER_CLASS} a class "
-                        "in the 70 % training split); label more, or remove the class from the file's categories")
+                        "among the training images); label more, or remove the class from the file's categories")
+
+
+def box_warnings(trained: dict[str, int], held_out: dict[str, int]) -> list[str]:
+    """Lines for classes with too few boxes to score (held out) or to learn well (trained)."""
+    lines = [too_few_to_score(held_out, "held-out boxes", "label more shots, or give --val-coco with more")]
+    few = {c: n for c, n in trained.items() if n < FEW_BOXES_PER_CLASS}
+    if few:
+        lines.append(f"few training boxes of {', '.join(f'{c} ({n})' for c, n in few.items())}: a class learns from about 25 "
+                     f"(docs/benchmarks/detector.md); expect a weak detector of {'it' if len(few) == 1 else 'them'}, and label more")
+    return [line for line in lines if line]
+
+
+def too_few_to_score(counts: dict[str, int], what: str, remedy: str) -> str | None:
+    """One line naming the classes with fewer than `MIN_BOXES_PER_CLASS` boxes among `counts`
+    (their AP rests on one or two detections), or None."""
+    scant = {c: n for c, n in counts.items() if n < MIN_BOXES_PER_CLASS}
+    if not scant:
+        return None
+    return (f"{what} of {', '.join(f'{c} ({n})' for c, n in scant.items())} are too few to score "
+            f"{'it' if len(scant) == 1 else 'them'} (under {MIN_BOXES_PER_CLASS} a class, an AP says little): {remedy}")
+
+
+def describe_split(r: DetectorRecipe, whole, train, held_out) -> str:
+    """The split in one line: what trains, what is held out and why."""
+    from playtester.datasets.detection import HELD_OUT_BOXES, HELD_OUT_SHARE
+
+    def boxes(coco) -> str:
+        return ", ".join(f"{c} {n}" for c, n in coco.counts().items())
+
+    trained = f"{len(train.images)} images trained ({boxes(train)} boxes)"
+    if r.val_coco is not None:
+        return f"split: all {trained}; held out: the {len(held_out.images)} images of --val-coco {r.val_coco} ({boxes(held_out)})"
+    low, high = HELD_OUT_SHARE
+    return (f"split: {trained}, {len(held_out.images)} held out ({boxes(held_out)}; the share of the images that gives "
+            f"each class {HELD_OUT_BOXES} boxes, within {100 * low:.0f}–{100 * high:.0f} %) to stop and score the training")
+
+
+def describe_budget(r: DetectorRecipe, steps: int, images: int, validated: bool) -> str:
+    """The budget in one line: steps, what they come to in passes, and when training may stop."""
+    source = f"--epochs {r.epochs}" if r.epochs is not None else ("--steps" if r.steps is not None else "the default")
+    line = (f"budget: {steps} optimizer steps of {r.batch_size} images ({source}; {steps * r.batch_size / max(1, images):.0f} "
+            f"passes over the {images} training images{', augmented' if r.augment else ''})")
+    if validated:
+        line += (f"; held-out mAP every {validation_interval(steps)} steps, stopping once it stops rising "
+                 f"(after {steps // 2} steps at least)")
+    return line
+
+
+def validation_interval(steps: int) -> int:
+    return max(VALIDATION_GAP, steps // VALIDATIONS)
+
+
+def too_few_steps(r: DetectorRecipe, steps: int) -> str:
+    how = f"--epochs {r.epochs}" if r.epochs is not None else f"--steps {steps}"
+    return (f"{steps} optimizer steps ({how}) are too few for a detector to learn: from random init its AP stays near 0 "
+            f"below ~200 steps and well short of its best below {MIN_DETECTOR_STEPS}; leave --epochs and --steps out for "
+            f"the default {DETECTOR_STEPS} steps")
+
+
+def after_training(r: DetectorRecipe, done: int, budget: int, history: list[tuple[int, float, float]]) -> list[str]:
+    """Lines for a training that could not learn all it could: cut short by --max-minutes, or
+    with its held-out mAP still rising at the end; and where it stopped early, why."""
+    lines = []
+    if done < budget and r.max_minutes is not None and done < MIN_DETECTOR_STEPS:
+        lines.append(f"--max-minutes {r.max_minutes:g} stopped training after {done} of {budget} steps, too few to learn; "
+                     "give it more minutes, or leave it out")
+    elif done < budget and stalled([h[1] for h in history], PATIENCE, MIN_RISE):
+        best_step, best, _ = max(history, key=lambda h: h[1])
+        lines.append(f"stopped at step {done} of {budget}: the held-out mAP had stopped rising (best {best:.3f} at step "
+                     f"{best_step}, {history[-1][1]:.3f} at the end)")
+    if done >= budget and len(history) > PATIENCE:
+        rise = history[-1][1] - history[-1 - PATIENCE][1]
+        if rise > STILL_RISING:
+            lines.append(f"the held-out mAP was still rising at the end (+{rise:.3f} over the last {done - history[-1 - PATIENCE][0]} "
+                         f"steps, to {history[-1][1]:.3f}): more steps would help; try --steps {2 * budget}")
+    return lines
 
 
 def say_mixed_sizes(coco, image_size: int, say: Callable[[str], None]) -> None:

@@ -53,29 +53,43 @@ def make_trainer(
     *,
     name: str,
     logdir: str | Path,
-    epochs: int,
+    epochs: int | None = None,
     max_minutes: float | None = None,
     progress: bool = True,
     accelerator: str = "auto",
     callbacks: list[Any] | None = None,
     val_every: int = 1,
+    steps: int | None = None,
+    val_every_steps: int | None = None,
     **extra: Any,
 ):
     """A Lightning Trainer with TensorBoard logs under `logdir/name`, honouring both budgets:
-    it stops after `epochs` or `max_minutes`, whichever comes first. It writes checkpoints only
-    through a `ModelCheckpoint` among `callbacks`. `extra` goes to the Trainer."""
+    it stops after `epochs`, `steps` optimizer steps or `max_minutes`, whichever comes first (with
+    both, `epochs` only numbers the progress bar's passes). It validates every `val_every` epochs, or
+    every `val_every_steps` steps where given (None with `steps`: never). It writes checkpoints only through a `ModelCheckpoint`
+    among `callbacks`. `extra` goes to the Trainer."""
     import lightning as L
     from lightning.pytorch.callbacks import ModelCheckpoint
     from lightning.pytorch.loggers import TensorBoardLogger
 
     _quiet_lightning()
-    if epochs < 1:
+    if epochs is None and steps is None:
+        raise ValueError("make_trainer: give epochs, steps or both")
+    if epochs is not None and epochs < 1:
         raise UserError(f"--epochs {epochs}: train for at least one epoch")
+    if steps is not None and steps < 1:
+        raise UserError(f"--steps {steps}: train for at least one step")
     if max_minutes is not None and max_minutes <= 0:
         raise UserError(f"--max-minutes {max_minutes}: give a positive number of minutes")
     logger = TensorBoardLogger(save_dir=str(logdir), name=name, default_hp_metric=False)
+    if steps is not None:
+        extra.update(max_steps=steps)
+        if val_every_steps is None:
+            extra.update(limit_val_batches=0)
+    validation = dict(val_check_interval=val_every_steps, check_val_every_n_epoch=None) if val_every_steps else dict(
+        check_val_every_n_epoch=val_every)
     return L.Trainer(
-        max_epochs=epochs,
+        max_epochs=epochs if epochs is not None else -1,
         max_time=timedelta(minutes=max_minutes) if max_minutes else None,
         accelerator=accelerator,
         devices=1,
@@ -85,10 +99,42 @@ def make_trainer(
         enable_model_summary=False,
         num_sanity_val_steps=0,
         log_every_n_steps=1,
-        check_val_every_n_epoch=val_every,
         callbacks=callbacks or [],
+        **validation,
         **extra,
     )
+
+
+def stalled(values: list[float], patience: int, min_rise: float) -> bool:
+    """Whether the last `patience` of `values` (a validation score, higher is better, in order)
+    all failed to rise by `min_rise` over the best before them."""
+    if len(values) <= patience:
+        return False
+    last_rise = 0
+    for i in range(1, len(values)):
+        if values[i] > max(values[:i]) + min_rise:
+            last_rise = i
+    return len(values) - 1 - last_rise >= patience
+
+
+def stop_when_converged(monitor: str, *, patience: int, min_rise: float, min_steps: int):
+    """A Lightning callback that stops training once `monitor` (logged by each validation, higher
+    is better) has `stalled`, and not before `min_steps` steps. (Lightning's EarlyStopping, once
+    it has asked to stop during `min_steps`, stops there even if the score rose meanwhile.)"""
+    from lightning.pytorch.callbacks import Callback
+
+    class StopWhenConverged(Callback):
+        def __init__(self) -> None:
+            self.values: list[float] = []
+
+        def on_validation_end(self, trainer, pl_module) -> None:
+            if trainer.sanity_checking or monitor not in trainer.callback_metrics:
+                return
+            self.values.append(float(trainer.callback_metrics[monitor]))
+            if trainer.global_step >= min_steps and stalled(self.values, patience, min_rise):
+                trainer.should_stop = True
+
+    return StopWhenConverged()
 
 
 def save_checkpoint_atomic(trainer, path: str | Path) -> Path:
@@ -239,7 +285,13 @@ def activation_count(module: torch.nn.Module, *shapes: tuple[int, ...]) -> int:
     return total
 
 
-def training_bytes(trained: int, frozen: int = 0, activations: int = 0) -> int:
-    """Memory of training `trained` parameters with AdamW beside `frozen` ones, `activations`
-    elements kept for the backward pass (their gradients come and go a layer at a time)."""
-    return FLOAT_BYTES * (TRAINING_COPIES * trained + frozen + activations)
+def training_bytes(trained: int, frozen: int = 0, activations: int = 0, resumable: bool = False) -> int:
+    """Memory of training `trained` parameters with AdamW beside `frozen` ones: the weights
+    (`TRAINING_COPIES` of each trained one), and the larger of what comes and goes on top of
+    them: a step's `activations`, kept for the backward pass (their gradients a layer at a time),
+    or a checkpoint being written, which Lightning serialises whole in memory before it writes the
+    file (`_atomic_save`): the weights (and the `frozen` ones), and with `resumable` (the whole
+    training state kept at each epoch's end, `keep_last`) the optimiser's two moments too.
+    Measured against peak memory in docs/benchmarks/cli.md."""
+    checkpoint = (TRAINING_COPIES - 1 if resumable else 1) * trained + frozen
+    return FLOAT_BYTES * (TRAINING_COPIES * trained + frozen + max(activations, checkpoint))

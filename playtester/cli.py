@@ -22,7 +22,8 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.text import Text
 
-from playtester.commands import demo, options
+from playtester import options
+from playtester.commands import demo
 from playtester.errors import UserError
 
 try:  # typer >= 0.16 carries its own copy of click

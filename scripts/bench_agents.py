@@ -56,7 +56,8 @@ between the agents is only how they explore), and the output says so.
 `--device cuda` runs the networks on the GPU (each PPO run's instances served from one process).
 Runs stopped before their budget (a machine lent for a while) are compared at one fixed budget
 with `--cut N`: each run folder in `--out` copied with its first N episodes and scored there, in
-`OUT/first-N`; N must be whole in every run (`--cut max`: the most that is).
+`OUT/first-N`; N must be whole in every run (`--cut max`: the most that is). With `--profile levels`,
+OUT is the profile's (a folder per level) and every level's runs are cut at the same N.
 """
 
 from __future__ import annotations
@@ -106,7 +107,9 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
     on_level = args.profile == "levels"  # coverage and oracles only: no OOI tests
     spec = RunSpec(game=args.game, tester=None if on_level else str(args.models / "inspect.ckpt"), run_dir=str(folder),
                    explorer="random" if agent == "expert" else agent.removesuffix("-step"),
-                   novelty_scale="step" if agent in STEP_SCALED else "return", preference=str(args.preference),
+                   novelty_scale="step" if agent in STEP_SCALED else "return",
+                   # on a level the preference sets the key map (a park policy has no USE): only the PPO agents take it
+                   preference=None if on_level and agent in ("random", "expert") else str(args.preference),
                    detector=None if args.oracle_labels or on_level else str(args.detector),
                    oracle_labels=args.oracle_labels and not on_level, episodes=args.episodes,
                    rules=args.rules if on_level else None,
@@ -299,7 +302,7 @@ def significance(results: list[dict]) -> str:
         return [r["tested_per_episode"][-1] if key == "oois" else coverage_of(r) for r in rows
                 if key == "oois" or coverage_of(r) is not None]
 
-    measures = [("coverage", measure_name(results))] + ([("oois", "OOIs tested")] if any(r["tests"] for r in results) else [])
+    measures = [("coverage", measure_name(results))] + ([("oois", "OOIs tested")] if any(r["tested_per_episode"][-1] for r in results) else [])
     lines = []
     for agent, baseline in comparisons({r["agent"] for r in results}):
         for key, name in measures:
@@ -312,6 +315,14 @@ def significance(results: list[dict]) -> str:
     if not lines:
         return ""
     return "\n".join(["| agents | measure | means | U | P(first > second) | p |", "| --- | --- | ---: | ---: | ---: | ---: |", *lines])
+
+
+def greater(ours: list[float], theirs: list[float]) -> str:
+    """One-sided Mann–Whitney U (ours greater) as table cells: `U = … | p = …`."""
+    from scipy.stats import mannwhitneyu
+
+    test = mannwhitneyu(ours, theirs, alternative="greater")
+    return f"U = {test.statistic:.1f} | p = {test.pvalue:.3f}"
 
 
 def copy_coverage_maps(results: list[dict], out: Path) -> None:
@@ -393,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
                              "fp32) and the test policy (the run's acting)")
     parser.add_argument("--cut", type=cut_value, default=None, metavar="N|max",
                         help="run nothing: score the runs already in OUT at their first N episodes (runs stopped early, "
-                             "compared at one fixed budget), in OUT/first-N; max: the most whole episodes every run has played")
+                             "compared at one fixed budget; max: the most whole episodes every run played), in OUT/first-N")
     parser.add_argument("--out", type=Path, default=Path("runs/bench_agents"))
     parser.add_argument("--resume", action="store_true",
                         help="keep the runs already in OUT/results.jsonl made with the same settings (each finished run is written there) and run the rest")
@@ -403,11 +414,19 @@ def main(argv: list[str] | None = None) -> int:
     for key, value in profile.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
+    if args.cut is not None and args.profile == "levels":
+        try:
+            results, args.episodes = cut_levels(args.out, args.cut, args.parallel)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        args.out = args.out / f"first-{args.episodes}"
+        return level_report(results, args)
     if args.cut is not None:  # scoring only: no models needed
         try:
             if args.cut == "max":
                 args.cut = episodes_every_run_played(args.out)
-            results, args.out = cut_runs(args.out, args.cut), args.out / f"first-{args.cut}"
+            results, args.out = cut_runs(args.out, args.cut, args.parallel), args.out / f"first-{args.cut}"
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
@@ -476,11 +495,38 @@ def run_levels(args) -> int:
             print(f"\n{level}: Mann–Whitney U over seeds, one-sided (the first agent greater):\n{tests}\n")
         figures(rows, args.out)
     args.out = root
+    return level_report(results, args)
+
+
+def level_report(results: list[dict], args) -> int:
+    """The levels table, PPGTA's tests against the baselines per level, and `levels.json` in `args.out`."""
     print()
     print(level_table(results, args))
-    (root / "levels.json").write_text(json.dumps(results, indent=1))
-    print(f"\nwrote {root / 'levels.json'}")
+    tests = level_significance(results)
+    if tests:
+        print("\nMann–Whitney U over seeds on reachable coverage, one-sided (PPGTA greater):")
+        print(tests)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "levels.json").write_text(json.dumps(results, indent=1))
+    print(f"\nwrote {args.out / 'levels.json'}")
     return 0
+
+
+def level_significance(results: list[dict]) -> str:
+    """Per level, Mann–Whitney U over seeds of PPGTA's reachable coverage against each baseline's;
+    empty where no level has two seeds of both."""
+    lines = []
+    for level in dict.fromkeys(r["level"] for r in results):
+        share = {a: [r["reachable_share"] for r in results if r["level"] == level and r["agent"] == a
+                     and r["reachable_share"] is not None] for a in AGENTS}
+        for baseline in ("inspector", "random"):
+            ours, theirs = share["ppgta"], share[baseline]
+            if len(ours) >= 2 and len(theirs) >= 2:
+                lines.append(f"| {level.split(':', 1)[1]} | ppgta vs {baseline} | {100 * np.mean(ours):.1f} vs "
+                             f"{100 * np.mean(theirs):.1f} % | {greater(ours, theirs)} |")
+    if not lines:
+        return ""
+    return "\n".join(["| level | agents | reachable coverage | U | p |", "| --- | --- | ---: | ---: | ---: |", *lines])
 
 
 def level_table(results: list[dict], args) -> str:
@@ -502,6 +548,8 @@ def level_table(results: list[dict], args) -> str:
                 for k, v in r["findings"].items():
                     kinds[k] = kinds.get(k, 0) + v
             full = all(r["steps"] == args.episodes * args.steps and r["episodes"] == args.episodes for r in mine)
+            if args.cut is not None:  # scored at the cut: the steps of its first episodes
+                full = all(r["steps"] == args.episodes * r["steps_per_episode"] for r in mine)
             lines.append("| " + " | ".join([
                 level.split(":", 1)[1], agent, str(len(mine)), f"{100 * np.mean(reach):.1f} ± {100 * np.std(reach):.1f} %",
                 "–" if not base else f"{np.mean(reach) / base:.2f}", f"{100 * mean([r['walkable_share'] for r in mine]):.1f} %",
@@ -598,17 +646,30 @@ def episodes_every_run_played(out: Path) -> int:
     return played[fewest]
 
 
-def cut_runs(out: Path, episodes: int) -> list[dict]:
+def cut_levels(root: Path, cut: int | str, parallel: int = 1) -> tuple[list[dict], int]:
+    """The levels profile's runs (`root/LEVEL/AGENT-seedS`) scored at their first N episodes, every
+    level at the same N (`max`: the most every run of every level played), `parallel` at once; and N."""
+    folders = sorted(p for p in root.iterdir() if p.is_dir() and any(p.glob("*-seed*/config.yaml"))) if root.is_dir() else []
+    if not folders:
+        raise ValueError(f"--cut {cut}: {root} holds no level folders (LEVEL/AGENT-seedS); give the levels profile's --out")
+    episodes = min(episodes_every_run_played(f) for f in folders) if cut == "max" else cut
+    return [{**row, "level": row["game"]} for folder in folders for row in cut_runs(folder, episodes, parallel)], episodes
+
+
+def cut_runs(out: Path, episodes: int, parallel: int = 1) -> list[dict]:
     """Every run folder in `out` (AGENT-seedS) copied to `out/first-N` with its first `episodes`
-    episodes only (rows, tests, claims and findings of later episodes left out), then scored there.
-    A ValueError names a run that has not played that many."""
+    episodes only (rows, tests, claims and findings of later episodes left out), then scored there,
+    `parallel` at once. A ValueError names a run that has not played that many."""
     import yaml
 
     from playtester.files import write_text_atomic
 
     dest = out / f"first-{episodes}"
-    results = []
-    for agent, seed, folder in run_folders(out):
+    jobs, steps = [], []
+    for folder in sorted(out.glob("*-seed*")):
+        agent, _, seed = folder.name.rpartition("-seed")
+        if agent not in AGENTS or not seed.isdigit() or not (folder / "config.yaml").exists():
+            continue
         config = yaml.safe_load((folder / "config.yaml").read_text())
         done = episodes_done(folder, int(config["steps"]))
         if done < episodes:
@@ -624,7 +685,16 @@ def cut_runs(out: Path, episodes: int) -> list[dict]:
             if json.loads(finding.read_text()).get("episode", 0) < episodes:
                 shutil.copytree(finding.parent, target / "findings" / finding.parent.name)
         write_text_atomic(target / "config.yaml", yaml.safe_dump({**config, "episodes": episodes, "run_dir": str(target)}, sort_keys=False))
-        results.append(score(agent, int(seed), target, episodes, float("nan")))  # its minutes for N episodes are not known
+        jobs.append((agent, int(seed), target, episodes, float("nan")))  # its minutes for N episodes are not known
+        steps.append(int(config["steps"]))
+    if parallel > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(min(parallel, len(jobs) or 1)) as pool:
+            rows = list(pool.map(score, *zip(*jobs)))
+    else:
+        rows = [score(*job) for job in jobs]
+    results = [{**row, "steps_per_episode": n} for row, n in zip(rows, steps)]
     if not results:
         raise ValueError(f"--cut {episodes}: {out} holds no run folders (AGENT-seedS)")
     return results

@@ -3,10 +3,12 @@
     python scripts/bench_real_tests.py collect --game doom:park:1:24x24 --detector DET --seeds 1 2 3 --steps 1000 --out walks.jsonl
     python scripts/bench_real_tests.py recall  --walks walks.jsonl [--detector DET2]
     python scripts/bench_real_tests.py confirm --walks walks.jsonl --kn 1/1 3/3 4/4 --thresholds 0.6 0.7
+    python scripts/bench_real_tests.py runs --tester INSPECT --seeds 1 2 3 4 5 --out runs/ \
+        --arm before DET 1/1 0.6 --arm together DET2 4/4 ckpt
 
 `collect` plays uniform random actions (the random explorer's walk, no tests) on a Doom game from
 fixed seeds, runs the detector on every frame and writes one JSON line a step: the action, the
-detections at score ≥ 0.3 and, for scoring only, the engine's labelled objects in view.
+detections at score ≥ 0.2 (below every threshold a run takes: calibrated ones go as low as 0.28) and, for scoring only, the engine's labelled objects in view.
 
 `recall` scores a walk file: of the OOIs in view at a box height the tester would test (the
 engine's label box at least `min_box_height`, 28 px), the share a detection of that class boxes
@@ -18,10 +20,17 @@ with another detector.
 `confirm` replays a walk's detections through `ConfirmTracker` (`playtester.perception.candidates`)
 as the tester loop does (a pass every 4th step, and every step while a candidate close enough to
 test waits), for each k/n and threshold: the candidates that would become test targets (once
-each), what share of them box a real object (IoU ≥ 0.3 with a label), how many distinct real OOIs
+each), what share of them box a real object (IoU ≥ 0.5 with a label, as a run scores a test), how many distinct real OOIs
 they are, and the detector passes it took. The walk goes on where a run would test, so it
 measures what confirmation keeps and drops, not the steps a run saves by not testing phantoms
-(`scripts/bench_agents.py` measures that).
+(`runs` measures that).
+
+`runs` plays real tester runs (`playtester run explore`, the random explorer unless `--explorer`)
+for each arm and seed, an arm being a name, a detector, k/n and a score threshold (a number, or
+`ckpt`: the per-class thresholds the checkpoint keeps), and tabulates their summary.json: tests,
+phantom tests, test precision, real OOIs tested per 10 000 steps, the test policy's success on
+real objects and why it failed, mean over seeds with each seed's figure beside. A run folder that
+has its summary.json is read, not played again.
 
 The engine's labels only score here; nothing they say reaches the detector or the tracker.
 """
@@ -36,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-LOW_SCORE = 0.3
+LOW_SCORE = 0.2
 """Detections kept in a walk file: this and above (the sweeps pick higher thresholds from them)."""
 EVERY = 4
 """The tester loop's `detect_every`: the frames it looks at."""
@@ -99,10 +108,11 @@ def cut(threshold: float | dict[str, float], kind: str) -> float:
 
 
 def thresholds(args) -> list[float | dict[str, float]]:
-    """`--thresholds`, and the per-class thresholds of `--thresholds-from` checkpoints."""
+    """`--thresholds`, and the per-class thresholds of `--thresholds-from` checkpoints (also those a run
+    would not use: picked without background images)."""
     from playtester.perception.calibration import read_thresholds
 
-    return list(args.thresholds) + [read_thresholds(p) for p in args.thresholds_from]
+    return list(args.thresholds) + [read_thresholds(p, even_unusable=True) for p in args.thresholds_from]
 
 
 def name(threshold: float | dict[str, float]) -> str:
@@ -171,6 +181,7 @@ def confirm_table(rows: list[dict[str, Any]], hits: int, window: int, threshold:
     """One k/n and threshold replayed over the walks: targets, real ones, distinct real OOIs, passes."""
     from playtester.perception.candidates import ConfirmConfig, ConfirmTracker
     from playtester.tester.identity import iou
+    from playtester.tester.scoring import MATCH_IOU
 
     tracker = ConfirmTracker(ConfirmConfig(hits, window))
     targets: list[tuple[Any, int, Any]] = []
@@ -187,24 +198,93 @@ def confirm_table(rows: list[dict[str, Any]], hits: int, window: int, threshold:
             if c.detection is not None and c.confirmed and c.height >= min_height and c.id not in taken:
                 taken.add(c.id)
                 best = max(r["labels"], key=lambda label: iou(c.box, label["box"]), default=None)
-                real = best is not None and iou(c.box, best["box"]) >= 0.3
+                real = best is not None and iou(c.box, best["box"]) >= MATCH_IOU
                 targets.append((walk, r["t"], best["ooi"] if real else None))
         confirming = any(not c.confirmed and c.height >= min_height for c in tracker.candidates)
     real = [t for t in targets if t[2] is not None]
+    walks = sorted({(r["game"], r["seed"]) for r in rows})
+    per_walk = [f"{sum(t[0] == w and t[2] is not None for t in targets)}/{sum(t[0] == w for t in targets)}" for w in walks]
     return {"k": hits, "n": window, "threshold": threshold, "targets": len(targets), "real": len(real),
             "precision": len(real) / len(targets) if targets else None, "oois": len({(t[0], t[2]) for t in real}),
-            "passes": passes}
+            "passes": passes, "per_walk": per_walk}
 
 
 def confirm(args) -> int:
     rows = read_walks(args.walks)
-    print("| k of n | threshold | targets | of real objects | precision | distinct real OOIs | detector passes |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| k of n | threshold | targets | of real objects | precision | distinct real OOIs | detector passes | real/targets a walk |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for kn in args.kn:
         k, n = (int(v) for v in kn.split("/"))
         for thr in thresholds(args):
             r = confirm_table(rows, k, n, thr, args.min_height)
-            print(f"| {k}/{n} | {name(thr)} | {r['targets']} | {r['real']} | {fmt(r['precision'])} | {r['oois']} | {r['passes']} |")
+            print(f"| {k}/{n} | {name(thr)} | {r['targets']} | {r['real']} | {fmt(r['precision'])} | {r['oois']} | {r['passes']} | "
+                  f"{' '.join(r['per_walk'])} |")
+    return 0
+
+
+def play_run(arm: list[str], seed: int, args) -> dict[str, Any]:
+    """One arm's run on one seed (played unless its folder has its summary); its summary."""
+    import subprocess
+
+    name, detector, kn, score = arm
+    folder = args.out / f"{name}-seed{seed}"
+    if not (folder / "summary.json").exists():
+        k, n = (int(v) for v in kn.split("/"))
+        config = args.out / f"{name}.yaml"
+        config.write_text(f"confirm_hits: {k}\nconfirm_window: {n}\n" + ("" if score == "ckpt" else f"min_score: {float(score)}\n"))
+        command = ["playtester", "run", "explore", "--game", args.game, "--explorer", args.explorer, "--tester", str(args.tester),
+                   "--detector", detector, "--episodes", str(args.episodes), "--steps", str(args.steps), "--seed", str(seed),
+                   "--config", str(config), "--out", str(folder), "--overwrite"]
+        if args.preference is not None:
+            command += ["--preference", str(args.preference)]
+        print(" ".join(command), flush=True)
+        with open(args.out / f"{name}-seed{seed}.log", "w") as log:
+            subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=True)
+    return json.loads((folder / "summary.json").read_text())
+
+
+def run_figures(s: dict[str, Any]) -> dict[str, float | None]:
+    """The figures of one run's summary."""
+    tests, phantom = s.get("tests", 0), s.get("tests_unmatched", 0)
+    failures = s.get("test_failures_on_real") or {}
+    return {"tests": tests, "phantom": phantom, "phantom share": phantom / tests if tests else None,
+            "real OOIs / 10k steps": 1e4 * s.get("oois_tested", 0) / max(1, s.get("steps", 0)),
+            "real tests": s.get("tests_matched", 0), "success on real": s.get("test_success_on_real"),
+            **{f"failed: {why}": failures.get(why, 0) for why in ("blocked", "turned away", "object lost", "other")}}
+
+
+def runs(args) -> int:
+    args.out.mkdir(parents=True, exist_ok=True)
+    table = {}
+    for arm in args.arm:
+        per_seed = [run_figures(play_run(arm, seed, args)) for seed in args.seeds]
+        table[arm[0]] = per_seed
+        pooled_tests = sum(r["tests"] for r in per_seed)
+        pooled = {"tests": pooled_tests, "phantom": sum(r["phantom"] for r in per_seed),
+                  "real tests": sum(r["real tests"] for r in per_seed)}
+        print(f"{arm[0]}: {json.dumps(pooled)}", flush=True)
+    (args.out / "runs.json").write_text(json.dumps({"arms": args.arm, "seeds": args.seeds, "steps": args.steps,
+                                                     "episodes": args.episodes, "game": args.game, "runs": table}, indent=1))
+    keys = ["tests", "phantom", "phantom share", "real OOIs / 10k steps", "success on real",
+            "failed: blocked", "failed: turned away", "failed: object lost", "failed: other"]
+    print("| arm | " + " | ".join(keys) + " |")
+    print("| --- |" + " ---: |" * len(keys))
+    for name, per_seed in table.items():
+        cells = []
+        for key in keys:
+            values = [r[key] for r in per_seed]
+            if key == "phantom share":  # pooled over seeds: phantom tests of all tests
+                t = sum(r["tests"] for r in per_seed)
+                mean = f"{100 * sum(r['phantom'] for r in per_seed) / t:.0f} %" if t else "–"
+            elif key == "success on real":
+                real = sum(r["real tests"] for r in per_seed)
+                mean = f"{100 * sum((r[key] or 0) * r['real tests'] for r in per_seed) / real:.0f} %" if real else "–"
+            else:
+                mean = f"{np.mean(values):.1f}"
+            each = "/".join("–" if v is None else (f"{100 * v:.0f}" if "share" in key or "success" in key else f"{v:g}")
+                            for v in values)
+            cells.append(f"{mean} ({each})")
+        print(f"| {name} | " + " | ".join(cells) + " |")
     return 0
 
 
@@ -231,8 +311,19 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("--thresholds", type=float, nargs="+", default=[0.5, 0.6, 0.7])
     k.add_argument("--thresholds-from", type=Path, nargs="*", default=[], help="also each checkpoint's per-class thresholds")
     k.add_argument("--min-height", type=float, default=28)
+    u = sub.add_parser("runs", help="tester runs for each arm and seed: phantom tests, real OOIs tested, success on real")
+    u.add_argument("--arm", nargs=4, action="append", required=True, metavar=("NAME", "DETECTOR", "K/N", "SCORE"),
+                   help="a name, a detector checkpoint, k/n, and a score threshold (a number, or ckpt: the checkpoint's per-class ones)")
+    u.add_argument("--game", default="doom:park:1:24x24")
+    u.add_argument("--explorer", default="random", choices=("random", "inspector", "ppgta"))
+    u.add_argument("--tester", type=Path, required=True, help="the test policy (inspect.ckpt)")
+    u.add_argument("--preference", type=Path, default=None, help="the path policy (with --explorer ppgta)")
+    u.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    u.add_argument("--episodes", type=int, default=1)
+    u.add_argument("--steps", type=int, default=1000)
+    u.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    return {"collect": collect, "recall": recall, "confirm": confirm}[args.part](args)
+    return {"collect": collect, "recall": recall, "confirm": confirm, "runs": runs}[args.part](args)
 
 
 if __name__ == "__main__":

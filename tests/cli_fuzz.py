@@ -1,6 +1,6 @@
 """The fuzzing of the command line, shared by tests/test_cli_fuzz.py (a fixed budget, in CI) and
 scripts/fuzz_cli.py (a longer run): walk `playtester.cli.app`'s click tree, draw values for each
-option from its type in the vocabulary (`playtester/commands/options.py`) — valid, at its bounds
+option from its type in the vocabulary (`playtester/options.py`) — valid, at its bounds
 and hostile — run each command in this process through `playtester.cli.main`, and check what a
 user may expect of bad input: exit status 0 or 2 (never 130, never a traceback), one line of error
 for 2, and the disk as it was (no folder made, none half-written) after a refusal.
@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from hypothesis import strategies as st
 
-from playtester.commands import options as o
+from playtester import options as o
 
 SMALL_PARK = "doom:park:5:24x24"
 
@@ -150,10 +150,11 @@ def values(param) -> st.SearchStrategy:
         return st.one_of(st.sampled_from(["160x120", "320x240", "1x1", "0x5", "5x0", "-1x-1", "4097x10", "320X240", "x",
                                           "320x240x2", ""]), st.tuples(st.integers(-2, 5000), st.integers(-2, 5000))
                          .map(lambda wh: f"{wh[0]}x{wh[1]}"))
-    if isinstance(kind, o.Bounds):
-        return st.one_of(st.sampled_from(["0,0,1000,1000", "1,1,0,0", "nan,0,1,1", "0,0,inf,1", "0,0,1", "a,b,c,d", ""]),
-                         st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=3, max_size=5)
-                         .map(lambda v: ",".join(map(str, v))))
+    if isinstance(kind, (o.Bounds, o.Region)):  # four numbers: world bounds, a screen rectangle
+        return st.one_of(st.sampled_from(["0,0,1000,1000", "0,0,640,480", "-5,-5,10,10", "1,1,0,0", "0,0,0,10",
+                                          "0,0,99999999999,5", "nan,0,1,1", "0,0,inf,1", "0,0,1", "a,b,c,d", ""]),
+                         st.lists(st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**6, 10**6)),
+                                  min_size=3, max_size=5).map(lambda v: ",".join(map(str, v))))
     return st.one_of(st.just(("good-text",)), st.sampled_from(HOSTILE_TEXT), st.text(max_size=20))
 
 

@@ -21,8 +21,8 @@ def test_mann_whitney_over_seeds_of_two_fully_separated_agents():
     rows = [row("ppgta", s, v, o) for s, v, o in ((1, 0.5, 10), (2, 0.6, 12), (3, 0.7, 11))]
     rows += [row("inspector", s, v, o) for s, v, o in ((1, 0.1, 2), (2, 0.2, 3), (3, 0.15, 1))]
     lines = bench_agents.significance(rows).splitlines()
-    assert lines[2] == "| ppgta vs inspector | pathway coverage | 0.6 vs 0.15 | U = 9.0 | p = 0.050 |"
-    assert lines[3] == "| ppgta vs inspector | OOIs tested | 11 vs 2 | U = 9.0 | p = 0.050 |"
+    assert lines[2] == "| ppgta vs inspector | pathway coverage | 0.6 vs 0.15 | U = 9.0 | 1.00 | p = 0.050 |"
+    assert lines[3] == "| ppgta vs inspector | OOIs tested | 11 vs 2 | U = 9.0 | 1.00 | p = 0.050 |"
     assert len(lines) == 4, "no random agent, no row for it"
 
 
@@ -205,3 +205,31 @@ def test_the_episodic_explorer_and_the_expert_side_by_side_in_parallel(tiny_part
     assert len(rows["episodic-step"]["coverage_curve"]["share"]) == agent_figures.CURVE_POINTS
     for name in ("agents.png", "coverage-steps.png", "heat-maps.png", "diagnosis.png"):
         assert (out / name).stat().st_size > 1000, name
+
+
+@pytest.mark.slow
+def test_levels_cut_max_scores_every_level_at_the_episodes_every_run_played(tmp_path, capsys):
+    """The levels profile on a WAD of its own: a run stopped in its third episode (its rows after
+    the second cut off) makes `--cut max` score every run at 2 episodes, in the level table."""
+    import json
+
+    from playtester.capture.park.level_builder import door_lift_hom_level, level_wad
+
+    wad = tmp_path / "test.wad"
+    wad.write_bytes(level_wad(door_lift_hom_level()))
+    level, out = f"doom:wad:{wad}", tmp_path / "out"
+    assert bench_agents.main(["--profile", "levels", "--levels", level, "--agents", "random", "--seeds", "1", "2",
+                              "--episodes", "3", "--steps", "10", "--out", str(out)]) == 0
+    runs = next(p for p in out.iterdir() if p.is_dir())
+    stopped = runs / "random-seed2" / "trajectory.jsonl"
+    rows = stopped.read_text().splitlines(keepends=True)
+    stopped.write_text("".join(r for r in rows if json.loads(r)["episode"] < 2) + rows[-1][:20])  # a torn last line too
+    capsys.readouterr()
+    assert bench_agents.main(["--profile", "levels", "--cut", "max", "--parallel", "2", "--out", str(out)]) == 0
+    cut = json.loads((out / "first-2" / "levels.json").read_text())
+    assert sorted(r["seed"] for r in cut) == [1, 2] and all(r["episodes"] == 2 and r["steps"] == 20 for r in cut)
+    assert all(r["level"] == level and r["reachable_share"] > 0 for r in cut)
+    table = capsys.readouterr().out
+    assert "| random | 2 |" in table and "| yes |" in table
+    assert bench_agents.main(["--profile", "levels", "--cut", "3", "--out", str(out)]) == 2
+    assert "random-seed2 has played 2 whole episodes" in capsys.readouterr().err

@@ -1,14 +1,19 @@
 """Per-class score thresholds for a target precision: the pick by hand, the count of right and
 wrong detections by hand, the checkpoint round trip, and `eval detector` showing and keeping them."""
 
+import json
 import shutil
+from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
+import torch
 
 from playtester.cli import main
 from playtester.datasets.detection import CocoImage
-from playtester.perception.calibration import pick_threshold, read_thresholds, scored_detections, store_thresholds
+from playtester.perception.calibration import (MIN_BACKGROUNDS, background_count, pick_threshold, read_thresholds,
+                                                scored_detections, store_thresholds)
 
 
 def test_the_lowest_threshold_that_keeps_the_target_precision():
@@ -41,6 +46,20 @@ def test_right_and_wrong_detections_by_hand():
     assert s.tolist() == pytest.approx([0.9, 0.8, 0.5]) and r.tolist() == [True, False, False] and total == 1
 
 
+def with_backgrounds(shots: Path, out: Path, n: int) -> Path:
+    """A copy of a shots folder with `n` blank frames of its images' size added, each without a box."""
+    shutil.copytree(shots.parent, out)
+    doc = json.loads(shots.read_text())
+    first = doc["images"][0]
+    folder = Path(first["file_name"]).parent
+    for i in range(n):
+        name = str(folder / f"blank-{i}.png")
+        cv2.imwrite(str(out / name), np.full((first["height"], first["width"], 3), 90, np.uint8))
+        doc["images"].append({"id": 10_000 + i, "file_name": name, "width": first["width"], "height": first["height"]})
+    (out / "labels.json").write_text(json.dumps(doc))
+    return out / "labels.json"
+
+
 @pytest.mark.slow
 def test_eval_detector_picks_shows_and_keeps_thresholds(tiny_detector, tmp_path, capsys):
     ckpt = tmp_path / "det.ckpt"
@@ -49,13 +68,38 @@ def test_eval_detector_picks_shows_and_keeps_thresholds(tiny_detector, tmp_path,
     assert read_thresholds(ckpt) == {}
     assert main(["eval", "detector", "--ckpt", str(ckpt), "--coco", str(shots), "--split", "all"]) == 0
     assert "no per-class score thresholds" in capsys.readouterr().out
+    # framed shots alone: thresholds picked there are too low for free play, so none is kept
     assert main(["eval", "detector", "--ckpt", str(ckpt), "--coco", str(shots), "--split", "all",
+                 "--target-precision", "0.5", "--store"]) == 2
+    err = capsys.readouterr().err
+    assert "0 background images" in err and "shots --background" in err and "Traceback" not in err
+    assert read_thresholds(ckpt) == {}
+    mixed = with_backgrounds(shots, tmp_path / "mixed", MIN_BACKGROUNDS)
+    assert main(["eval", "detector", "--ckpt", str(ckpt), "--coco", str(mixed), "--split", "all",
                  "--target-precision", "0.5", "--store"]) == 0
     out = capsys.readouterr().out
-    assert "per-class score thresholds" in out and "kept these thresholds" in out
+    assert "per-class score thresholds" in out and "kept these thresholds" in out and "not used by a run" not in out
     kept = read_thresholds(ckpt)
     assert set(kept) == {"pillar", "barrel", "tire", "chair"} and all(0.05 <= v <= 1.0 for v in kept.values())
-    store_thresholds(ckpt, {"target_precision": 0.9, "images": 1, "classes": {"tire": {"threshold": 0.7}}})
+    store_thresholds(ckpt, {"target_precision": 0.9, "images": 30, "backgrounds": MIN_BACKGROUNDS,
+                            "classes": {"tire": {"threshold": 0.7}}})
     assert read_thresholds(ckpt) == {"tire": 0.7}
     assert main(["eval", "detector", "--ckpt", str(ckpt), "--coco", str(shots), "--store"]) == 2
     assert "--target-precision" in capsys.readouterr().err
+
+
+def test_a_run_uses_thresholds_only_when_picked_among_background_images(tmp_path):
+    ckpt = tmp_path / "det.ckpt"
+    torch.save({"playtester": {}}, ckpt)
+    entry = {"target_precision": 0.9, "images": 40, "classes": {"tire": {"threshold": 0.3}, "chair": {"threshold": 0.8}}}
+    for backgrounds, used in ((None, False), (0, False), (MIN_BACKGROUNDS - 1, False), (MIN_BACKGROUNDS, True)):
+        store_thresholds(ckpt, entry if backgrounds is None else {**entry, "backgrounds": backgrounds})
+        assert read_thresholds(ckpt) == ({"tire": 0.3, "chair": 0.8} if used else {})
+        assert read_thresholds(ckpt, even_unusable=True) == {"tire": 0.3, "chair": 0.8}
+
+
+def test_background_images_are_counted():
+    box = np.array([[1, 1, 5, 5]], np.float32)
+    images = [CocoImage(0, "a", "a", 8, 8, boxes=box, labels=np.array([1])), CocoImage(1, "b", "b", 8, 8),
+              CocoImage(2, "c", "c", 8, 8, crowd_boxes=box, crowd_labels=np.array([1]))]
+    assert background_count(images) == 1  # a frame with only an object too small to ask for is not empty

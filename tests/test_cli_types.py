@@ -1,18 +1,19 @@
-"""The vocabulary of option types (playtester/commands/options.py) and the cases of issue 36 it
+"""The vocabulary of option types (playtester/options.py) and the cases of issue 36 it
 was built for: each of them refused in one line naming the option (exit 2, no traceback), the
 memory cases with their estimate, and nothing left on the disk by a refused command."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from playtester.cli import main
-from playtester.commands import options as o
-from playtester.commands.options import (
-    Bounds, Choice, Count, FrameSize, InFile, InFolder, NameOrFile, Number, OutFile, OutFolder, Refused, Seed, Size, Switch,
+from playtester import options as o
+from playtester.options import (
+    Bounds, Choice, Count, FrameSize, InFile, InFolder, NameOrFile, Number, OutFile, OutFolder, Refused, Region, Seed, Size, Switch,
     Text,
 )
 
@@ -31,6 +32,7 @@ GAME = "doom:park:5:24x24"
     (Switch(), [True, False], ["yes", 1, None]),
     (Text(), ["doom:park", "a b", 3], ["", "  ", "a\0b", ["x"], True]),
     (FrameSize(), ["320x240", "1X1", "4096x4096"], ["0x5", "4097x1", "x", "320x240x1", "-1x-1", ""]),
+    (Region(), ["0,0,640,480", "-10,-20,1,1", [5, 5, 65536, 2]], ["0,0,0,10", "0,0,10,-1", "0,0,65537,5", "0,0,1.5,2", "0,0,1", "a,b,c,d", ""]),
     (Bounds(), ["0,0,1,1", [0, 0, 600, 400], "-5,-5,5.5,5"], ["1,1,0,0", "0,0,1", "nan,0,1,1", "0,0,inf,1", "a,b,c,d", [0, 0, 0, 0]]),
 ])
 def test_each_type_takes_what_it_says_and_refuses_the_rest(kind, good, bad):
@@ -43,7 +45,7 @@ def test_each_type_takes_what_it_says_and_refuses_the_rest(kind, good, bad):
 
 def test_parsed_values_and_what_a_refusal_says():
     assert Seed().parse(" 12 ") == 12 and Number().parse("2.5") == 2.5 and Bounds().parse("0,1,2,3") == [0, 1, 2, 3]
-    assert FrameSize().parse("320X240") == "320x240"
+    assert FrameSize().parse("320X240") == "320x240" and Region().parse(" 1, -2,30,40") == (1, -2, 30, 40)
     with pytest.raises(Refused, match="give a seed, a whole number from 0 to 4294967295"):
         Seed().parse("-1")
     with pytest.raises(Refused, match="not a finite number; give a number above 0 to 1000000"):
@@ -61,6 +63,7 @@ def test_paths_are_checked_and_nothing_is_made(tmp_path):
     cases = [
         (InFile("policy checkpoint"), tmp_path / "none", "not found; give a policy checkpoint"),
         (InFile("policy checkpoint"), folder, "is a folder"),
+        (InFile("COCO labels.json", inside="labels.json"), folder, "is a folder; give a COCO labels.json"),
         (InFolder("run folder"), file, "is a file, not a folder; give a run folder"),
         (OutFile(".json"), folder, "is a folder; give a file name such as"),
         (OutFile(), file / "x.json", f"its parent {file} is a file"),
@@ -75,6 +78,9 @@ def test_paths_are_checked_and_nothing_is_made(tmp_path):
         with pytest.raises(Refused, match=words.replace("(", r"\(").replace(")", r"\)")):
             kind.parse(str(value))
     assert sorted(tmp_path.rglob("*")) == before
+    (folder / "labels.json").write_text("{}")  # a folder holding the file: the message gives its path
+    with pytest.raises(Refused, match=re.escape(f"is a folder; give {folder / 'labels.json'}")):
+        InFile("COCO labels.json", inside="labels.json").parse(str(folder))
 
 
 def test_every_option_of_every_command_is_declared_with_the_vocabulary():
@@ -167,6 +173,21 @@ def test_a_map_that_is_no_image_is_one_line_without_opencvs_warning(files, capfd
     (files / "map.png").write_bytes(b"not a png")
     refused(["run", "all", "--game", "window:Nothing", "--explorer", "random", "--map", files / "map.png",
              "--map-bounds", "0,0,1,1", "--out", files / "out"], capfd, "--map", "not an image")
+    (files / "map.yaml").write_text(f"map: {files / 'map.png'}\nmap_bounds: [0, 0, 1, 1]\n")  # run window takes it in --config
+    line = refused(["run", "window", "--game", "window:Nothing", "--explorer", "random", "--config", files / "map.yaml",
+                    "--out", files / "out"], capfd, "--config", "map.yaml: map", "not an image")
+    assert "--map " not in line, "blames an option run window does not have"
+    assert not (files / "out").exists()
+
+
+def test_a_run_spec_built_in_code_has_its_values_checked_by_their_option_types(tmp_path):
+    from playtester.errors import UserError
+    from playtester.tester.spec import RunSpec
+
+    for wrong, said in ((dict(episodes=0), "--episodes 0: out of range"), (dict(min_score=1.5), "--min-score 1.5: out of range"),
+                        (dict(device="tpu"), "--device tpu: use cpu or cuda"), (dict(max_restarts=-1), "--max-restarts -1")):
+        with pytest.raises(UserError, match=said):
+            RunSpec(game=GAME, tester=None, run_dir=str(tmp_path / "r"), explorer="random", **wrong)
 
 
 def fake_encoder(path: Path, feature_dim: int = 512) -> Path:
@@ -195,7 +216,9 @@ def test_the_policy_s_memory_is_estimated_before_anything_is_read(hidden, refuse
 def test_the_policy_estimate_is_its_weights_and_activations_worked_by_hand():
     """A GRU of input I and hidden H has 3H(I + H + 2) weights; the policy's core: the local
     bidirectional GRU over 512 features (L = 256), the global GRU over its 2L outputs, the head
-    (LayerNorm'd 512 and 256 units, 9 actions). Trained with AdamW: 4 copies of each weight, 4 bytes."""
+    (LayerNorm'd 512 and 256 units, 9 actions). Trained with AdamW: 4 copies of each weight, 4 bytes;
+    on top, the larger of a chunk's activations and the training state Lightning serialises in
+    memory at each epoch's end (the weights, AdamW's two moments, the teacher's copy)."""
     from playtester.imitation.policy import PolicyConfig, training_memory
 
     def core(G: int, L: int = 256, F: int = 512) -> int:
@@ -205,18 +228,23 @@ def test_the_policy_estimate_is_its_weights_and_activations_worked_by_hand():
     assert core(16384) == 840_539_657  # as torch counts it on the meta device (checked once by hand)
     for G in (1024, 16384):
         per_step = 4 * 2 * 3 * 256 + 3 * G + 512 + 256 + (2 * 256 + G)  # k windows of the local GRU, the global, the head
-        assert training_memory(PolicyConfig(feature_dim=512, global_hidden=G), 1, 1, teacher=False) == 4 * (4 * core(G) + per_step)
+        assert per_step < 2 * 8 * 32 * per_step < 3 * core(G)  # the serialised state is the larger here
+        assert training_memory(PolicyConfig(feature_dim=512, global_hidden=G), 1, 1, teacher=False) == 4 * (4 * core(G) + 3 * core(G))
         assert training_memory(PolicyConfig(feature_dim=512, global_hidden=G), 8, 32, teacher=True) == \
-            4 * (5 * core(G) + 2 * 8 * 32 * per_step)  # the teacher: a copy of the weights, its own activations
+            4 * (5 * core(G) + 4 * core(G))  # the teacher: a copy of the weights, in memory and in the checkpoint
+    from playtester.perception.training import training_bytes
+
+    assert training_bytes(10, activations=50) == 4 * (40 + 50)  # a step's activations above the checkpoint's 10 weights
+    assert training_bytes(10, frozen=2, activations=5, resumable=True) == 4 * (42 + 32)  # the state: 3 × 10 + 2
 
 
 def test_memory_budget_raises_the_share(files, capfd, monkeypatch):
     monkeypatch.setattr(o, "available_memory", lambda: 8 * 10**9)
     argv = ["train", "policy", "--demos", files / "D", "--encoder", fake_encoder(files / "enc.ckpt"), "--out", files / "m.ckpt",
-            "--global-hidden", "4096"]  # about 1.2 GB: above a quarter of 4 GB, below half of it
+            "--global-hidden", "4096"]  # about 2.2 GB: above a quarter of 4 GB, below 0.6 of it
     monkeypatch.setattr(o, "available_memory", lambda: 4 * 10**9)
     refused(argv, capfd, "--global-hidden 4096", "more than 0.25")
-    refused(["--memory-budget", "0.5", *argv], capfd, "--demos")  # past the memory check, to the demos
+    refused(["--memory-budget", "0.6", *argv], capfd, "--demos")  # past the memory check, to the demos
     refused(["--memory-budget", "1.5", *argv], capfd, "--memory-budget 1.5")
 
 
@@ -300,7 +328,7 @@ def test_overwrite_refused_before_its_work_puts_the_old_folder_back(tmp_path):
 
 
 def test_crashes_are_said_once_each_from_the_runs_log(tmp_path):
-    from playtester.bugs.crashes import CrashNews, record_crash
+    from playtester.tester.crashes import CrashNews, record_crash
 
     record_crash(tmp_path, 0, 1, 5, "old one, from before a resume")
     news = CrashNews(tmp_path)

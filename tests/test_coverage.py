@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from playtester.report.coverage import OccupancyGrid, frame_cell
+from playtester.perception.places import frame_cell
+from playtester.report.coverage import OccupancyGrid
 
 
 def test_occupancy_grid_hand_worked():

@@ -1,4 +1,4 @@
-"""COCO import (CVAT and Label Studio flavours), bad records named, stratified 70/10/20 splits."""
+"""COCO import (CVAT and Label Studio flavours), bad records named, stratified splits, sets a detector cannot learn from."""
 
 from __future__ import annotations
 
@@ -126,10 +126,12 @@ def test_training_does_not_start_on_bad_data(shots, tmp_path, capsys):
     assert not out.exists() and not (tmp_path / "logs").exists()
 
 
-@pytest.mark.parametrize("case", ["folder given", "no boxes at all", "a class with under 5 boxes"])
+@pytest.mark.parametrize("case", ["folder given", "no boxes at all", "a class with under 5 boxes", "one image",
+                                  "a category without boxes", "--val-coco of other classes", "--val-coco folder",
+                                  "--steps and --epochs"])
 def test_train_detector_refuses_unusable_shots_in_one_line(shots, tmp_path, capsys, case):
     folder, doc = _copy(shots, tmp_path)
-    coco = folder
+    coco, extra = folder, []
     if case == "no boxes at all":
         doc["annotations"] = []
         coco = _write(folder, doc)
@@ -140,10 +142,37 @@ def test_train_detector_refuses_unusable_shots_in_one_line(shots, tmp_path, caps
         doc["annotations"] = [a for a in doc["annotations"] if a["category_id"] != chair] + chairs[:4]
         coco = _write(folder, doc)
         expected = r"too few training boxes for chair [0-4] \(at least 5 a class"
+    elif case == "one image":
+        first = next(a["image_id"] for a in doc["annotations"] if not a["iscrowd"])
+        doc["images"] = [im for im in doc["images"] if im["id"] == first]
+        doc["annotations"] = [a for a in doc["annotations"] if a["image_id"] == first]
+        coco = _write(folder, doc)
+        expected = re.escape(f"COCO file {coco}: 1 image; a detector learns from many views of each class")
+    elif case == "a category without boxes":
+        doc["categories"].append({"id": 9, "name": "lamp", "supercategory": "ooi"})
+        coco = _write(folder, doc)
+        expected = re.escape(f"COCO file {coco}: no box of 'lamp' in any of its 40 images, yet its categories ask for it")
+    elif case.startswith("--val-coco"):
+        coco = _write(folder, doc)
+        other = tmp_path / "val"
+        shutil.copytree(folder, other)
+        doc["categories"] = [c for c in doc["categories"] if c["name"] != "chair"]
+        doc["annotations"] = [a for a in doc["annotations"] if a["category_id"] in {c["id"] for c in doc["categories"]}]
+        if case == "--val-coco folder":
+            extra = ["--val-coco", str(other)]
+            expected = re.escape(f"--val-coco {other}: is a folder; give {other / 'labels.json'}")
+        else:
+            extra = ["--val-coco", str(_write(other, doc))]
+            expected = re.escape(f"--val-coco: its classes (pillar, barrel, tire) differ from those of --coco {coco} "
+                                 "(pillar, barrel, tire, chair); give held-out shots labelled with the same classes")
+    elif case == "--steps and --epochs":
+        coco = _write(folder, doc)
+        extra = ["--steps", "10", "--epochs", "2"]
+        expected = re.escape("--steps 10 and --epochs 2: give one budget, not both")
     else:
         expected = re.escape(f"--coco {folder}: is a folder; give {folder / 'labels.json'}")
     out = tmp_path / "det.ckpt"
-    code = main(["train", "detector", "--coco", str(coco), "--out", str(out), "--logdir", str(tmp_path / "logs")])
+    code = main(["train", "detector", "--coco", str(coco), "--out", str(out), "--logdir", str(tmp_path / "logs"), *extra])
     captured = capsys.readouterr()
     err = " ".join(captured.err.split())
     assert code == 2 and "Traceback" not in err

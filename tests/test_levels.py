@@ -15,7 +15,8 @@ import pytest
 import vizdoom as vzd
 
 from playtester.errors import UserError
-from playtester.capture.level_map import level_of_game, level_objects, read_level, render_level, wad_lumps
+from playtester.capture.games import level_of_game, level_objects
+from playtester.capture.level_map import read_level, render_level, wad_lumps
 from playtester.cli import main
 
 MAP01, E1M1 = "doom:freedoom2:MAP01", "doom:freedoom1:E1M1"
@@ -257,14 +258,14 @@ def test_a_level_whose_map_cannot_be_read_still_gets_its_report(tmp_path, monkey
     """The run goes on without geometry; its report says the map is missing and why."""
     import yaml
 
-    from playtester.capture import level_map
+    from playtester.capture import games
     from playtester.report.build import build_report
     from playtester.tester.runlog import JsonlWriter
 
     def unreadable(spec):
         raise UserError(f"map MAP01 of {spec}: its geometry could not be read (struct.error: unpack requires a buffer)")
 
-    monkeypatch.setattr(level_map, "level_of_game", unreadable)
+    monkeypatch.setattr(games, "level_of_game", unreadable)
     (tmp_path / "config.yaml").write_text(yaml.safe_dump({"game": MAP01, "agent": "random explorer"}))
     trajectory = JsonlWriter(tmp_path / "trajectory.jsonl")
     for t in range(5):

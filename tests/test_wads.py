@@ -4,7 +4,6 @@ each, nothing written."""
 from __future__ import annotations
 
 import json
-import struct
 
 import numpy as np
 import pytest
@@ -123,6 +122,28 @@ def test_a_vizdoom_scenario_plays_by_name():
             if terminated or truncated:
                 break
         assert steps == 5 and not terminated and "position" in info
+    finally:
+        env.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rules, hunted", [("immortal", False), ("play", True)])
+def test_under_immortal_monsters_do_not_hunt_the_tester(rules, hunted, levels):
+    """The arena's chaingunner facing the start stays where it stands under `immortal` (god mode
+    and notarget: monsters that crowd round a tester block the way) and comes for the player under
+    `play`."""
+    from playtester.capture.games import make_game
+
+    env = make_game(f"doom:wad:{levels['arena']}", rules=rules, max_steps=60)
+    try:
+        _, info = env.reset(seed=0)
+        start = {o["id"]: o["position"][:2] for o in info["objects"] if o["class"] == "ChaingunGuy"}
+        for _ in range(40):
+            _, _, _, _, info = env.step(env.unwrapped.keymap.index("use"))  # no usable line in the arena: stands still
+        end = {o["id"]: o["position"][:2] for o in info["objects"] if o["class"] == "ChaingunGuy"}
+        assert start.keys() & end.keys(), "the chaingunner is in view at the start and at the end"
+        moved = [i for i in start.keys() & end.keys() if np.hypot(*np.subtract(end[i], start[i])) > 8]
+        assert bool(moved) == hunted, (start, end)
     finally:
         env.close()
 

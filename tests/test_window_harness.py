@@ -224,9 +224,11 @@ def test_a_launched_game_dies_with_a_killed_playtester(display):  # noqa: F811
 @pytest.mark.parametrize("extra, words", [
     (["--launch", "/nonexistent/game-binary"], "/nonexistent/game-binary is not a program"),
     (["--launch", "sh -c 'exit 4'"], "exited (status 4) before its window appeared"),
-    (["--reset", "enter alt+f4"], "Alt+F4 closes the window"),
+    (["--reset", "enter alt+f4"], "--reset 'enter alt+f4', step 2 ('alt+f4'): alt+f4 is not a key a reset may press"),
     (["--reset", "missing-plan.yaml"], "no such file"),
-    (["--out-of-play", "missing.png"], "missing.png: missing or not an image"),
+    (["--reset", "x" * 300], "--reset 'xxxxxxxx"),  # too long a name for a file: keys, and no such key
+    (["--reset", "y" * 300 + ".yaml"], "no such file"),
+    (["--out-of-play", "missing.png"], "--out-of-play missing.png: not found; give a screenshot"),
 ])
 def test_bad_harness_input_is_one_line_and_leaves_no_run_folder(display, tmp_path, capsys, extra, words):  # noqa: F811
     from playtester.cli import main

@@ -14,7 +14,6 @@ import pytest
 
 from playtester.errors import UserError
 from playtester.capture.keymap import KeyMap
-from playtester.capture.window.platform import parse_region
 from playtester.capture.window.record_config import Hotkeys
 from playtester.capture.window.telemetry import TelemetryListener, parse_record
 
@@ -89,11 +88,16 @@ def test_hotkeys_are_checked():
         Hotkeys.parse("f8", "f8", "f10", keymap)
 
 
-def test_region_is_parsed_or_refused():
-    assert parse_region("10, 20,640,480") == (10, 20, 640, 480)
+def test_a_bad_region_is_refused_by_its_option_type_in_one_line(tmp_path, capfd):
+    """`record --region` takes the vocabulary's `Region` (tests/test_cli_types.py has its values):
+    refused before a display is looked for, nothing written."""
+    from playtester.cli import main
+
     for bad in ("10,20,640", "a,b,c,d", "0,0,0,10"):
-        with pytest.raises(UserError, match="--region"):
-            parse_region(bad)
+        assert main(["record", "--region", bad, "--behavior", "x", "--out", str(tmp_path / "rec")]) == 2
+        err = [line for line in capfd.readouterr().err.splitlines() if line.strip()]
+        assert len(err) == 1 and err[0].startswith(f"error: --region {bad}: give X,Y,W,H"), err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_record_without_a_display_names_display_and_xvfb(tmp_path):

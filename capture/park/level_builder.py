@@ -232,3 +232,103 @@ def door_lift_hom_level() -> LevelPlan:
                "L": Room(floor=64, ceiling=160, tag=1, floor_texture="FLAT20"), "c": Room(floor=64, ceiling=160)},
         joins={("a", "D"): door, ("b", "D"): door, ("b", "L"): lift, ("m", "#"): Join(missing=("middle",))},
         start="a", things=[(2035, "b", {"x": 352, "y": 160})])  # a barrel in the hall, to inspect
+
+
+@dataclass(frozen=True)
+class TrapLevel:
+    """A test level of the softlock oracle: its plan, the rooms that trap the player (none: no trap),
+    what it is, and a scripted walk into it (`capture/level_walk.py`'s `WaypointWalk` steps) that
+    goes where the trap is, or where it seems to be, and then tries to get away."""
+
+    plan: LevelPlan
+    trap_rooms: tuple[str, ...]
+    what: str
+    walk: tuple[tuple, ...]
+
+    @property
+    def trap(self) -> bool:
+        return bool(self.trap_rooms)
+
+
+def _tour(x0: float, y0: float, x1: float, y1: float, times: int = 2) -> tuple[tuple, ...]:
+    """Walk the corners of a rectangle `times` times: a player looking for a way out."""
+    return tuple(("go", x, y) for _ in range(times) for x, y in ((x0, y0), (x1, y0), (x1, y1), (x0, y1)))
+
+
+def softlock_levels() -> dict[str, TrapLevel]:
+    """The softlock oracle's test levels, each a room of 64-unit cells the player starts in (facing
+    east), with one thing that may trap it:
+
+    - `pit`: a pit 96 units deep and 3 cells wide (a running player leaps 2) with no way up (a trap);
+    - `door`: a door to a closet, opened for 8 s by a switch of one use (any wall of the room) that
+      closes behind the player (a trap);
+    - `teleport`: a teleporter pad that sends the player into a sealed room (a trap);
+    - `drop`: a ledge down 96 units to a lower hall that goes on to the exit switch (no trap);
+    - `lift`: the pit, with a lift on one side that brings the player back up (no trap).
+
+    Each one's walk looks around the room, goes in and walks the corners of where it landed, round
+    and round (the traps: a player looking for a way out), or leaves by the exit or the lift and
+    walks the room above (the others).
+    """
+    room, pit = Room(ceiling=160), Room(floor=-96, ceiling=160, floor_texture="FLAT20")
+    pit_rows = ["###########",
+                "#aaaaaaaaa#",
+                "#aaaapppaa#",
+                "#aaaapppaa#",
+                "#aaaapppaa#",
+                "#aaaaaaaaa#",
+                "###########"]
+    lift_rows = [row.replace("aaaaaaaaa", "aaaaLLLaa", 1) if i == 1 else row for i, row in enumerate(pit_rows)]
+    once = Join(special=DOOR_RAISE, args=(5, 32, 280), repeat=False)  # Door_Raise(tag 5), open 280 tics
+    teleport = Join(special=TELEPORT, args=(0, 3), use=False)  # Teleport(tid 0, sector tag 3), walked over
+    look = (("wait", 40),)  # a look around the room first: a tester taking in the level
+    room_above = (("go", 416, 416), ("go", 576, 416), ("go", 576, 96), ("go", 160, 96), ("go", 160, 416))  # round the pit
+    in_pit = look + (("go", 416, 224),) + _tour(368, 176, 464, 272)
+    out_of_pit = _tour(368, 176, 464, 272, times=20)  # trying to get out: along the walls, round and round
+    return {
+        "pit": TrapLevel(LevelPlan(rows=pit_rows, rooms={"a": room, "p": pit}, start="a"), ("p",), "a pit 96 units deep",
+                         in_pit + out_of_pit),
+        "door": TrapLevel(LevelPlan(
+            rows=["##########",
+                  "#aaaaaaaa#",
+                  "#aaaaaaaa#",
+                  "#aaaaaaaa#",
+                  "####DD####",
+                  "###cccc###",
+                  "###cccc###",
+                  "##########"],
+            rooms={"a": room, "D": Room(ceiling=0, tag=5), "c": room}, joins={("a", "#"): once}, start="a"),
+            ("c",), "a door a switch of one use opens, which closes behind the player",
+            look + (("face", 90), ("forward", 6), ("use",), ("go", 320, 288), ("go", 320, 224), ("go", 320, 128))
+            + _tour(240, 100, 400, 160, times=20)),
+        "teleport": TrapLevel(LevelPlan(
+            rows=["##########",
+                  "#aaaaaaaa#",
+                  "#aaaTTaaa#",
+                  "#aaaTTaaa#",
+                  "#aaaaaaaa#",
+                  "##########",
+                  "###ccc####",
+                  "###ccc####",
+                  "##########"],
+            rooms={"a": room, "T": Room(ceiling=160, floor_texture="GATE1"), "c": Room(ceiling=160, tag=3)},
+            joins={("a", "T"): teleport}, start="a", things=[(14, "c", {})]), ("c",), "a one-way teleporter into a sealed room",
+            look + (("go", 320, 384),) + _tour(224, 96, 352, 160, times=20)),
+        "drop": TrapLevel(LevelPlan(
+            rows=["############",
+                  "#aaaabbbbbb#",
+                  "#aaaabbbbbb#",
+                  "#aaaabbbbbx#",
+                  "############"],
+            rooms={"a": room, "b": Room(floor=-96, ceiling=160), "x": Room(floor=-96, ceiling=160)},
+            joins={("x", "#"): Join(special=EXIT_NORMAL)}, start="a"), (),
+            "a one-way drop to a lower hall that goes on to the exit",
+            look + (("go", 480, 160),) + _tour(416, 96, 608, 224) + (("go", 672, 96), ("face", 0), ("forward", 4), ("use",))
+            + _tour(96, 96, 224, 224) + (("wait", 100),)),
+        "lift": TrapLevel(LevelPlan(
+            rows=lift_rows, rooms={"a": room, "p": pit, "L": Room(ceiling=160, tag=2, floor_texture="FLAT20")},
+            joins={("p", "L"): Join(special=PLAT_DOWN_WAIT_UP_STAY, args=(2, 32, 105))}, start="a"), (),
+            "a pit with a lift that brings the player back up",
+            in_pit + (("go", 416, 288), ("face", 90), ("use",), ("forward", 12), ("wait", 36), ("go", 416, 416))
+            + room_above + (("wait", 100),)),
+    }

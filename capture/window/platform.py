@@ -150,15 +150,3 @@ def visible_titles(windows: list[WindowInfo]) -> str:
     """The titles of `windows`, for an error a user can copy the right one from."""
     titles = sorted({w.title for w in windows})
     return "; ".join(repr(t) for t in titles[:20]) + (f"; … ({len(titles)} in all)" if len(titles) > 20 else "") or "none"
-
-
-def parse_region(text: str) -> tuple[int, int, int, int]:
-    """`X,Y,W,H` in screen pixels, as given to `--region`."""
-    parts = [p.strip() for p in str(text).split(",")]
-    try:
-        x, y, w, h = (int(p) for p in parts)
-    except ValueError:
-        raise UserError(f"--region {text!r}: use X,Y,W,H in whole screen pixels, e.g. 0,0,640,480") from None
-    if w <= 0 or h <= 0:
-        raise UserError(f"--region {text!r}: width and height must be positive")
-    return x, y, w, h

@@ -8,9 +8,9 @@ dialog, the title screen, the middle of a level) is written with steps that are 
 they do not apply: in the game of the tests, `y` answers the continue dialog and does nothing on
 the menus, and the menu keys do nothing in play (docs/your-own-game.md).
 
-Given as a plan file (`--reset-plan`: nodes with `keys` or a key-map `action`, `repeat`, `wait`,
+Given as a plan file (`--reset PLAN.yaml`: nodes with `keys` or a key-map `action`, `repeat`, `wait`,
 `until`, `timeout`; read by `playtester.plans.schema`, above this layer) or as a plain key
-sequence (`--reset-keys "down enter 10 down down enter 30"`: a key, or keys joined by `+`, is
+sequence (`--reset "down enter 10 down down enter 30"`: a key, or keys joined by `+`, is
 pressed for one step; a whole number waits that many steps). Either becomes the same list of
 step dicts (JSON, so that a run's config and a finding can carry it), checked here: every key
 must be one a key map may press, and no step may send a combination that closes windows or
@@ -71,7 +71,7 @@ def recipe_steps(steps: Sequence[dict[str, Any]], given_as: str) -> list[RecipeS
 
 
 def parse_reset_keys(text: str) -> list[dict[str, Any]]:
-    """`--reset-keys`: keys pressed one step each (`a+b` together), whole numbers waits, as step dicts."""
+    """`--reset KEYS`: keys pressed one step each (`a+b` together), whole numbers waits, as step dicts."""
     steps: list[dict[str, Any]] = []
     for token in (t for t in re.split(r"[\s,]+", text.strip()) if t):
         if token.isdigit():
@@ -81,7 +81,7 @@ def parse_reset_keys(text: str) -> list[dict[str, Any]]:
                 steps[-1]["wait"] = steps[-1].get("wait", 0) + int(token)
             continue
         steps.append({"name": token, "keys": [k for k in token.split("+") if k]})
-    recipe_steps(steps, f"--reset-keys {text!r}")  # check now: one line naming the bad key
+    recipe_steps(steps, f"--reset {text!r}")  # check now: one line naming the bad key
     return steps
 
 

@@ -9,6 +9,8 @@
 - `OutOfMapOracle`, by geometry: the player's position lies outside every sector of the level.
 - `DoorOracle`, by geometry and telemetry: a door the player used, then walked into for a while
   after it should have opened, without ever getting into it.
+- `SoftlockOracle` (`playtester/bugs/softlock.py`), by geometry and telemetry: the player can no
+  longer get back to the start nor reach an exit.
 """
 
 from __future__ import annotations
@@ -238,10 +240,14 @@ def level_oracles(game: str, keymap=None, graph=None) -> list[Any]:
     if graph is None:
         try:
             from playtester.capture.level_graph import LevelGraph
-            from playtester.capture.level_map import level_of_game
+            from playtester.capture.games import level_of_game
 
             graph = LevelGraph(level_of_game(game))
         except UserError:
             return oracles
     forward = keymap.index("forward") if keymap is not None and "forward" in keymap.names else None
-    return oracles + [OutOfMapOracle(graph), DoorOracle(graph, forward)]
+    oracles += [OutOfMapOracle(graph), DoorOracle(graph, forward)]
+    from playtester.bugs.softlock import softlock_oracle
+
+    softlock = softlock_oracle(graph, keymap)
+    return oracles + ([softlock] if softlock is not None else [])

@@ -22,7 +22,7 @@ import typer
 from rich.console import Console
 
 from playtester.errors import UserError
-from playtester.commands.options import SEEDS, Choice, Number, OutFolder, Seed, Text, inputs_checked, option
+from playtester.options import SEEDS, Choice, Number, OutFolder, Seed, Text, inputs_checked, option
 from playtester.files import new_folder
 
 console = Console()

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from playtester.errors import UserError
-from playtester.commands.options import (
+from playtester.options import (
     MANY, Choice, Count, InFile, InFolder, Number, OutFile, OutFolder, Seed, Size, Text, about, check_memory, inputs_checked, option,
 )
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from playtester.errors import UserError
-from playtester.commands.options import about
+from playtester.options import about
 
 
 def record_level_demos(levels: list[str], out: Path, *, behavior: str, episodes: int, steps: int, seed: int,

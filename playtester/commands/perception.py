@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from playtester.errors import UserError
-from playtester.commands.options import (
+from playtester.options import (
     MANY, Choice, Count, InFile, InFolder, NameOrFile, Number, OutFile, OutFolder, Seed, Size, about, check_memory, inputs_checked, option,
 )
 
@@ -24,7 +24,7 @@ console = Console()
 
 
 DEVICE = Choice("auto", "cpu", "cuda", "mps")
-COCO = InFile("COCO labels.json")
+COCO = InFile("COCO labels.json", inside="labels.json")
 IMAGES = InFolder("folder of images")
 CHECKPOINT = OutFile(".ckpt")
 LOGDIR = OutFolder()
@@ -38,15 +38,27 @@ def _accelerator(device: str) -> str:
 
 
 def _print_ap_table(table, title: str) -> None:
+    """The AP table; with the AP50's bootstrap interval where the table has one (over fewer than
+    `MIN_BOXES_PER_CLASS` boxes a resampling cannot show how uncertain the AP is: it says so)."""
+    from playtester.perception.recipes import MIN_BOXES_PER_CLASS
+
     t = Table(title=title)
-    for col in ("class", "test boxes", "AP50", "AP@[.5:.95]"):
+    interval = table.ap50_interval
+    for col in ("class", "test boxes", "AP50", "AP@[.5:.95]") + (("AP50, 90 % interval",) if interval else ()):
         t.add_column(col, justify="left" if col == "class" else "right")
 
     def pct(v: float) -> str:
         return "–" if v != v else f"{100 * v:.1f} %"
 
-    for c, n, a50, a in table.rows():
-        t.add_row(c, str(n), pct(a50), pct(a))
+    few = MIN_BOXES_PER_CLASS
+
+    def spread(i: int, n: int) -> tuple[str, ...]:
+        if not interval or i == len(interval):
+            return ("",) if interval else ()
+        return ("–" if n == 0 else f"too few boxes (< {few})" if n < few else f"{pct(interval[i][0])} – {pct(interval[i][1])}",)
+
+    for i, (c, n, a50, a) in enumerate(table.rows()):
+        t.add_row(c, str(n), pct(a50), pct(a), *spread(i, n))
     console.print(t)
 
 
@@ -54,6 +66,10 @@ def train_detector(
     coco: Path = option(COCO, ..., "--coco", help="COCO labels.json (as CVAT or Label Studio export it)."),
     out: Path = option(CHECKPOINT, ..., "--out", help="Checkpoint to write, e.g. models/detector.ckpt."),
     images: Optional[Path] = option(IMAGES, None, "--images", help="Image folder (default: the folder of --coco)."),
+    val_coco: Optional[Path] = option(
+        COCO, None, "--val-coco", help="COCO labels.json of separate held-out shots of the same classes (images beside it): they "
+        "stop and score the training, and every image of --coco trains. Default: a share of --coco is held out "
+        "(enough for 15 boxes a class, 10–20 % of the images)."),
     backbone: str = option(
         Choice("resnet50", "mobilenet", "compact"), "resnet50", "--backbone", help="resnet50 or mobilenet (for COCO weights), or compact (GroupNorm, trains from scratch in minutes)."),
     pretrained: str = option(
@@ -61,7 +77,10 @@ def train_detector(
         "random init), coco, none, or the path of weights to start from: a detector checkpoint, a torchvision state dict, "
         "or an encoder trained with --trunk compact on unlabelled play (domain pretraining for --backbone compact)."),
     image_size: int = option(Size(2048, 32), 128, "--image-size", help="Frames are scaled to fit in this many pixels a side."),
-    epochs: int = option(Count(1, MANY), 4, "--epochs", help="Passes over the training split."),
+    steps: Optional[int] = option(
+        Count(1, MANY), None, "--steps", help="Optimizer steps to train for (default 1000, whatever the set's size: a "
+        "small set is seen many times, augmented); training stops sooner once the held-out mAP has stopped rising."),
+    epochs: Optional[int] = option(Count(1, MANY), None, "--epochs", help="Passes over the training images, instead of --steps."),
     max_minutes: Optional[float] = option(MINUTES, None, "--max-minutes", help="Stop training after this long, whatever the epoch."),
     batch_size: int = option(Size(), 8, "--batch-size", help="Images per step."),
     lr: Optional[float] = option(LR, None, "--lr", help="AdamW peak learning rate (default: 2e-3 from scratch, 3e-4 otherwise)."),
@@ -72,7 +91,7 @@ def train_detector(
     base_images: Optional[Path] = option(IMAGES, None, "--base-images", help="Image folder of --base-coco."),
     base_shots: int = option(Count(1, MANY), 10, "--base-shots", help="Base-class images per class to mix in."),
     augment: bool = typer.Option(True, "--augment/--no-augment", help="Box-aware augmentation (albumentations)."),
-    seed: int = option(Seed(), 0, "--seed", help="Seed of the 70/10/20 split and of training."),
+    seed: int = option(Seed(), 0, "--seed", help="Seed of the held-out split and of training."),
     threads: int = option(Count(0, 1024), 0, "--threads", help="CPU threads for torch (0: torch's default; on a busy machine 1 is fastest)."),
     logdir: Optional[Path] = option(LOGDIR, None, "--logdir", help="TensorBoard logs (default: logs/ beside --out)."),
     workers: int = option(WORKERS, 0, "--workers", help="Data-loading worker processes."),
@@ -83,19 +102,21 @@ def train_detector(
         "folder (the candidate negatives its run wrote in negatives/), a folder of images (frames you marked empty), or a "
         "text file naming such folders one a line. They must have the shots' size."),
 ) -> None:
-    """Train the OOI detector (Faster R-CNN) on labelled shots; print its test AP per class."""
+    """Train the OOI detector (Faster R-CNN) on labelled shots for a budget of optimizer steps, holding some out to stop
+    and score it; print its held-out AP per class, with how uncertain that is, and say when the shots or the budget
+    are too few to learn."""
     from playtester.perception import recipes
 
     recipe = recipes.DetectorRecipe(
-        coco=coco, out=out, images=images, backbone=backbone, pretrained=pretrained, image_size=image_size, epochs=epochs,
-        max_minutes=max_minutes, batch_size=batch_size, lr=lr, schedule=schedule, trainable_layers=trainable_layers,
+        coco=coco, out=out, images=images, val_coco=val_coco, backbone=backbone, pretrained=pretrained, image_size=image_size,
+        steps=steps, epochs=epochs, max_minutes=max_minutes, batch_size=batch_size, lr=lr, schedule=schedule, trainable_layers=trainable_layers,
         base_coco=base_coco, base_images=base_images, base_shots=base_shots, augment=augment, seed=seed, threads=threads,
         logdir=logdir, workers=workers, accelerator=_accelerator(device), negatives=tuple(negatives or ()),
     )
     done = recipes.train_detector(recipe, say=console.print, about=about, memory=check_memory)
     _say_written(out, done.trainer)
     if done.held_out is not None:
-        _print_ap_table(done.held_out, f"test AP ({done.held_out_images} held-out images)")
+        _print_ap_table(done.held_out, f"held-out AP ({done.held_out_images} images)")
 
 
 def _say_written(out: Path, trainer) -> None:
@@ -106,24 +127,28 @@ def eval_detector(
     ckpt: Path = option(InFile("detector checkpoint"), ..., "--ckpt", help="Detector checkpoint."),
     coco: Path = option(COCO, ..., "--coco", help="COCO labels.json to evaluate on."),
     images: Optional[Path] = option(IMAGES, None, "--images", help="Image folder (default: the folder of --coco)."),
-    split: str = option(Choice("test", "val", "train", "all"), "test", "--split", help="test, val or train (the 70/10/20 split of training), or all."),
+    split: str = option(
+        Choice("test", "val", "train", "all"), "test", "--split", help="test (the images training held out; val is the same "
+        "for detectors trained with the adaptive split), train, or all."),
     batch_size: int = option(Size(), 8, "--batch-size", help="Images per batch."),
     json_out: Optional[Path] = option(OutFile(".json"), None, "--json", help="Also write the table as JSON here."),
     device: str = option(DEVICE, "auto", "--device", help="auto, cpu, cuda or mps."),
     target_precision: Optional[float] = option(
         Number(0.0, 1.0), None, "--target-precision",
         help="Pick each class's score threshold for this precision on these shots (the lowest that reaches it) and show "
-             "them beside the ones the checkpoint keeps; `train detector` keeps those of 0.9 on its held-out shots."),
+             "them beside the ones the checkpoint keeps; `train detector` keeps those of 0.9 on its held-out shots, which a "
+             "run uses only when those held 20 background images or more (`shots --background`)."),
     store: bool = typer.Option(False, "--store", help="With --target-precision: keep the thresholds picked in the checkpoint "
-                               "(a tester run then uses them instead of one --min-score)."),
+                               "(a tester run then uses them instead of one --min-score); the shots must hold 20 background images or more "
+                               "(`shots --background`), or the thresholds come out too low for free play."),
 ) -> None:
     """Per-class AP50 and AP@[.5:.95] of a detector on labelled shots (the paper's Table I), also
     for the healthy and the bugged boxes apart when the file marks bugs; the per-class score
     thresholds the checkpoint keeps, and with --target-precision those these shots give."""
-    from playtester.datasets.detection import load_coco, split_images
+    from playtester.datasets.detection import detector_splits, load_coco
     from playtester.perception.detector import detector_memory, load_detector
     from playtester.perception.detector_eval import evaluate_variants
-    from playtester.perception.recipes import MIN_BOXES_PER_CLASS
+    from playtester.perception.recipes import too_few_to_score
     from playtester.perception.training import resolve_device
 
     if store and target_precision is None:
@@ -134,13 +159,23 @@ def eval_detector(
     _check_eval_classes(coco, ckpt, detector.classes)
     data = load_coco(coco, images, classes=detector.classes)
     if split != "all":
-        data = data.subset(split_images(data, seed=detector.config.split_seed)[split])
+        cfg = detector.config
+        if cfg.split == "none" and split != "train":
+            raise UserError(f"--split {split}: detector {ckpt} trained on every image of its training file (its held-out "
+                            "shots were a --val-coco file); use --split all on shots it never saw")
+        data = detector_splits(data, cfg.split, cfg.split_seed, cfg.held_out_boxes)[split]
     if not data.images:
         raise UserError(f"COCO file {coco}: its {split} split is empty; use --split all")
-    few = {c: n for c, n in data.counts().items() if n < MIN_BOXES_PER_CLASS}
-    if few:
-        console.print(f"few boxes to score ({', '.join(f'{c} {n}' for c, n in few.items())}; fewer than "
-                      f"{MIN_BOXES_PER_CLASS}): their AP says little")
+    if store:
+        from playtester.perception.calibration import MIN_BACKGROUNDS, background_count
+
+        if background_count(data.images) < MIN_BACKGROUNDS:
+            raise UserError(f"--store: {coco} ({split}) has {background_count(data.images)} background images (no box), fewer "
+                            f"than {MIN_BACKGROUNDS}: thresholds picked on framed shots alone come out too low for free play "
+                            f"and a run would not use them; make shots with `shots --background N` (docs/benchmarks/real-tests.md)")
+    scant = too_few_to_score(data.counts(), f"boxes in the {split} split", "score on more shots")
+    if scant:
+        console.print(scant)
     inputs_checked()
     tables = evaluate_variants(detector, data, batch_size=batch_size, progress=True)
     table = tables["all"]
@@ -164,7 +199,7 @@ def _show_thresholds(ckpt: Path, detector, data, target: float | None, store: bo
     """The per-class thresholds the checkpoint keeps, and those `target` picks on `data` (kept with `store`)."""
     import torch
 
-    from playtester.perception.calibration import KEY, calibrate, store_thresholds
+    from playtester.perception.calibration import KEY, calibrate, store_thresholds, unused_why, usable
 
     kept = (torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True).get("playtester") or {}).get(KEY)
     picked = calibrate(detector, data.images, target, batch_size) if target is not None else None
@@ -189,6 +224,9 @@ def _show_thresholds(ckpt: Path, detector, data, target: float | None, store: bo
                     "–" if v["precision"] is None else f"{100 * v['precision']:.1f} %", f"{100 * v['recall']:.1f} %"]
         t.add_row(*row)
     console.print(t)
+    for entry, source in ((kept, "the checkpoint's"), (picked, "these shots'")):
+        if entry is not None and not usable(entry):
+            console.print(f"{source} thresholds: not used by a run, {unused_why(entry)}")
     if store and picked is not None:
         store_thresholds(ckpt, picked)
         console.print(f"kept these thresholds in {ckpt}")

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from playtester.errors import UserError
-from playtester.commands.options import (
+from playtester.options import (
     MANY, RULES_HELP, Choice, Count, InFile, InFolder, NameOrFile, Number, OutFile, OutFolder, Text, about, argument, inputs_checked, option,
 )
 from playtester.files import holds_lines, new_folder

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from playtester.errors import UserError
-from playtester.commands.options import about
+from playtester.options import about
 
 BATCH = 16
 """Frames the detector takes at once."""

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from playtester.commands.options import InFolder, argument
+from playtester.options import InFolder, argument
 
 console = Console()
 

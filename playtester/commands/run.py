@@ -16,8 +16,8 @@ from rich.console import Console
 
 from playtester.files import holds_lines, new_folder, write_text_atomic
 from playtester.errors import UserError
-from playtester.commands.options import (
-    InFile, Switch, Text, about, check_free_disk, check_memory, config_value, inputs_checked, option,
+from playtester.options import (
+    InFile, Switch, Text, about, check_free_disk, check_memory, config_value, inputs_checked, option, shown,
 )
 from playtester.commands.scenario import progress
 from playtester.tester.spec import RunSpec
@@ -150,6 +150,7 @@ def spec_for(sub: Subcommand, on_command_line: dict[str, Any], config: Path | No
     if resume and (out / "config.yaml").is_file():
         values.update({k: v for k, v in saved_options(out).items() if k in names})
     asked = read_run_config(config, names) if config is not None else {}
+    from_config = {k: v for k, v in asked.items() if k not in on_command_line}
     asked.update(on_command_line)
     asked = {k: as_field(k, v) for k, v in asked.items()}
     values.update(asked)
@@ -164,7 +165,15 @@ def spec_for(sub: Subcommand, on_command_line: dict[str, Any], config: Path | No
         raise UserError("--game: missing; give the game spec (see `playtester games`), or a --config that names it")
     if sub is not ALL and sub.name != "evolve" and values.get("explorer") == "evolve":
         raise UserError("--explorer evolve: use `playtester run evolve`")
-    return RunSpec(**values)
+    try:
+        return RunSpec(**values)
+    except UserError as e:  # a file from --config whose contents its reader refused: named as the --config file has it
+        message = str(e)
+        for key, value in from_config.items():
+            said = f"{spec_flag(key).name} {shown(as_field(key, value))}"
+            if isinstance(spec_flag(key).kind, InFile) and message.startswith(f"{said}:"):
+                raise UserError(f"--config {config}: {key} {shown(as_field(key, value))}{message[len(said):]}") from None
+        raise
 
 
 def read_run_config(path: Path, names: set[str]) -> dict[str, Any]:
@@ -243,6 +252,11 @@ def start(spec: RunSpec, cluster: str | None, resume: bool, overwrite: bool) -> 
         check_same_run(out, spec.to_config())
     check_inputs(spec)  # everything that can be refused is refused before the run folder is written
     inputs_checked()
+    from playtester.bugs.softlock import softlock_off
+
+    off = softlock_off(spec.game)
+    if off:  # the level plays; the oracle cannot judge it
+        console.print(off, soft_wrap=True)
     played = functools.partial(holds_lines, out / "trajectory.jsonl")
     with new_folder(out, replace=overwrite and not resume, kept=played), contextlib.ExitStack() as stack:
         if cluster and (not resume or episodes_left(spec) > 0):  # a cluster out of reach too
@@ -256,7 +270,7 @@ def start(spec: RunSpec, cluster: str | None, resume: bool, overwrite: bool) -> 
             write_text_atomic(out / "config.yaml", yaml.safe_dump(spec.to_config(), sort_keys=False))
         play(spec, cluster, resume, spec.episodes - episodes_left(spec))
     report = build_report(out)
-    from playtester.bugs.crashes import read_stop
+    from playtester.tester.crashes import read_stop
 
     if read_stop(out):
         console.print(f"the run stopped early: {read_stop(out)}")
@@ -265,7 +279,7 @@ def start(spec: RunSpec, cluster: str | None, resume: bool, overwrite: bool) -> 
 
 def play(spec, cluster: str | None, resume: bool, already: int) -> None:
     """Play the run's episodes with its explorer, a progress bar over them."""
-    from playtester.bugs.crashes import CrashNews
+    from playtester.tester.crashes import CrashNews
     from playtester.tester.runner import episodes_left, explore_at_random, explore_with_ppo
 
     episodes, explorer = spec.episodes, spec.explorer
@@ -288,7 +302,10 @@ def play(spec, cluster: str | None, resume: bool, already: int) -> None:
         elif explorer == "random":
             explore_at_random(spec, advance, say=console.print)
         else:
-            result = explore_with_ppo(spec, advance, resume=resume, cluster=cluster is not None)
+            from playtester.load.objective import load_objective
+
+            objective = load_objective if spec.objective == "load" else None
+            result = explore_with_ppo(spec, advance, resume=resume, cluster=cluster is not None, objective=objective)
             console.print(f"explorer: {result.global_step} steps trained, checkpoint {result.checkpoint}")
         advance(episodes - already - episodes_left(spec))
 

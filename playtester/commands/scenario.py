@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from playtester.errors import UserError
-from playtester.commands.options import (
+from playtester.options import (
     MANY, RULES_HELP, Choice, Count, FrameSize, InFile, InFolder, NameOrFile, Number, OutFolder, Seed, Text, about, check_free_disk,
     frame_size, inputs_checked, option,
 )
@@ -203,7 +203,7 @@ def shot_targets(spec: str, layout: Any, classes: list[str] | None):
             return x0 + 40 < x < x1 - 40 and y0 + 40 < y < y1 - 40 and bool(layout.walkable()[layout.cell_of(x, y)[::-1]])
 
         return categories, targets, walkable, (90.0, 520.0)
-    from playtester.capture.level_map import level_of_game
+    from playtester.capture.games import level_of_game
 
     level = level_of_game(spec)
     present = sorted({t.kind for t in level.objects()})

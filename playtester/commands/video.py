@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from playtester.errors import UserError
-from playtester.commands.options import about, frame_size, inputs_checked
+from playtester.options import about, frame_size, inputs_checked
 from playtester.files import new_folder
 
 console = Console()

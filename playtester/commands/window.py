@@ -9,8 +9,8 @@ import typer
 from rich.console import Console
 
 from playtester.errors import UserError
-from playtester.commands.options import (
-    MANY, Count, FrameSize, InFolder, NameOrFile, Number, OutFolder, Seed, Text, about, argument, frame_size, inputs_checked, option,
+from playtester.options import (
+    MANY, Count, FrameSize, InFolder, NameOrFile, Number, OutFolder, Region, Seed, Text, about, argument, frame_size, inputs_checked, option,
 )
 
 console = Console()
@@ -22,7 +22,7 @@ def record(
     window: Optional[str] = option(Text(), None, "--window", help="The game's window: a part of its title."),
     game: Optional[str] = option(Text(), None, "--game", help="Or a doom: game, played in the engine's own window."),
     regex: bool = typer.Option(False, "--regex", help="--window is a regular expression."),
-    region: Optional[str] = option(Text(), None, "--region", help="X,Y,W,H: grab this screen region (inside the window with --window)."),
+    region: Optional[tuple] = option(Region(), None, "--region", help="X,Y,W,H: grab this screen region (inside the window with --window)."),
     fps: float = option(Number(0.0, 1000.0, above=True), 10.0, "--fps", help="Frames sampled per second."),
     size: Optional[str] = option(FrameSize(), None, "--size", help="Frame size WxH (default: the window's)."),
     keymap: str = option(NameOrFile(("default",), "key map YAML"), "default", "--keymap", help="Key map YAML (default: W A S D, arrows, Space)."),
@@ -43,7 +43,6 @@ def record(
     episodes, frames, the achieved fps and dropped frames.
     """
     from playtester.capture.keymap import load_keymap
-    from playtester.capture.window.platform import parse_region
     from playtester.capture.window.record_config import Hotkeys, RecorderConfig
     from playtester.capture.window.recorder import Recorder
     from playtester.datasets.episodes import open_episode
@@ -56,7 +55,7 @@ def record(
         launch_argv(launch)  # a command that names no program is refused before anything starts
     cfg = RecorderConfig(
         out=out, behavior=behavior, keymap=km, window=window, game=game, regex=regex,
-        region=parse_region(region) if region else None, fps=fps, size=frame_size(size) if size else None,
+        region=region, fps=fps, size=frame_size(size) if size else None,
         resolution=resolution, hotkeys=Hotkeys.parse(start_key, discard_key, quit_key, km), seed=seed,
         max_steps=max_steps, telemetry_port=telemetry_port, spectator=spectator, launch=launch,
     )

@@ -117,7 +117,7 @@ class EpisodeOracles:
 def run_evolve(cfg: EvolutionConfig, *, assertions: Sequence[str] = (), stuck_steps: int = 20,
                overwrite: bool = False, log: Callable[[str], None] = print) -> Evolution:
     """The whole `--explorer evolve` run in `cfg.run_dir` (see the module doc)."""
-    from playtester.commands.options import inputs_checked
+    from playtester.options import inputs_checked
 
     out = Path(cfg.run_dir)
     if cfg.resume and overwrite:

@@ -18,7 +18,15 @@ from playtester.capture.keymap import KeyMap
 
 def is_plan_file(text: str) -> bool:
     """Whether `--reset` names a plan file rather than giving the keys themselves."""
-    return text.lower().endswith((".yaml", ".yml")) or Path(text).is_file()
+    return text.lower().endswith((".yaml", ".yml")) or _is_file(text)
+
+
+def _is_file(text: str) -> bool:
+    """Whether `text` names an existing file (False for a text no file can be called: too long a name)."""
+    try:
+        return Path(text).is_file()
+    except OSError:
+        return False
 
 
 def reset_recipe(text: str, keymap: KeyMap | None = None) -> dict[str, Any]:
@@ -40,7 +48,7 @@ def plan_steps(path: str, keymap: KeyMap, given_as: str) -> list[dict[str, Any]]
     """The steps of a reset plan file."""
     from playtester.plans.schema import load_plan
 
-    if not Path(path).is_file():
+    if not _is_file(path):
         raise UserError(f"{given_as}: no such file; give a reset plan (YAML) or the keys themselves, e.g. --reset \"down enter 10\"")
     plan = load_plan(path)
     if plan.rules or plan.behaviors:

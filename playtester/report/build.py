@@ -170,9 +170,12 @@ def build_report(run: str | Path) -> Path:
     findings = read_findings(run)
     src, map_missing = map_source(run, config)
     summary = summarise(config, trajectory, tests, findings, src, map_missing)
-    from playtester.bugs.crashes import read_stop
+    from playtester.tester.crashes import read_stop
 
     summary["stopped_early"] = read_stop(run)  # why the run ended before its budget (a crashing game), else None
+    from playtester.bugs.softlock import trap_oracle_status
+
+    summary["softlock_oracle"] = trap_oracle_status(config.get("game", ""), src is not None)
     from playtester.report.harness import harness_summary
 
     harness = harness_summary(run, trajectory)

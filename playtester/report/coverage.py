@@ -2,15 +2,15 @@
 
 - With telemetry: an occupancy grid over the map's bounds, and the share of the preferred area
   (the pathways, or any mask the user gives) that was visited.
-- Without it: Go-Explore-style cells, each frame downsampled to a tiny grayscale picture with a
-  few intensity levels; the number of distinct cells is the coverage.
+- Without it: Go-Explore-style cells (`perception/places.py` `frame_cell`: each frame
+  downsampled to a tiny grayscale picture with a few intensity levels, written by the run in
+  `trajectory.jsonl`); the number of distinct cells is the coverage.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import cv2
 import numpy as np
 
 
@@ -52,10 +52,3 @@ class OccupancyGrid:
             raise ValueError(f"mask of shape {mask.shape} for a grid of {self.counts.shape}")
         total = int(mask.sum())
         return float((self.visited & mask).sum() / total) if total else 0.0
-
-
-def frame_cell(frame: np.ndarray, size: tuple[int, int] = (11, 8), levels: int = 8) -> bytes:
-    """The Go-Explore cell of a frame: grayscale, downsampled to `size` (w, h), `levels` intensities."""
-    gray = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
-    small = cv2.resize(gray, size, interpolation=cv2.INTER_AREA)
-    return (small.astype(np.uint16) * levels // 256).astype(np.uint8).tobytes()

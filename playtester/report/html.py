@@ -55,6 +55,9 @@ def legend_items(src: MapSource) -> dict[str, list[tuple[str, str]]]:
 
         coverage += [(swatch(s.colour, "line"), s.label) for s in DOOR_STATES]
         coverage.append((swatch(UNREACHED, "line"), "a sector reachable from the start that no one reached"))
+        from playtester.report.level import TRAP
+
+        coverage.append((swatch(TRAP), "a softlock: the sectors the player was trapped in (a cross where it was)"))
     if src.things:
         coverage.append((swatch(THING, "circle", outline=False), "an object placed on the level"))
     marks = [(swatch(s.colour, s.shape), s.label) for s in STATES]
@@ -76,7 +79,7 @@ def facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
     if summary.get("rules"):
         out.insert(1, ("tester rules", summary["rules"]))
     if "reachable_share" in cov:
-        out.append((f"reachable area covered (walkable cells reachable from the start, doors open, lifts moved)",
+        out.append(("reachable area covered (walkable cells reachable from the start, doors open, lifts moved)",
                     f"{cov['reachable_share']:.1%} of {cov['reachable_cells']} cells"))
     if "walkable_share" in cov:
         out.append((f"walkable area covered (cells of {cov['cell_size']:g} map units)",
@@ -125,6 +128,10 @@ def facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
         out.append(("sectors reachable in the level's geometry that no one reached", len(level["unreached_sectors"])))
         if summary.get("rules") in ("play", "no-monsters") or level["deaths"]:
             out.append(("deaths (each a finding; the level started again)", len(level["deaths"])))
+        out.append(("softlocks (trapped for good, by the level's geometry; each a finding, the episode ended there)",
+                    len(level.get("softlocks", []))))
+    if summary.get("softlock_oracle"):
+        out.append(("softlock oracle", summary["softlock_oracle"]))
     out += harness_facts(summary)
     if summary.get("stopped_early"):
         out.append(("stopped early", summary["stopped_early"]))
@@ -132,7 +139,7 @@ def facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _level(summary: dict[str, Any]) -> dict[str, Any] | None:
-    """The level section's tables: doors, unreached sectors, deaths."""
+    """The level section's tables: doors, unreached sectors, deaths, softlocks."""
     level = summary.get("level")
     if not level:
         return None
@@ -143,7 +150,11 @@ def _level(summary: dict[str, Any]) -> dict[str, Any] | None:
              for d in level["doors"]["each"]]
     unreached = [[u["sector"], u["cells"], f"{u['x']}, {u['y']}", f"{u['floor']:g} / {u['ceiling']:g}"] for u in level["unreached_sectors"]]
     deaths = [[d["episode"], d["t"], ", ".join(f"{v:.0f}" for v in (d.get("position") or [])[:2]), d["cause"]] for d in level["deaths"]]
-    return {"doors": doors, "unreached": unreached, "deaths": deaths, "exits": level["level_exits"]}
+    traps = [[t["episode"], t["step"], "the start" if t["at_start"] else ", ".join(f"{v:.0f}" for v in (t["position"] or [])[:2]),
+              ", ".join(map(str, t["region"][:8])) + (" …" if len(t["region"]) > 8 else ""), t["cause"],
+              t.get("replay") or (f"playtester replay findings/{t['folder']}" if t.get("folder") else "–")]
+             for t in level.get("softlocks", [])]
+    return {"doors": doors, "unreached": unreached, "deaths": deaths, "exits": level["level_exits"], "softlocks": traps}
 
 
 def _findings(run: Path, findings: list[dict[str, Any]]) -> list[dict[str, Any]]:

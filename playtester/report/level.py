@@ -1,5 +1,7 @@
 """A Doom level's part of the report: its doors and what became of each, the sectors reachable in
-its geometry that no one reached, and the deaths (under `--rules play`).
+its geometry that no one reached, the deaths (under `--rules play`), and the softlocks (the
+softlock oracle's findings: the sectors of each trap filled in red on the coverage map, the
+player's place crossed).
 
 Every door (`LevelGraph.doors`) is in one of five states, drawn on the coverage map in its colour:
 
@@ -38,6 +40,8 @@ DOOR_STATES = (
 DOOR_STATE = {s.key: s for s in DOOR_STATES}
 UNREACHED = (200, 40, 160)
 """Outline of a sector reachable in the geometry that no one reached."""
+TRAP = (225, 30, 30)
+"""Fill (half seen through) of a softlock's sectors, and the cross where the player was."""
 
 
 def positions(trajectory: list[dict[str, Any]]) -> np.ndarray:
@@ -122,11 +126,27 @@ def level_summary(graph, trajectory: list[dict[str, Any]], findings: list[dict[s
     return {"doors": {"total": len(doors), **{s.key: sum(d["state"] == s.key for d in doors) for s in DOOR_STATES},
                       "each": doors},
             "unreached_sectors": unreached_sectors(graph, trajectory),
-            "deaths": deaths, "level_exits": sum(1 for r in trajectory if r.get("level_exit"))}
+            "deaths": deaths, "level_exits": sum(1 for r in trajectory if r.get("level_exit")),
+            "softlocks": softlocks(findings)}
+
+
+def softlocks(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The softlock oracle's findings: where (position, the trap's sectors), why, the finding's folder
+    and its replay command (a start inside a trap is listed with no position)."""
+    out = []
+    for f in findings:
+        if f.get("kind") != "softlock":
+            continue
+        d = f.get("details") or {}
+        out.append({"episode": f["episode"], "step": f["step"], "position": d.get("position"), "region": d.get("region", []),
+                    "cause": d.get("cause", f["message"]), "at_start": bool(d.get("at_start")), "folder": f.get("folder"),
+                    "replay": f.get("replay")})
+    return out
 
 
 def draw_level(image: np.ndarray, view, graph, level: dict[str, Any]) -> np.ndarray:
-    """The coverage map with every door's lines in its state's colour and the unreached sectors outlined."""
+    """The coverage map with every door's lines in its state's colour, the unreached sectors outlined and
+    each softlock's sectors filled, the player's place crossed."""
     import cv2
 
     img = image.copy()
@@ -141,6 +161,24 @@ def draw_level(image: np.ndarray, view, graph, level: dict[str, Any]) -> np.ndar
             ys = y1 - (contour[:, 0, 1] + 0.5) * RASTER_UNITS
             px, py = view.to_pixel(xs, ys)
             cv2.polylines(img, [np.stack([px, py], 1).astype(np.int32).reshape(-1, 1, 2)], True, UNREACHED, 2)
+    for trap in level.get("softlocks", []):
+        if trap["at_start"] or not trap["region"]:
+            continue
+        mask = np.isin(graph.raster, trap["region"]).astype(np.uint8)
+        contours, _ = cv2.findContours(mask, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+        shapes = []
+        for contour in contours:
+            xs = x0 + (contour[:, 0, 0] + 0.5) * RASTER_UNITS
+            ys = y1 - (contour[:, 0, 1] + 0.5) * RASTER_UNITS
+            px, py = view.to_pixel(xs, ys)
+            shapes.append(np.stack([px, py], 1).astype(np.int32).reshape(-1, 1, 2))
+        filled = img.copy()
+        cv2.fillPoly(filled, shapes, TRAP)
+        img = cv2.addWeighted(filled, 0.45, img, 0.55, 0)
+        cv2.polylines(img, shapes, True, TRAP, 2)
+        if trap["position"]:
+            (px,), (py,) = view.to_pixel(np.array([trap["position"][0]]), np.array([trap["position"][1]]))
+            cv2.drawMarker(img, (int(px), int(py)), (0, 0, 0), cv2.MARKER_TILTED_CROSS, 14, 3)
     for door in level["doors"]["each"]:
         colour = DOOR_STATE[door["state"]].colour
         for i, ld in enumerate(graph.level.linedefs):

@@ -129,7 +129,8 @@ def map_source(run: Path, config: dict[str, Any]) -> tuple[MapSource | None, str
 
 def level_source(game: str, config: dict[str, Any]) -> tuple[MapSource | None, str]:
     """A Doom level's own geometry; its objects under test are the things of the detector's classes."""
-    from playtester.capture.level_map import level_of_game, render_level
+    from playtester.capture.games import level_of_game
+    from playtester.capture.level_map import render_level
 
     try:
         level = level_of_game(game)

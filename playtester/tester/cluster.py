@@ -326,7 +326,7 @@ def explore_at_random_on_cluster(spec: Any, progress: Callable[[int], None] = la
                                  say: Callable[[str], None] = print) -> None:
     """`runner.explore_at_random` with its game in a Ray actor: uniform random actions until the
     episode budget is played or the game stops the run."""
-    from playtester.bugs.crashes import clear_stop
+    from playtester.tester.crashes import clear_stop
     from playtester.exploration.ray_env import RayVectorEnv
     from playtester.tester.runner import all_idle, run_stopped
 

@@ -18,7 +18,9 @@ episode lies beyond it goes idle: it still plays (the vector env needs frames) b
 and tests nothing, and says so with `info["tester_idle"]`. The latest detections ride in
 `info["detections"]`, for the explorer's OD mask.
 
-A game that crashes (`info["crashed"]`) ends its episode; the crash oracle makes it a finding,
+A finding that says `new_start` (the player trapped for good: `playtester/bugs/softlock.py`,
+`playtester/bugs/confinement.py`) ends its episode, truncated, so that the run goes on from a new
+start rather than play out the episode in the trap. A game that crashes (`info["crashed"]`) ends its episode; the crash oracle makes it a finding,
 `crashes.jsonl` counts it, and the next `reset` starts the game again (the backend does). Past
 `max_restarts` crashes in the run, or when the game will not start again, the instance stops:
 it writes why to `stopped.json`, plays no more (blank frames, `info["run_stopped"]`), and the
@@ -39,7 +41,7 @@ import gymnasium as gym
 import numpy as np
 
 from playtester.capture.doom import wrap_angle
-from playtester.report.coverage import frame_cell
+from playtester.perception.places import frame_cell
 from playtester.tester.identity import appearance_signature, best_overlap, nearest_box, same_object
 from playtester.imitation.jsd import action_distribution, jsd
 from playtester.imitation.live import LivePolicy
@@ -366,7 +368,7 @@ class TesterEnv(gym.Wrapper):
     def _restart_game(self, seed: int, options: dict[str, Any] | None):
         """Reset after a crash: the backend starts the game again, unless the run's restarts are spent."""
         from playtester.errors import UserError
-        from playtester.bugs.crashes import count_crashes
+        from playtester.tester.crashes import count_crashes
 
         crash, self.crash = self.crash, None
         crashes = count_crashes(self.run_dir)
@@ -380,7 +382,7 @@ class TesterEnv(gym.Wrapper):
 
     def _stop(self, reason: str):
         """Stop playing for good: say why in the run folder, hand back blank frames from now on."""
-        from playtester.bugs.crashes import write_stop
+        from playtester.tester.crashes import write_stop
 
         self.stopped = reason
         self.idle = True
@@ -434,12 +436,14 @@ class TesterEnv(gym.Wrapper):
         for oracle in self.oracles:
             for finding in oracle.observe(obs, info, action, self.episode, self.t):
                 self._save(finding)
+                if finding.details.get("new_start"):  # trapped for good (a softlock): the run goes on from a new start
+                    truncated = True
         if info.get("reset_failed"):
             self._save(Finding("reset", str(info["reset_failed"]), self.episode, self.t))
         self.t += 1
         self._info = info
         if info.get("crashed"):
-            from playtester.bugs.crashes import record_crash
+            from playtester.tester.crashes import record_crash
 
             terminated = True
             self.crash = str(info.get("crash_reason") or "the game's process is gone")

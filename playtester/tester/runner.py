@@ -46,7 +46,7 @@ def make_detector(spec: RunSpec, layout: Any, served: "ServedModels | None" = No
             raise UserError(f"--oracle-labels: {spec.game} has no engine labels to find objects with (only the built-in "
                             "park has); give --detector with a trained detector checkpoint")
         return GroundTruthDetector()
-    from playtester.capture.level_map import level_objects
+    from playtester.capture.games import level_objects
     from playtester.perception.detector import load_detector
     from playtester.tester.serving import ServedDetector
 
@@ -99,6 +99,11 @@ def tester_env(spec: RunSpec, env: gym.Env, index: int = 0, served: "ServedModel
 
     oracles = [CrashOracle(), StuckOracle(spec.stuck_steps), AssertionOracle([load_assertion(a) for a in spec.assertions]),
                *level_oracles(spec.game, getattr(env.unwrapped, "keymap", None), getattr(env.unwrapped, "graph", None))]
+    places = place_log(spec, index)
+    if places is not None:  # no map: whether the agent is trapped is judged from pixels alone
+        from playtester.bugs.confinement import ConfinementOracle
+
+        oracles.append(ConfinementOracle())
     layout = getattr(getattr(env.unwrapped, "scenario", None), "layout", None)
     wrapped = TesterEnv(
         env, tester=live, detector=make_detector(spec, layout, served), oracles=oracles, run_dir=spec.run_dir, game=spec.game,
@@ -106,7 +111,7 @@ def tester_env(spec: RunSpec, env: gym.Env, index: int = 0, served: "ServedModel
         config=TesterConfig(test_steps=spec.test_steps, seed=spec.seed, track_every=spec.track_every, min_score=spec.min_score,
                             confirm_hits=spec.confirm_hits, confirm_window=spec.confirm_window),
         env_index=index, n_envs=spec.num_envs,
-        episodes=spec.episodes, max_restarts=spec.max_restarts, places=place_log(spec, index),
+        episodes=spec.episodes, max_restarts=spec.max_restarts, places=places,
     )
     wrapped.continue_run()
     return wrapped
@@ -142,7 +147,7 @@ def explore_at_random(spec: RunSpec, progress: Callable[[int], None] = lambda n:
     game is started again (`TesterEnv`) until `max_restarts` is spent; then the run ends here,
     and says why (the crash itself is said from crashes.jsonl, as for every run)."""
     from playtester.capture.games import make_game
-    from playtester.bugs.crashes import clear_stop
+    from playtester.tester.crashes import clear_stop
 
     clear_stop(Path(spec.run_dir))
     env = tester_env(spec, make_game(spec.game, **spec.game_options()))
@@ -178,16 +183,18 @@ def run_stopped(infos: dict[str, Any]) -> bool:
 
 
 def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: None, resume: bool = False,
-                     cluster: bool = False):
+                     cluster: bool = False, objective: Callable[[RunSpec, Any], Any] | None = None):
     """Train the PPO explorer online while it plays the run's episodes; see the module doc. With
-    `cluster`, the game instances run as Ray actors (Ray started already; `playtester/tester/cluster.py`)."""
+    `cluster`, the game instances run as Ray actors (Ray started already; `playtester/tester/cluster.py`).
+    `objective` changes the explorer before it trains (a load test's adds RELINE's reward:
+    `playtester.load.objective.load_objective`)."""
     import functools
 
     from playtester.exploration.checkpoints import load_checkpoint
     from playtester.exploration.ppo import CHECKPOINT_NAME
     from playtester.tester.serving import ModelServer, serving
 
-    from playtester.bugs.crashes import clear_stop
+    from playtester.tester.crashes import clear_stop
 
     clear_stop(Path(spec.run_dir))
     explorer_dir = Path(spec.run_dir) / "explorer"
@@ -210,7 +217,7 @@ def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: 
 
         wrap = tester_on_worker  # in an actor: the tester loop on its scratch copy of the run folder
     try:
-        return _train_explorer(spec, wrap, budget, resume_ppo, cluster, explorer_dir, progress)
+        return _train_explorer(spec, wrap, budget, resume_ppo, cluster, explorer_dir, progress, objective)
     finally:
         if server is not None:
             write_serving_stats(Path(spec.run_dir) / "serving.json", server)
@@ -232,7 +239,7 @@ def write_serving_stats(path: Path, server) -> None:
 
 
 def _train_explorer(spec: RunSpec, wrap: Callable[[gym.Env, int], gym.Env], budget: int, resume_ppo: bool, cluster: bool,
-                    explorer_dir: Path, progress: Callable[[int], None]):
+                    explorer_dir: Path, progress: Callable[[int], None], objective: Callable[[RunSpec, Any], Any] | None):
     from playtester.exploration.explorer import build_explorer
     from playtester.exploration.ppo import train
     from playtester.exploration.rnd import RNDConfig
@@ -248,10 +255,8 @@ def _train_explorer(spec: RunSpec, wrap: Callable[[gym.Env, int], gym.Env], budg
         from playtester.tester.cluster import ray_instances
 
         explorer = explorer._replace(env_fn=ray_instances(spec, explorer.env_fn))
-    if spec.objective == "load":
-        from playtester.load.objective import load_objective
-
-        explorer = load_objective(spec, explorer)
+    if objective is not None:
+        explorer = objective(spec, explorer)
 
     ended = 0
 

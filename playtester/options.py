@@ -28,6 +28,7 @@ The types:
     OutFile(suffix)        a file to write: not a folder; its parent an existing, writable folder
     OutFolder()            a folder to write: not a file; its parent an existing, writable folder
     FrameSize()            WIDTHxHEIGHT in pixels
+    Region()               X,Y,W,H: a rectangle of the screen in whole pixels
     Bounds()               X0,Y0,X1,Y1: four finite numbers with X1 > X0 and Y1 > Y0
 
 `option(...)` and `argument(...)` make the typer parameter; `kind_of(param)` finds a click
@@ -273,10 +274,13 @@ def _writable_parent(path: Path) -> None:
 @dataclass(frozen=True)
 class InFile(OptionType):
     """An existing file of a kind (`what`, e.g. "policy checkpoint"): its reader checks its contents.
-    `folder_ok`: a folder of such files too (`demos --from-video FILE|FOLDER`)."""
+    `folder_ok`: a folder of such files too (`demos --from-video FILE|FOLDER`). `inside`: the name
+    such a file has in the folder a command writes it to (`labels.json` of `shots --out`): a folder
+    given for the file is refused with that file's path where the folder holds one."""
 
     what: str = "file"
     folder_ok: bool = False
+    inside: str = ""
     metavar = "FILE"
 
     def describe(self) -> str:
@@ -287,6 +291,8 @@ class InFile(OptionType):
         if not path.exists():
             raise Refused(f"not found; give a {self.what}")
         if path.is_dir() and not self.folder_ok:
+            if self.inside and (path / self.inside).is_file():
+                raise Refused(f"is a folder; give {path / self.inside}")
             raise Refused(f"is a folder; give a {self.what}")
         if not os.access(path, os.R_OK):
             raise Refused(f"cannot be read (permissions); give a {self.what} you can read")
@@ -398,6 +404,29 @@ def frame_size(value: Any, high: int = 4096) -> tuple[int, int]:
     if not (1 <= w <= high and 1 <= h <= high):
         raise Refused(f"out of range; give WIDTHxHEIGHT in pixels (each 1 to {high}), e.g. 320x240")
     return w, h
+
+
+@dataclass(frozen=True)
+class Region(OptionType):
+    """`X,Y,W,H`: a rectangle of the screen in whole pixels, its corner anywhere within `high` of
+    the origin and its width and height 1 … `high`; the value is the tuple (x, y, w, h)."""
+
+    high: int = WIDE
+    metavar = "X,Y,W,H"
+
+    def describe(self) -> str:
+        return f"X,Y,W,H in whole screen pixels (W and H 1 to {self.high}), e.g. 0,0,640,480"
+
+    def parse(self, value: Any) -> tuple[int, int, int, int]:
+        parts = value.split(",") if isinstance(value, str) else value
+        if not isinstance(parts, (list, tuple)) or len(parts) != 4:
+            raise Refused(f"give {self.describe()}")
+        try:
+            x, y = (Count(-self.high, self.high).parse(v) for v in parts[:2])
+            w, h = (Count(1, self.high).parse(v) for v in parts[2:])
+        except Refused:
+            raise Refused(f"give {self.describe()}") from None
+        return x, y, w, h
 
 
 @dataclass(frozen=True)

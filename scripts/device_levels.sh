@@ -1,0 +1,158 @@
+#!/bin/bash
+# Issue 37's levels benchmark on a machine with one NVIDIA GPU and 16 cores, in about 4 minutes
+# (docs/benchmarks/levels.md): Freedoom 2 MAP01, MAP07, MAP10 and Freedoom 1 E1M2 under immortal
+# rules, 5 seeds, the agents ppgta (its preference a path policy trained on level-walk demos of
+# OTHER levels), inspector, random and the level-walk expert (the ceiling). Every run starts at
+# once (each its own `bench_agents.py --profile levels` process; the PPO agents' networks on the
+# GPU, expert and random at nice 5 so that the PPO runs come first), all are stopped after LIMIT
+# seconds, and every run is scored at the most whole episodes EVERY run played (`--cut max`: one
+# fixed budget for all agents, the limit only decides which), with Mann–Whitney U per level. The
+# runs of expert and random that played their whole budget (EPISODES × STEPS) are also scored there.
+#
+# Here, once (pip downloads ViZDoom 1.3.2, Gymnasium 1.4.0 and Farama-Notifications for Python
+# 3.12, which the machine's image lacks; about 2 minutes, mostly xz):
+#   scripts/device_levels.sh prepare PREFERENCE.ckpt
+# writes .device-levels/ (git-ignored; about 40 MB, the tree must stay under 64 MiB): site.tar.xz
+# (the packages, both Freedoom WADs) and preference.pt (the checkpoint in float16, restored to
+# float32 there).
+#
+# There, from the repository root (the run tool: carry [".device-levels"], timeout_s 420):
+#   OUT=/some/folder scripts/device_levels.sh
+# writes $OUT/levels.txt (the tables, the tests and the steps/s of each agent), $OUT/env.txt,
+# $OUT/runs.log and $OUT/results.tar.xz (levels.json of each table, each cut run's summary.json and
+# the coverage maps of seed 1). The whole budget of the issue (10 × 1000 for every agent) needs
+# LIMIT from the steps/s lines: 10 000 steps over the slowest agent's steps/s a run.
+# Settings: LIMIT (170 s), LEVELS, AGENTS, SEEDS (1 2 3 4 5), EPISODES (10), STEPS (1000),
+# ENVS (2, the PPO agents' game instances), DEVICE (cuda; cpu for a dry run), WORK.
+# A dry run here: DEVICE=cpu LEVELS=doom:freedoom2:MAP01 SEEDS="1 2" EPISODES=3 STEPS=40 LIMIT=90 \
+#   OUT=/tmp/dl scripts/device_levels.sh
+set -u
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+PACK=${PACK:-.device-levels}
+
+if [ "${1:-}" = prepare ]; then
+  PREFERENCE=${2:-}
+  [ -f "$PREFERENCE" ] || { echo "error: give the preference checkpoint (a path policy trained on level-walk demos): scripts/device_levels.sh prepare PATH.ckpt" >&2; exit 2; }
+  exclude=$(git rev-parse --git-path info/exclude)
+  grep -qx "/$PACK/" "$exclude" 2>/dev/null || echo "/$PACK/" >>"$exclude"
+  mkdir -p "$PACK"
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  $PY -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+      --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+      -d "$tmp/whl" vizdoom==1.3.2 gymnasium==1.4.0 farama-notifications==0.0.6 || exit 1
+  mkdir "$tmp/site"
+  for w in "$tmp"/whl/*.whl; do (cd "$tmp/site" && unzip -q -o "$w") || exit 1; done
+  tar -C "$tmp/site" -cf - . | xz -6 -T0 >"$PACK/site.tar.xz.partial" && mv "$PACK/site.tar.xz.partial" "$PACK/site.tar.xz" || exit 1
+  $PY - "$PREFERENCE" "$PACK/preference.pt" <<'EOF' || exit 1
+import os, sys, torch
+ckpt = torch.load(sys.argv[1], map_location="cpu", weights_only=False)
+ckpt["state_dict"] = {k: t.half() if t.is_floating_point() and t.dtype == torch.float32 else t for k, t in ckpt["state_dict"].items()}
+ckpt["float16_of_float32"] = True
+torch.save(ckpt, sys.argv[2] + ".partial")
+os.replace(sys.argv[2] + ".partial", sys.argv[2])
+EOF
+  du -sh "$PACK"/*
+  exit 0
+fi
+
+OUT=${OUT:?set OUT to the folder for the results}
+DEVICE=${DEVICE:-cuda}
+LEVELS=${LEVELS:-doom:freedoom2:MAP01 doom:freedoom2:MAP07 doom:freedoom2:MAP10 doom:freedoom1:E1M2}
+AGENTS=${AGENTS:-ppgta inspector random expert}
+SEEDS=${SEEDS:-1 2 3 4 5}
+EPISODES=${EPISODES:-10}
+STEPS=${STEPS:-1000}
+ENVS=${ENVS:-2}
+LIMIT=${LIMIT:-170}
+WORK=${WORK:-/tmp/device-levels}
+export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
+mkdir -p "$OUT"
+rm -rf "$WORK"
+mkdir -p "$WORK/site" "$WORK/parts" "$WORK/levels" "$WORK/whole"
+REPORT="$OUT/levels.txt"
+: >"$REPORT"
+: >"$OUT/runs.log"
+{
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1
+  echo "cores $(nproc), memory $(free -g | awk '/Mem/ {print $2}') GB, $($PY --version 2>&1), commit $(git rev-parse --short HEAD 2>/dev/null)"
+  $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available())"
+} >"$OUT/env.txt" 2>&1
+if [ -f "$PACK/site.tar.xz" ]; then
+  xz -dc "$PACK/site.tar.xz" | tar -C "$WORK/site" -xf - || { echo "unpacking $PACK/site.tar.xz failed" | tee -a "$OUT/env.txt"; exit 1; }
+  export PYTHONPATH="$WORK/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+else
+  export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+fi
+PREFERENCE=${PREFERENCE:-$WORK/preference.ckpt}
+if [ ! -f "$PREFERENCE" ]; then
+  $PY - "$PACK/preference.pt" "$PREFERENCE" <<'EOF' || { echo "unpacking $PACK/preference.pt failed (run here: scripts/device_levels.sh prepare PATH.ckpt)" | tee -a "$OUT/env.txt"; exit 1; }
+import os, sys, torch
+ckpt = torch.load(sys.argv[1], map_location="cpu", weights_only=False)
+if ckpt.pop("float16_of_float32", False):
+    ckpt["state_dict"] = {k: t.float() if t.dtype == torch.float16 else t for k, t in ckpt["state_dict"].items()}
+torch.save(ckpt, sys.argv[2])
+EOF
+fi
+$PY -c "import vizdoom, gymnasium, playtester.cli; print('vizdoom', vizdoom.__version__, 'gymnasium', gymnasium.__version__)" >>"$OUT/env.txt" 2>&1 \
+  || { echo "the packages are not importable" | tee -a "$OUT/env.txt"; exit 1; }
+
+key() { echo "$1" | tr ':/' '__'; }
+echo "== $LEVELS: $EPISODES episodes × $STEPS steps, rules immortal, seeds $SEEDS, agents $AGENTS, device $DEVICE, limit $LIMIT s" >>"$REPORT"
+pids=()
+n=0
+start=$(date +%s)
+for level in $LEVELS; do
+  for seed in $SEEDS; do
+    for agent in $AGENTS; do
+      n=$((n + 1))
+      case $agent in ppgta|inspector) device=$DEVICE; priority=0 ;; *) device=cpu; priority=5 ;; esac
+      setsid nice -n "$priority" $PY scripts/bench_agents.py --profile levels --levels "$level" --agents "$agent" --seeds "$seed" \
+        --episodes "$EPISODES" --steps "$STEPS" --envs "$ENVS" --preference "$PREFERENCE" --device "$device" --threads 1 \
+        --out "$WORK/parts/$n" >"$WORK/parts/$n.log" 2>&1 &
+      pids+=($!)
+    done
+  done
+done
+while [ $(($(date +%s) - start)) -lt "$LIMIT" ]; do
+  running=0
+  for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && running=$((running + 1)); done
+  [ "$running" -eq 0 ] && break
+  sleep 2
+done
+stopped=0
+for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && { stopped=$((stopped + 1)); kill -TERM -- "-$pid" 2>/dev/null; }; done
+sleep 3
+for pid in "${pids[@]}"; do kill -KILL -- "-$pid" 2>/dev/null; done
+wait 2>/dev/null
+seconds=$(($(date +%s) - start))
+echo "$n runs, $stopped stopped at the limit, $seconds s" >>"$REPORT"
+for i in $(seq 1 "$n"); do { echo "-- run $i"; tail -3 "$WORK/parts/$i.log"; } >>"$OUT/runs.log"; done
+
+for run in "$WORK"/parts/*/*/*-seed*; do  # parts/N/LEVEL/AGENT-seedS -> levels/LEVEL/AGENT-seedS
+  level=$(basename "$(dirname "$run")")
+  mkdir -p "$WORK/levels/$level"
+  mv "$run" "$WORK/levels/$level/"
+done
+for agent in $AGENTS; do
+  rows=$(cat "$WORK"/levels/*/"$agent"-seed*/trajectory.jsonl 2>/dev/null | wc -l)
+  runs=$(ls -d "$WORK"/levels/*/"$agent"-seed* 2>/dev/null | wc -l)
+  awk -v a="$agent" -v r="$rows" -v s="$seconds" -v n="$runs" \
+    'BEGIN { printf "steps/s %s: %d steps in %d s over %d runs, %.1f a second a run\n", a, r, s, n, n ? r / s / n : 0 }' >>"$REPORT"
+done
+
+echo "== every agent at the most whole episodes every run played" >>"$REPORT"
+$PY scripts/bench_agents.py --profile levels --cut max --parallel "$(nproc)" --out "$WORK/levels" >>"$REPORT" 2>&1
+for run in "$WORK"/levels/*/expert-seed* "$WORK"/levels/*/random-seed*; do  # the whole runs of the cheap agents
+  [ -d "$run" ] || continue
+  level=$(basename "$(dirname "$run")")
+  mkdir -p "$WORK/whole/$level"
+  ln -s "$run" "$WORK/whole/$level/"
+done
+echo "== expert and random at their whole budget, $EPISODES × $STEPS (where every run of theirs played it)" >>"$REPORT"
+$PY scripts/bench_agents.py --profile levels --cut "$EPISODES" --parallel "$(nproc)" --out "$WORK/whole" >>"$REPORT" 2>&1
+
+(cd "$WORK" && find levels whole -path '*first-*' \( -name levels.json -o -name summary.json -o \( -path '*-seed1/*' -name coverage.png \) \) -print0 \
+  | tar --null -T - -cf - | xz -1 >"$OUT/results.tar.xz")
+cat "$REPORT"

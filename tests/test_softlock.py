@@ -1,0 +1,320 @@
+"""Trapped, not just stuck: the softlock oracle (a level's geometry) and the confinement oracle
+(pixels alone), on the test levels the level builder draws: a pit, a door a one-use switch opens
+that closes behind the player, a one-way teleporter into a sealed room (traps); a one-way drop to
+a hall that goes on to the exit, and a pit with a lift back up (no traps).
+
+The oracles' logic on walks given as telemetry first (no engine: cheap), then the real engine:
+a scripted walk into each level, the random tester through the command line, and the replay."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from playtester.bugs.confinement import ConfinementOracle, GreyHistogram
+from playtester.bugs.softlock import PATIENCE, SoftlockOracle, softlock_off, softlock_patience
+from playtester.capture.level_graph import LevelGraph, LevelState
+from playtester.capture.level_map import JUMP_CLIMB, MAX_STEP, parse_udmf
+from playtester.capture.park.level_builder import (Join, LevelPlan, Room, level_textmap, level_wad,
+                                                   softlock_levels)
+
+LEVELS = softlock_levels()
+
+
+def graph_of(plan: LevelPlan) -> LevelGraph:
+    return LevelGraph(parse_udmf("MAP01", level_textmap(plan)))
+
+
+def walk(oracle: SoftlockOracle, points: list[tuple[float, float]], *, hold: int = 0, used: dict[int, int] | None = None):
+    """Telemetry of a walk through `points` (map units), then `hold` steps circling the last one;
+    `used`: step → the line a USE press worked then. The findings, with the step of each."""
+    oracle.reset()
+    path = list(points) + [(points[-1][0] + 8 * np.cos(t / 3), points[-1][1] + 8 * np.sin(t / 3)) for t in range(hold)]
+    out = []
+    for t, (x, y) in enumerate(path):
+        info = {"position": (x, y, 0.0), "angle": 0.0}
+        if used and t in used:
+            info["used"] = {"line": used[t], "kind": "door", "sectors": [], "key": None}
+        out += [(t, f) for f in oracle.observe(np.zeros((8, 8, 3), np.uint8), info, 0, 0, t)]
+    return out
+
+
+def line_points(a: tuple[float, float], b: tuple[float, float], step: float = 24.0) -> list[tuple[float, float]]:
+    n = max(1, int(np.hypot(b[0] - a[0], b[1] - a[1]) // step))
+    return [(a[0] + (b[0] - a[0]) * i / n, a[1] + (b[1] - a[1]) * i / n) for i in range(n + 1)]
+
+
+# -- the graph under what the player did -----------------------------------------------------------
+
+def test_a_one_use_switch_spent_shuts_the_door_it_opened():
+    """The door level: from the closet the start is out of reach whatever happened (the switch is
+    outside); from the room, the door opens while a wall's switch is unused, and a spent line no
+    longer opens it (the room's other walls still do)."""
+    graph = graph_of(LEVELS["door"].plan)
+    room, door, closet = 0, 1, 2
+    assert graph.reachable(room) == {room, door, closet}
+    assert graph.reachable(closet) == {closet}, "the switch is on the room's walls"
+    switches = [i for i, a in enumerate(graph.actions) if a is not None]
+    assert len(switches) > 1 and all(not graph.actions[i].repeat and not graph.actions[i].lasts for i in switches)
+    assert graph.reachable(room, LevelState(fired=frozenset(switches[:1]))) == {room, door, closet}
+    assert graph.reachable(room, LevelState(fired=frozenset(switches))) == {room}, "every switch spent: shut for good"
+
+
+def test_a_door_that_stays_open_stays_open_once_its_line_is_spent():
+    stays = Join(special=11, args=(5, 32), repeat=False)  # Door_Open(tag 5): opens and stays open
+    plan = LevelPlan(rows=["######", "#aaDb#", "######"], rooms={"a": Room(), "D": Room(ceiling=0, tag=5), "b": Room()},
+                     joins={("a", "#"): stays}, start="a")
+    graph = graph_of(plan)
+    every = frozenset(i for i, a in enumerate(graph.actions) if a is not None)
+    assert all(graph.actions[i].lasts for i in every)
+    assert graph.reachable(2, LevelState(fired=every)) == {0, 1, 2}, "spent, the open door still lets the player back"
+    assert graph.reachable(2) == {2}, "not set off, the door is shut and its switches out of reach"
+
+
+def test_a_jump_climbs_60_units_and_no_more():
+    """Built ledges in the engine: with a running start a jump gets onto 60 units, not 64
+    (docs/benchmarks/softlock.md); a step is 24."""
+    for depth, climbed in ((48, True), (60, True), (64, False), (96, False)):
+        plan = LevelPlan(rows=["#####", "#aap#", "#####"], rooms={"a": Room(), "p": Room(floor=-depth)}, start="a")
+        graph = graph_of(plan)
+        assert (0 in graph.reachable(1, LevelState(climb=JUMP_CLIMB))) == climbed, depth
+        assert 0 not in graph.reachable(1, LevelState(climb=MAX_STEP))
+
+
+def test_what_doom_specials_leave_behind():
+    """By hand from Doom's line specials: 1 (DR) and 29 (S1) doors close again, 103 (S1) and 31 (D1)
+    stay open; 3 (W1) closes a door for good, 16 (W1) opens it again after 30 s; floors stay moved;
+    62 (SR) is a lift that comes back up; Boom's generalised door 0x3C00 + kind 1 << 5 stays open."""
+    from playtester.capture.level_specials import describe
+
+    lasts = {n: describe(n).lasts for n in (1, 29, 103, 31, 3, 16, 38, 62)}
+    assert lasts == {1: False, 29: False, 103: True, 31: True, 3: True, 16: False, 38: True, 62: False}
+    assert describe(0x3C00 | (1 << 5)).lasts and not describe(0x3C00).lasts and describe(0x3C00 | (3 << 5)).kind == "close"
+
+
+def test_a_walk_over_line_that_shuts_the_door_behind_is_found_and_named():
+    """An open door, then a hall whose far end has a walk-over Door_Close line: crossing it shuts the
+    door for good (its positions crossed the line: no USE press says so)."""
+    close = Join(special=10, args=(5, 32), use=False, repeat=False)  # Door_Close(tag 5), walked over
+    plan = LevelPlan(rows=["#########", "#aaDbbww#", "#########"],
+                     rooms={"a": Room(), "D": Room(tag=5), "b": Room(), "w": Room()}, joins={("b", "w"): close}, start="a")
+    graph = graph_of(plan)
+    line = next(i for i, a in enumerate(graph.actions) if a is not None)
+    assert graph.actions[line].kind == "close" and graph.actions[line].lasts
+    assert graph.reachable(3, LevelState(fired=frozenset({line}))) == {2, 3} and graph.reachable(3) == {0, 1, 2, 3}
+    oracle = SoftlockOracle(graph, climb=JUMP_CLIMB)
+    found = walk(oracle, line_points((96.0, 96.0), (416.0, 96.0)), hold=PATIENCE)
+    assert len(found) == 1 and f"the only way out: the door (sector 1) was shut for good by line {line} at step" in found[0][1].message
+    assert str(line) in found[0][1].details["fired"] and found[0][1].details["region"] == [2, 3]
+
+
+# -- the softlock oracle on walks given as telemetry -----------------------------------------------
+
+def test_the_pit_is_a_softlock_with_its_depth_and_the_lift_pit_is_not():
+    pit, lift = (SoftlockOracle(graph_of(LEVELS[k].plan), climb=JUMP_CLIMB) for k in ("pit", "lift"))
+    into = line_points((96.0, 352.0), (416.0, 224.0))
+    found = walk(pit, into, hold=PATIENCE + 5)
+    assert len(found) == 1
+    t, f = found[0]
+    entered = f.details["entered"]["step"]
+    assert f.kind == "softlock" and f.details["new_start"] and t == f.details["trapped_since"] + PATIENCE - 1
+    assert "no way up from a pit 96 units deep" in f.message and f.details["depth"] == 96
+    assert f.details["region"] == [1] and f.details["trapped_since"] == entered
+    assert walk(lift, into, hold=3 * PATIENCE) == [], "the lift's switch, below, brings the player back up"
+    assert walk(pit, into[:3], hold=3 * PATIENCE) == [], "wandering the room above is no softlock"
+
+
+def test_leaving_before_the_patience_is_spent_is_no_finding():
+    """A player that stands in the closet while the door is still open and walks out is not trapped."""
+    oracle = SoftlockOracle(graph_of(LEVELS["door"].plan), climb=JUMP_CLIMB)
+    closet, room = (320.0, 96.0), (320.0, 352.0)
+    there = line_points(room, closet)
+    back = [closet] * (oracle.patience - 10) + line_points(closet, room)
+    assert walk(oracle, there + back, hold=10) == []
+    assert oracle.trapped(1) is None, "standing in the door, both sides are open to it (a door does not close on the player)"
+
+
+def test_the_door_closed_for_good_names_its_spent_switch():
+    graph = graph_of(LEVELS["door"].plan)
+    oracle = SoftlockOracle(graph, climb=JUMP_CLIMB)
+    assert oracle.patience == softlock_patience(graph) > PATIENCE, "its door stays open 280 tics: longer than the default"
+    north_wall = next(i for i, a in enumerate(graph.actions) if a is not None and graph.line_ends[i][1] == graph.line_ends[i][3] == 448)
+    path = line_points((96.0, 416.0), (320.0, 416.0)) + line_points((320.0, 416.0), (320.0, 96.0))
+    found = walk(oracle, path, hold=oracle.patience, used={3: north_wall})
+    assert len(found) == 1
+    f = found[0][1]
+    assert f"closed for good: line {north_wall} of one use was set off at step 3" in f.message
+    assert f.details["fired"] == {str(north_wall): 3} and f.details["region"] == [2]
+
+
+def test_a_start_inside_a_trap_is_said_once():
+    plan = softlock_levels()["pit"].plan
+    plan.start = "p"
+    oracle = SoftlockOracle(graph_of(plan), climb=JUMP_CLIMB)
+    pit = [(352.0, 224.0), (380.0, 224.0)]
+    found = walk(oracle, pit, hold=2 * PATIENCE) + walk(oracle, pit, hold=5)
+    assert [f.details.get("at_start") for _, f in found] == [True], "one line, in the first episode only"
+    assert "the player starts inside a trap: only 20% of the level's walkable area" in found[0][1].message, "9 of 45 cells"
+
+
+def test_a_level_whose_start_lies_in_no_sector_turns_the_oracle_off_with_why(tmp_path):
+    plan = LevelPlan(rows=["####", "#aa#", "####"], rooms={"a": Room()}, start=None,
+                     things=[(1, "a", {"x": -500, "y": -500})])
+    wad = tmp_path / "outside.wad"
+    wad.write_bytes(level_wad(plan))
+    line = softlock_off(f"doom:wad:{wad}")
+    assert line.startswith("the softlock oracle is off: map MAP01: its player start (-500, -500) lies outside every sector")
+    assert softlock_off("gym:CartPole-v1") is None
+
+
+# -- the confinement oracle on frames --------------------------------------------------------------
+
+def _frame(level: int, rng: np.random.Generator) -> np.ndarray:
+    """A frame whose grey levels sit around `level` (a view of its own), with some noise and a
+    moving bar so that the picture changes every step."""
+    f = np.clip(rng.normal(level, 6, (48, 64)), 0, 255).astype(np.uint8)
+    f[:, rng.integers(0, 60):][:, :4] = 255 - level
+    return np.repeat(f[..., None], 3, axis=2)
+
+
+def _feed(oracle: ConfinementOracle, levels: list[int], seed: int = 0) -> list[tuple[int, object]]:
+    rng = np.random.default_rng(seed)
+    oracle.reset()
+    return [(t, f) for t, lv in enumerate(levels) for f in oracle.observe(_frame(lv, rng), {}, t % 5, 0, t)]
+
+
+def test_confinement_after_a_one_way_trip_is_possibly_trapped():
+    """Many views, then a few new ones only, for a whole window: possibly trapped, once; the same
+    few views while the old ones come back now and then are not."""
+    oracle = ConfinementOracle(window=60, max_places=4, min_before=3)
+    before = [20 + 30 * (t // 10 % 6) for t in range(120)]  # six views
+    trapped = [215 + 10 * (t % 3) for t in range(150)]  # three views never seen before
+    found = _feed(oracle, before + trapped)
+    assert len(found) == 1
+    t, f = found[0]
+    assert f.kind == "confined" and "possibly trapped" in f.message
+    assert t == 122 + 60, "the three new views are first seen at steps 120-122; then a whole window with none new"
+    assert f.details["since"] == 120 and f.details["places_before"] == 6 and len(f.details["places"]) == 3
+    back = [v if t % 40 else 20 for t, v in enumerate(trapped)]
+    assert _feed(oracle, before + back) == [], "the first view comes back every 40 steps"
+    assert _feed(oracle, trapped + trapped) == [], "the episode started there: no trip into it"
+
+
+def test_confinement_needs_moving_varied_input():
+    oracle = ConfinementOracle(window=30, max_places=4, min_before=2)
+    rng = np.random.default_rng(0)
+    frozen = _frame(230, rng)
+    oracle.reset()
+    found = []
+    for t in range(100):
+        f = _frame(20 + 40 * (t // 10 % 5), rng) if t < 50 else frozen
+        found += oracle.observe(f, {}, t % 5, 0, t)
+    assert found == [], "a picture that does not change is the stuck oracle's"
+
+
+def test_the_grey_histogram_barely_moves_when_the_view_turns():
+    """A view scrolled sideways (a turn) stays in its place; another room's grey levels do not."""
+    rng = np.random.default_rng(0)
+    view = np.repeat(np.clip(rng.normal(120, 40, (60, 160)), 0, 255).astype(np.uint8)[..., None], 3, axis=2)
+    embed = GreyHistogram()
+    turned, other = np.roll(view, 40, axis=1), np.clip(view.astype(int) + 60, 0, 255).astype(np.uint8)
+    assert 1 - embed(view) @ embed(turned) < embed.threshold < 1 - embed(view) @ embed(other)
+
+
+# -- the real engine -------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def wads(tmp_path_factory):
+    root = tmp_path_factory.mktemp("softlock")
+    out = {}
+    for name, level in LEVELS.items():
+        out[name] = root / f"{name}.wad"
+        out[name].write_bytes(level_wad(level.plan))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, why", [("pit", "no way up from a pit 96 units deep (dropped 96 units into it"),
+                                       ("door", "closed for good: line"),
+                                       ("teleport", "a one-way teleporter (line"),
+                                       ("drop", None), ("lift", None)])
+def test_a_scripted_walk_finds_every_trap_and_nothing_else(name, why, wads):
+    """The bar, by the scripted walk: each trap found, with its place and cause; the drop to the
+    exit (which the walk takes) and the pit with a lift (which the walk rides up) stay silent."""
+    from playtester.bugs.softlock import softlock_oracle
+    from playtester.capture.games import make_game
+    from playtester.capture.level_walk import WaypointWalk
+
+    env = make_game(f"doom:wad:{wads[name]}")
+    try:
+        game = env.unwrapped
+        oracle = softlock_oracle(game.graph, game.keymap)
+        walk = WaypointWalk(game.keymap, list(LEVELS[name].walk))
+        _, info = env.reset(seed=0)
+        found, sectors, restarted = [], [], False
+        for t in range(900):
+            a = walk.act(info)
+            if a is None or found or (1 in sectors and sectors[-60:] == [0] * 60):  # back in the room above a while
+                break
+            _, _, _, _, info = env.step(a)
+            found += oracle.observe(None, info, a, 0, t)
+            sectors.append(game.graph.sector_at(*info["position"][:2]))
+            restarted |= bool(info.get("restarted"))
+        if why is None:
+            assert found == [] and sectors[-60:] == [0] * 60, "no finding, down there and back in the room above"
+            assert restarted == (name == "drop"), "the drop's walk left by the exit, the lift's rode the lift"
+        else:
+            assert len(found) == 1 and why in found[0].message, found
+            assert found[0].details["region"] == [1 if name == "pit" else 2] and sectors[-1] in found[0].details["region"]
+    finally:
+        env.close()
+
+
+@pytest.mark.slow
+def test_the_random_tester_is_sent_to_a_new_start_after_a_softlock_and_the_finding_replays(wads, tmp_path, capsys):
+    """`run explore --explorer random` on the teleporter level: the softlock ends its episode at the
+    finding (the next starts again), the report lists it on the level's map, and the finding plays
+    again frame for frame."""
+    from playtester.bugs.findings import replay_finding
+    from playtester.cli import main
+
+    out = tmp_path / "run"
+    assert main(["run", "explore", "--game", f"doom:wad:{wads['teleport']}", "--explorer", "random", "--episodes", "2",
+                 "--steps", "160", "--seed", "0", "--out", str(out)]) == 0
+    findings = [json.loads(p.read_text()) | {"folder": p.parent} for p in sorted(out.glob("findings/*/finding.json"))]
+    softlocks = [f for f in findings if f["kind"] == "softlock"]
+    assert softlocks and "a one-way teleporter (line" in softlocks[0]["message"]
+    first = softlocks[0]
+    steps = [json.loads(line) for line in (out / "trajectory.jsonl").read_text().splitlines()]
+    ended = max(r["t"] for r in steps if r["episode"] == first["episode"])
+    assert ended == first["step"] < 159, "the episode ended at the finding"
+    assert {r["episode"] for r in steps} == {0, 1}, "and the run went on from a new start"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["level"]["softlocks"][0]["region"] == [2] and summary["findings"]["softlock"] == len(softlocks)
+    assert summary["softlock_oracle"].startswith("by the level's geometry")
+    page = (out / "report.html").read_text()
+    assert "Softlocks (" in page and "a softlock: the sectors the player was trapped in" in page
+    result = replay_finding(first["folder"])
+    assert result.steps == first["steps"] and result.compared > 0 and result.identical == result.compared
+
+
+@pytest.mark.slow
+def test_a_level_whose_geometry_cannot_be_read_plays_and_the_oracle_says_it_is_off_once(tmp_path, capsys):
+    """A UDMF map with a hexadecimal height (valid UDMF; this reader takes decimal numbers only): the
+    engine plays it, and the softlock oracle says in one line that it is off, and why."""
+    from playtester.capture.park.level_builder import softlock_levels
+    from playtester.capture.park.wad import pwad
+    from playtester.cli import main
+
+    text = level_textmap(softlock_levels()["pit"].plan).replace("heightceiling = 160;", "heightceiling = 0xA0;", 1)
+    wad = tmp_path / "hex.wad"
+    wad.write_bytes(pwad([("MAP01", b""), ("TEXTMAP", text.encode("ascii")), ("ENDMAP", b"")]))
+    out = tmp_path / "run"
+    assert main(["run", "explore", "--game", f"doom:wad:{wad}", "--explorer", "random", "--episodes", "2", "--steps", "5",
+                 "--out", str(out)]) == 0
+    said = [line for line in capsys.readouterr().out.splitlines() if "softlock oracle is off" in line]
+    assert len(said) == 1 and "its geometry could not be read (ValueError" in said[0]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["softlock_oracle"].startswith("the softlock oracle is off") and summary["steps"] == 10
