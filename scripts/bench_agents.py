@@ -318,11 +318,11 @@ def significance(results: list[dict]) -> str:
 
 
 def greater(ours: list[float], theirs: list[float]) -> str:
-    """One-sided Mann–Whitney U (ours greater) as table cells: `U = … | p = …`."""
+    """One-sided Mann–Whitney U (ours greater) as table cells: `U = … | P(first > second) | p = …`."""
     from scipy.stats import mannwhitneyu
 
     test = mannwhitneyu(ours, theirs, alternative="greater")
-    return f"U = {test.statistic:.1f} | p = {test.pvalue:.3f}"
+    return f"U = {test.statistic:.1f} | {test.statistic / (len(ours) * len(theirs)):.2f} | p = {test.pvalue:.3f}"
 
 
 def copy_coverage_maps(results: list[dict], out: Path) -> None:
@@ -490,21 +490,18 @@ def run_levels(args) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         rows = run_agents(args)
         results += [{**row, "level": level} for row in rows]
-        tests = significance(rows)
-        if tests:
-            print(f"\n{level}: Mann–Whitney U over seeds, one-sided (the first agent greater):\n{tests}\n")
         figures(rows, args.out)
     args.out = root
     return level_report(results, args)
 
 
 def level_report(results: list[dict], args) -> int:
-    """The levels table, PPGTA's tests against the baselines per level, and `levels.json` in `args.out`."""
+    """The levels table, the tests per level (`level_significance`), and `levels.json` in `args.out`."""
     print()
     print(level_table(results, args))
     tests = level_significance(results)
     if tests:
-        print("\nMann–Whitney U over seeds on reachable coverage, one-sided (PPGTA greater):")
+        print("\nMann–Whitney U over seeds on reachable coverage, one-sided (the first agent greater):")
         print(tests)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "levels.json").write_text(json.dumps(results, indent=1))
@@ -513,20 +510,22 @@ def level_report(results: list[dict], args) -> int:
 
 
 def level_significance(results: list[dict]) -> str:
-    """Per level, Mann–Whitney U over seeds of PPGTA's reachable coverage against each baseline's;
-    empty where no level has two seeds of both."""
+    """Per level, one-sided Mann–Whitney U over seeds of reachable coverage for the pairs
+    `comparisons` names (every explorer against the baselines and against PPGTA), with the effect
+    size; empty where no pair has two seeds a side."""
     lines = []
     for level in dict.fromkeys(r["level"] for r in results):
         share = {a: [r["reachable_share"] for r in results if r["level"] == level and r["agent"] == a
                      and r["reachable_share"] is not None] for a in AGENTS}
-        for baseline in ("inspector", "random"):
-            ours, theirs = share["ppgta"], share[baseline]
+        for agent, baseline in comparisons({a for a, values in share.items() if values}):
+            ours, theirs = share[agent], share[baseline]
             if len(ours) >= 2 and len(theirs) >= 2:
-                lines.append(f"| {level.split(':', 1)[1]} | ppgta vs {baseline} | {100 * np.mean(ours):.1f} vs "
+                lines.append(f"| {level.split(':', 1)[1]} | {agent} vs {baseline} | {100 * np.mean(ours):.1f} vs "
                              f"{100 * np.mean(theirs):.1f} % | {greater(ours, theirs)} |")
     if not lines:
         return ""
-    return "\n".join(["| level | agents | reachable coverage | U | p |", "| --- | --- | ---: | ---: | ---: |", *lines])
+    return "\n".join(["| level | agents | reachable coverage | U | P(first > second) | p |",
+                      "| --- | --- | ---: | ---: | ---: | ---: |", *lines])
 
 
 def level_table(results: list[dict], args) -> str:
