@@ -249,9 +249,14 @@ def mean(values):
 
 
 def table(results: list[dict], episodes: int) -> str:
+    """Per agent: coverage (mean, each seed's) and against random's, and where the runs tested
+    objects (not on the levels profile) the OOIs tested and the tests' figures."""
     marks = sorted({1, max(1, episodes // 2), episodes})
-    head = (["agent", "seeds", measure_name(results), "× random"] + [f"OOIs tested after {e} ep." for e in marks]
-            + ["tests (of no known OOI)", "test precision", "OOIs tested a 10 000 steps", "success rate (on real objects)", "minutes"])
+    testing = any(r.get("oois_total") for r in results)
+    head = (["agent", "seeds", measure_name(results), "× random"]
+            + ([f"OOIs tested after {e} ep." for e in marks] + ["tests (of no known OOI)", "test precision",
+                                                                "OOIs tested a 10 000 steps", "success rate (on real objects)"]
+               if testing else []) + ["minutes"])
     lines = ["| " + " | ".join(head) + " |", "| " + " | ".join(["---"] + ["---:"] * (len(head) - 1)) + " |"]
     random_share = mean([coverage_of(r) for r in results if r["agent"] == "random"])
     for agent in AGENTS:
@@ -262,15 +267,16 @@ def table(results: list[dict], episodes: int) -> str:
         per_seed = " / ".join("–" if coverage_of(r) is None else f"{100 * coverage_of(r):.1f}" for r in sorted(rows, key=lambda r: r["seed"]))
         cells = [agent, str(len(rows)), "–" if share is None else f"{100 * share:.1f} % ({per_seed})",
                  "–" if share is None or not random_share else f"×{share / random_share:.2f}"]
-        cells += [f"{np.mean([r['tested_per_episode'][e - 1] for r in rows]):.1f}" for e in marks]
-        real_rate = mean([r.get("success_on_real") for r in rows])
-        tests, phantom = sum(r["tests"] for r in rows), sum(r.get("tests_unmatched", 0) for r in rows)
-        steps = sum(r.get("steps") or 0 for r in rows)
-        cells += [f"{np.mean([r['tests'] for r in rows]):.1f} ({np.mean([r.get('tests_unmatched', 0) for r in rows]):.1f})",
-                  f"{100 * (1 - phantom / tests):.0f} %" if tests else "–",
-                  f"{1e4 * sum(r['tested_per_episode'][-1] for r in rows) / steps:.1f}" if steps else "–",
-                  ("–" if rate is None else f"{100 * rate:.0f} %") + ("" if real_rate is None else f" ({100 * real_rate:.0f} %)"),
-                  "–" if any(np.isnan(r["seconds"]) for r in rows) else f"{np.mean([r['seconds'] for r in rows]) / 60:.1f}"]
+        if testing:
+            cells += [f"{np.mean([r['tested_per_episode'][e - 1] for r in rows]):.1f}" for e in marks]
+            real_rate = mean([r.get("success_on_real") for r in rows])
+            tests, phantom = sum(r["tests"] for r in rows), sum(r.get("tests_unmatched", 0) for r in rows)
+            steps = sum(r.get("steps") or 0 for r in rows)
+            cells += [f"{np.mean([r['tests'] for r in rows]):.1f} ({np.mean([r.get('tests_unmatched', 0) for r in rows]):.1f})",
+                      f"{100 * (1 - phantom / tests):.0f} %" if tests else "–",
+                      f"{1e4 * sum(r['tested_per_episode'][-1] for r in rows) / steps:.1f}" if steps else "–",
+                      ("–" if rate is None else f"{100 * rate:.0f} %") + ("" if real_rate is None else f" ({100 * real_rate:.0f} %)")]
+        cells.append("–" if any(np.isnan(r["seconds"]) for r in rows) else f"{np.mean([r['seconds'] for r in rows]) / 60:.1f}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -312,11 +318,11 @@ def significance(results: list[dict]) -> str:
 
 
 def greater(ours: list[float], theirs: list[float]) -> str:
-    """One-sided Mann–Whitney U (ours greater) as table cells: `U = … | p = …`."""
+    """One-sided Mann–Whitney U (ours greater) as table cells: `U = … | P(first > second) | p = …`."""
     from scipy.stats import mannwhitneyu
 
     test = mannwhitneyu(ours, theirs, alternative="greater")
-    return f"U = {test.statistic:.1f} | p = {test.pvalue:.3f}"
+    return f"U = {test.statistic:.1f} | {test.statistic / (len(ours) * len(theirs)):.2f} | p = {test.pvalue:.3f}"
 
 
 def copy_coverage_maps(results: list[dict], out: Path) -> None:
@@ -484,21 +490,18 @@ def run_levels(args) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         rows = run_agents(args)
         results += [{**row, "level": level} for row in rows]
-        tests = significance(rows)
-        if tests:
-            print(f"\n{level}: Mann–Whitney U over seeds, one-sided (the first agent greater):\n{tests}\n")
         figures(rows, args.out)
     args.out = root
     return level_report(results, args)
 
 
 def level_report(results: list[dict], args) -> int:
-    """The levels table, PPGTA's tests against the baselines per level, and `levels.json` in `args.out`."""
+    """The levels table, the tests per level (`level_significance`), and `levels.json` in `args.out`."""
     print()
     print(level_table(results, args))
     tests = level_significance(results)
     if tests:
-        print("\nMann–Whitney U over seeds on reachable coverage, one-sided (PPGTA greater):")
+        print("\nMann–Whitney U over seeds on reachable coverage, one-sided (the first agent greater):")
         print(tests)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "levels.json").write_text(json.dumps(results, indent=1))
@@ -507,20 +510,22 @@ def level_report(results: list[dict], args) -> int:
 
 
 def level_significance(results: list[dict]) -> str:
-    """Per level, Mann–Whitney U over seeds of PPGTA's reachable coverage against each baseline's;
-    empty where no level has two seeds of both."""
+    """Per level, one-sided Mann–Whitney U over seeds of reachable coverage for the pairs
+    `comparisons` names (every explorer against the baselines and against PPGTA), with the effect
+    size; empty where no pair has two seeds a side."""
     lines = []
     for level in dict.fromkeys(r["level"] for r in results):
         share = {a: [r["reachable_share"] for r in results if r["level"] == level and r["agent"] == a
                      and r["reachable_share"] is not None] for a in AGENTS}
-        for baseline in ("inspector", "random"):
-            ours, theirs = share["ppgta"], share[baseline]
+        for agent, baseline in comparisons({a for a, values in share.items() if values}):
+            ours, theirs = share[agent], share[baseline]
             if len(ours) >= 2 and len(theirs) >= 2:
-                lines.append(f"| {level.split(':', 1)[1]} | ppgta vs {baseline} | {100 * np.mean(ours):.1f} vs "
+                lines.append(f"| {level.split(':', 1)[1]} | {agent} vs {baseline} | {100 * np.mean(ours):.1f} vs "
                              f"{100 * np.mean(theirs):.1f} % | {greater(ours, theirs)} |")
     if not lines:
         return ""
-    return "\n".join(["| level | agents | reachable coverage | U | p |", "| --- | --- | ---: | ---: | ---: |", *lines])
+    return "\n".join(["| level | agents | reachable coverage | U | P(first > second) | p |",
+                      "| --- | --- | ---: | ---: | ---: | ---: |", *lines])
 
 
 def level_table(results: list[dict], args) -> str:

@@ -21,7 +21,10 @@
 # a window can finish (PARK_STEPS 500, LEVEL_STEPS 400 a episode). The issue's budget is
 #   PARK_EPISODES=18 PARK_STEPS=2000 LEVEL_EPISODES=10 LEVEL_STEPS=1000 PARK_LIMIT=... LEVEL_LIMIT=...
 # with limits from the steps/s this script prints (explorer.txt's "steps/s" lines).
-# Other settings: AGENTS, LEVEL_AGENTS, LEVELS, SEEDS, DEVICE (cuda; cpu for a dry run), ENVS (1).
+# Other settings: AGENTS (empty: no park), LEVEL_AGENTS, LEVELS (empty: no levels), SEEDS, DEVICE (cuda; cpu for a
+# dry run), ENVS (1), LEVEL_PREFERENCE (a path policy trained on level-walk demos, carried beside;
+# default the park's path policy, which has no USE key: the PPO agents cannot open doors), MODELS
+# (a folder of the three checkpoints instead of the packed ones).
 # A dry run on a machine without a GPU: DEVICE=cpu with small budgets (docs/benchmarks/explorer.md).
 set -u
 cd "$(dirname "$0")/.."
@@ -71,9 +74,9 @@ OUT=${OUT:?set OUT to the folder for the results}
 DEVICE=${DEVICE:-cuda}
 ENVS=${ENVS:-1}
 SEEDS=${SEEDS:-1 2 3 4 5}
-AGENTS=${AGENTS:-ppgta ppgta-episodic episodic ppgta-episodic-step inspector random}
+AGENTS=${AGENTS-ppgta ppgta-episodic episodic ppgta-episodic-step inspector random}
 LEVEL_AGENTS=${LEVEL_AGENTS:-ppgta ppgta-episodic-step inspector random}
-LEVELS=${LEVELS:-doom:freedoom2:MAP01 doom:freedoom2:MAP07}
+LEVELS=${LEVELS-doom:freedoom2:MAP01 doom:freedoom2:MAP07}
 PARK=${PARK:-doom:park:1:40x40}
 PARK_EPISODES=${PARK_EPISODES:-18}
 PARK_STEPS=${PARK_STEPS:-500}
@@ -82,6 +85,7 @@ LEVEL_EPISODES=${LEVEL_EPISODES:-10}
 LEVEL_STEPS=${LEVEL_STEPS:-400}
 LEVEL_LIMIT=${LEVEL_LIMIT:-80}
 WORK=${WORK:-/tmp/device-explorer}
+CORES=$(nproc)
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 mkdir -p "$OUT"
 rm -rf "$WORK"
@@ -90,7 +94,7 @@ REPORT="$OUT/explorer.txt"
 : >"$REPORT"
 {
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1
-  echo "cores $(nproc), memory $(free -g | awk '/Mem/ {print $2}') GB, $($PY --version 2>&1), commit $(git rev-parse --short HEAD 2>/dev/null)"
+  echo "cores $CORES, memory $(free -g | awk '/Mem/ {print $2}') GB, $($PY --version 2>&1), commit $(git rev-parse --short HEAD 2>/dev/null)"
   $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available())"
 } >"$OUT/env.txt" 2>&1
 
@@ -140,34 +144,37 @@ run_for() {
 steps_per_second() {
   local steps
   steps=$(cat "$1"/*-seed*/trajectory.jsonl 2>/dev/null | wc -l)
-  echo "steps/s: $steps game steps in $2 s, $((steps / $2)) a second over all runs ($(ls -d "$1"/*-seed* 2>/dev/null | wc -l) runs)"
+  echo "steps/s: $steps game steps in $2 s, $(awk "BEGIN {printf \"%.1f\", $steps / $2}") a second over all runs ($(ls -d "$1"/*-seed* 2>/dev/null | wc -l) runs)"
 }
 
 n_runs() { set -- $1; local a=$#; set -- $SEEDS; echo $((a * $#)); }
 
 common=(--models "$WORK_MODELS" --seeds $SEEDS --envs "$ENVS" --device "$DEVICE" --threads 1)
-echo "== park $PARK: $PARK_EPISODES episodes × $PARK_STEPS steps, seeds $SEEDS, agents $AGENTS, device $DEVICE, limit $PARK_LIMIT s" | tee -a "$REPORT"
-start=$(date +%s)
-run_for "$PARK_LIMIT" "$OUT/park.log" $PY scripts/bench_agents.py "${common[@]}" --game "$PARK" --episodes "$PARK_EPISODES" \
-  --steps "$PARK_STEPS" --agents $AGENTS --parallel "$(n_runs "$AGENTS")" --out "$WORK/park"
-steps_per_second "$WORK/park" "$(( $(date +%s) - start ))" | tee -a "$REPORT"
-$PY scripts/bench_agents.py --cut max --out "$WORK/park" >>"$REPORT" 2>&1
+if [ -n "$AGENTS" ]; then
+  echo "== park $PARK: $PARK_EPISODES episodes × $PARK_STEPS steps, seeds $SEEDS, agents $AGENTS, device $DEVICE, limit $PARK_LIMIT s" | tee -a "$REPORT"
+  start=$(date +%s)
+  run_for "$PARK_LIMIT" "$OUT/park.log" $PY scripts/bench_agents.py "${common[@]}" --game "$PARK" --episodes "$PARK_EPISODES" \
+    --steps "$PARK_STEPS" --agents $AGENTS --parallel "$(n_runs "$AGENTS")" --out "$WORK/park"
+  steps_per_second "$WORK/park" "$(( $(date +%s) - start ))" | tee -a "$REPORT"
+  $PY scripts/bench_agents.py --cut max --parallel "$CORES" --out "$WORK/park" >>"$REPORT" 2>&1
+fi
 
-echo "== levels $LEVELS: $LEVEL_EPISODES episodes × $LEVEL_STEPS steps, rules immortal, agents $LEVEL_AGENTS, limit $LEVEL_LIMIT s" | tee -a "$REPORT"
+[ -n "$LEVELS" ] && echo "== levels $LEVELS: $LEVEL_EPISODES episodes × $LEVEL_STEPS steps, rules immortal, agents $LEVEL_AGENTS, limit $LEVEL_LIMIT s" | tee -a "$REPORT"
 start=$(date +%s)
 pids=()
 for level in $LEVELS; do
   run_for "$LEVEL_LIMIT" "$OUT/levels.log" $PY scripts/bench_agents.py "${common[@]}" --profile levels --levels "$level" \
-    --episodes "$LEVEL_EPISODES" --steps "$LEVEL_STEPS" --agents $LEVEL_AGENTS --parallel "$(n_runs "$LEVEL_AGENTS")" --out "$WORK/levels" &
+    ${LEVEL_PREFERENCE:+--preference "$LEVEL_PREFERENCE"} --episodes "$LEVEL_EPISODES" --steps "$LEVEL_STEPS" \
+    --agents $LEVEL_AGENTS --parallel "$(n_runs "$LEVEL_AGENTS")" --out "$WORK/levels" &
   pids+=($!)
 done
-wait "${pids[@]}"
+[ -n "$LEVELS" ] && wait "${pids[@]}"
 for level in $LEVELS; do
-  folder="$WORK/levels/$(echo "$level" | tr ':/' '__')"
-  echo "-- $level" >>"$REPORT"
-  steps_per_second "$folder" "$(( $(date +%s) - start ))" | tee -a "$REPORT"
-  $PY scripts/bench_agents.py --cut max --out "$folder" >>"$REPORT" 2>&1
+  echo -n "$level " | tee -a "$REPORT"
+  steps_per_second "$WORK/levels/$(echo "$level" | tr ':/' '__')" "$(( $(date +%s) - start ))" | tee -a "$REPORT"
 done
+# every level's runs at the same N, with Mann–Whitney per level
+[ -n "$LEVELS" ] && $PY scripts/bench_agents.py --profile levels --cut max --parallel "$CORES" --out "$WORK/levels" >>"$REPORT" 2>&1
 
 tar -C "$WORK" --exclude='*-seed*' -cf - park levels 2>/dev/null | xz -1 >"$OUT/results.tar.xz"
 cat "$REPORT"

@@ -26,6 +26,24 @@ def test_mann_whitney_over_seeds_of_two_fully_separated_agents():
     assert len(lines) == 4, "no random agent, no row for it"
 
 
+def test_every_explorer_is_tested_on_each_level():
+    """Per level, the episodic explorer against the baselines and against PPGTA (3 seeds a side:
+    fully separated, U = 9, p = 1 / C(6, 3) = 0.05; PPGTA below random, U = 0, p = 1); a level
+    with one seed of an agent gives no row."""
+    def level_row(level: str, agent: str, seed: int, share: float) -> dict:
+        return {"level": level, "agent": agent, "seed": seed, "reachable_share": share}
+
+    rows = [level_row("doom:freedoom2:MAP01", a, s, v) for a, values in
+            (("ppgta-episodic-step", (0.5, 0.6, 0.7)), ("ppgta", (0.1, 0.2, 0.15)), ("random", (0.3, 0.35, 0.4)))
+            for s, v in zip((1, 2, 3), values)]
+    rows += [level_row("doom:freedoom2:MAP07", "ppgta", 1, 0.2), level_row("doom:freedoom2:MAP07", "random", 1, 0.1)]
+    assert bench_agents.level_significance(rows).splitlines()[2:] == [
+        "| freedoom2:MAP01 | ppgta vs random | 15.0 vs 35.0 % | U = 0.0 | 0.00 | p = 1.000 |",
+        "| freedoom2:MAP01 | ppgta-episodic-step vs random | 60.0 vs 35.0 % | U = 9.0 | 1.00 | p = 0.050 |",
+        "| freedoom2:MAP01 | ppgta-episodic-step vs ppgta | 60.0 vs 15.0 % | U = 9.0 | 1.00 | p = 0.050 |",
+    ]
+
+
 def test_one_seed_gives_no_test_and_tied_agents_no_significance():
     assert bench_agents.significance([row("ppgta", 1, 0.5, 3), row("inspector", 1, 0.1, 1)]) == ""
     rows = [row(a, s, 0.3, 5) for a in ("ppgta", "random") for s in (1, 2, 3)]
