@@ -22,8 +22,9 @@
 # $OUT/train.log, $OUT/runs.log and $OUT/results.tar.xz (levels.json of each table, each cut run's
 # summary.json and the coverage maps of seed 1). The issue's whole budget (10 × 1000 for every
 # agent) needs LIMIT from the steps/s lines: 10 000 steps over the slowest agent's steps/s a run.
-# Settings: LIMIT (150 s), LEVELS, AGENTS, SEEDS (1 2 3 4 5), EPISODES (10), STEPS (1000), ENVS
-# (2, the PPO agents' game instances), DEVICE (cuda; cpu for a dry run), WORK, and those of step 1.
+# Settings: LIMIT (150 s), LEVELS, AGENTS, SEEDS (1 2 3 4 5), EPISODES (10), STEPS (1000), RULES
+# (immortal; play: the issue's second table), ENVS (2, the PPO agents' game instances), DEVICE
+# (cuda; cpu for a dry run), WORK, and those of step 1.
 #
 # Here, once (pip downloads ViZDoom 1.3.2, Gymnasium 1.4.0 and Farama-Notifications for Python
 # 3.12, which the machine's image lacks; both Freedoom WADs; about 26 MB):
@@ -75,6 +76,7 @@ SEEDS=${SEEDS:-1 2 3 4 5}
 EPISODES=${EPISODES:-10}
 STEPS=${STEPS:-1000}
 ENVS=${ENVS:-2}
+RULES=${RULES:-immortal}
 LIMIT=${LIMIT:-150}
 DEMO_LEVELS=${DEMO_LEVELS:-doom:freedoom2:MAP02 doom:freedoom2:MAP03 doom:freedoom2:MAP04 doom:freedoom1:E1M1}
 DEMO_EPISODES=${DEMO_EPISODES:-6}
@@ -138,7 +140,7 @@ if [ ! -f "$PREFERENCE" ]; then  # none brought: level-walk demos of other level
   grep -E "held-out" "$OUT/train.log" >>"$REPORT"
 fi
 
-echo "== $LEVELS: $EPISODES episodes × $STEPS steps, rules immortal, seeds $SEEDS, agents $AGENTS, device $DEVICE, limit $LIMIT s" >>"$REPORT"
+echo "== $LEVELS: $EPISODES episodes × $STEPS steps, rules $RULES, seeds $SEEDS, agents $AGENTS, device $DEVICE, limit $LIMIT s" >>"$REPORT"
 pids=()
 n=0
 start=$(date +%s)
@@ -148,7 +150,7 @@ for level in $LEVELS; do
       n=$((n + 1))
       case $agent in ppgta|inspector) device=$DEVICE ;; *) device=cpu ;; esac
       setsid $PY scripts/bench_agents.py --profile levels --levels "$level" --agents "$agent" --seeds "$seed" \
-        --episodes "$EPISODES" --steps "$STEPS" --envs "$ENVS" --preference "$PREFERENCE" --device "$device" --threads 1 \
+        --episodes "$EPISODES" --steps "$STEPS" --rules "$RULES" --envs "$ENVS" --preference "$PREFERENCE" --device "$device" --threads 1 \
         --out "$WORK/parts/$n" >"$WORK/parts/$n.log" 2>&1 &
       pids+=($!)
     done
