@@ -118,6 +118,18 @@ fi
 $PY -c "import vizdoom, gymnasium, playtester.cli; print('vizdoom', vizdoom.__version__, 'gymnasium', gymnasium.__version__)" >>"$OUT/env.txt" 2>&1 \
   || { echo "the packages are not importable" | tee -a "$OUT/env.txt"; exit 1; }
 
+runs=0; need=0  # memory: about 2 GB a PPO run (torch, CUDA, two games), 0.8 GB another; refused before any work past 90 %
+for agent in $AGENTS; do
+  case $agent in ppgta|inspector) mb=2000 ;; *) mb=800 ;; esac
+  k=$(($(echo $LEVELS | wc -w) * $(echo $SEEDS | wc -w)))
+  runs=$((runs + k)); need=$((need + k * mb))
+done
+have=$(awk '/MemAvailable/ {print int($2 / 1024)}' /proc/meminfo)
+if [ "$need" -gt $((have * 9 / 10)) ]; then
+  echo "error: $runs runs at once need about $((need / 1000)) GB, the machine has $((have / 1000)) GB available; give fewer AGENTS, SEEDS or LEVELS" | tee -a "$REPORT"
+  exit 2
+fi
+
 if [ ! -f "$PREFERENCE" ]; then  # none brought: level-walk demos of other levels, the encoder and the path policy, here
   begin=$(date +%s)
   mkdir -p "$WORK/demos" "$WORK/models"
