@@ -56,11 +56,13 @@ def scenario_graph(scenario):
 
 def engine_args(level: bool, rules: str | None) -> list[str]:
     """The engine's arguments: on a level always run (as testers play), no monsters under
-    `no-monsters`; never a message printed mid-screen ("a secret is revealed!": text that stays put
-    on screen while the view turns, which the hall-of-mirrors oracle would take for a smear). All
+    `no-monsters`; never a message printed on screen ("a secret is revealed!" mid-screen, which
+    `con_midtime 0` alone left up, and pickup messages at the top: text that stays put on screen
+    while the view turns, which the hall-of-mirrors oracle would take for a smear). All
     are set either way: the engine keeps such settings in `_vizdoom.ini` in the working folder, and
     a level's run must not make the next park's player run."""
-    return [f"+cl_run {int(level)}", f"+sv_nomonsters {int(rules == 'no-monsters')}", "+con_midtime 0"]
+    return [f"+cl_run {int(level)}", f"+sv_nomonsters {int(rules == 'no-monsters')}", "+con_midtime 0",
+            "+cl_showsecretmessage 0", "+show_messages 0"]
 
 
 def used_line(graph, x: float, y: float, angle: float) -> int | None:

@@ -1,6 +1,7 @@
 """Tester rules for a Doom level: how the level is played while it is tested.
 
-- `immortal` (god mode): the tester sees the whole level; nothing ends an episode before its
+- `immortal` (god mode and notarget: monsters do not hunt the tester, so they do not crowd round
+  it and block its way): the tester sees the whole level; nothing ends an episode before its
   steps. The default for stock levels, user WADs and ViZDoom's scenarios.
 - `no-monsters`: the level without its monsters (the player can still die: slime, crushers).
 - `play`: as shipped. Each death is a finding with its place and what killed it.

@@ -71,7 +71,7 @@ def demo_starts_and_targets(episodes: list[Episode]) -> dict[str, dict[str, list
     out: dict[str, dict[str, set[int]]] = {}
     for e in episodes:
         seen = out.setdefault(str(e.meta.get("game", "")), {"starts": set(), "targets": set()})
-        start = e.meta.get("reset", {}).get("options", {}).get("start")
+        start = ((e.meta.get("reset") or {}).get("options") or {}).get("start")  # a level's demos reset with no options
         if isinstance(start, int):
             seen["starts"].add(start)
         target = e.steps[0].get("target_ooi") if e.steps else None

@@ -121,6 +121,8 @@ def test_starts_and_targets_are_kept_per_park():
     by_game = demo_starts_and_targets([ep("doom:park:1", start=3), ep("doom:park:1", start=3), ep("doom:park:3", start=5),
                                        ep("doom:park:3", target=12), ep("doom:park:1", target=4)])
     assert by_game == {"doom:park:1": {"starts": [3], "targets": [4]}, "doom:park:3": {"starts": [5], "targets": [12]}}
+    level = SimpleNamespace(meta={"game": "doom:freedoom2:MAP02", "reset": {"seed": 7, "options": None}}, steps=[{}])
+    assert demo_starts_and_targets([level]) == {"doom:freedoom2:MAP02": {"starts": [], "targets": []}}, "a level's demos: no start options"
     scoring = {"demo_games": ["doom:park:1", "doom:park:3"], "demo_starts": [3, 3, 5, None, None], "demo_targets": [4, 12],
                "demo_by_game": by_game}
     assert trained_on(scoring, "doom:park:3") == ({5}, {12})  # not park 1's start 3

@@ -146,3 +146,27 @@ def test_demos_on_levels_in_one_command(wads, tmp_path, capsys):
     assert meta["expert"] == "Inspector" and steps[0]["target_ooi"] is not None
     assert sum(s["test_box"] is not None for s in steps) > len(steps) / 2, "the barrel is on screen most of the time"
     assert any(s["circling"] for s in steps), "it reaches the barrel and circles it"
+
+
+@pytest.mark.slow
+def test_no_secret_message_stays_on_screen_for_the_hall_of_mirrors_oracle_to_take():
+    """Walking into a secret sector of Freedoom 2 MAP01 prints no "a secret is revealed!" (yellow
+    text that stays put while the view turns: the hall-of-mirrors oracle took it for a smear)."""
+    from playtester.capture.games import make_game
+    from playtester.capture.level_graph import RASTER_UNITS
+
+    env = make_game("doom:freedoom2:MAP01", max_steps=10)
+    try:
+        game = env.unwrapped
+        level = game.graph.level
+        secret = [i for i, sector in enumerate(level.sectors) if sector.special == 9]  # secret sectors
+        rows, cols = np.nonzero(np.isin(game.graph.raster, secret))
+        row, col = rows[len(rows) // 2], cols[len(cols) // 2]  # a cell of one the player can stand in
+        x, y = level.bounds[0] + (col + 0.5) * RASTER_UNITS, level.bounds[3] - (row + 0.5) * RASTER_UNITS
+        env.reset(seed=0, options={"start": (x, y, 90.0)})
+        for _ in range(3):
+            frame, *_ = env.step(game.keymap.index("turn_left"))
+        band = frame[70:110].astype(int)  # where the message is printed: 82 of its yellow pixels at this view
+        assert int(((band[..., 0] > 180) & (band[..., 1] > 120) & (band[..., 2] < 60)).sum()) == 0
+    finally:
+        env.close()

@@ -35,7 +35,7 @@ def test_games_lists_the_maps_of_a_wad(levels, capsys):
     assert "E1M1" in listed and "E4M9" in listed and "IWAD" in listed
     assert main(["games", "--wad", str(levels["test"])]) == 0
     listed = capsys.readouterr().out
-    assert "MAP01" in listed and "PWAD, 1 maps" in listed and "MAP02" not in listed
+    assert "MAP01" in listed and "PWAD, 1 map)" in listed and "MAP02" not in listed
 
 
 def _bad_wads(tmp_path, levels) -> dict[str, tuple[str, str]]:

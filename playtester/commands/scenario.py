@@ -63,7 +63,7 @@ def _wad_games(wad: Path) -> None:
     kind = wad_kind(wad)
     if not maps:
         raise UserError(f"--wad {wad}: it holds no map (a WAD of textures or sounds only?); give a WAD with levels")
-    table = Table(title=f"{wad} ({kind}, {len(maps)} maps)")
+    table = Table(title=f"{wad} ({kind}, {len(maps)} map{'' if len(maps) == 1 else 's'})")
     table.add_column("map")
     table.add_column("game spec (--game)")
     for name in maps:
