@@ -65,10 +65,18 @@ def run_one(args, n_per_class: int, classes: list[str], test_labels: Path, extra
     ckpt = out / f"{args.name}-{n_per_class}{seeded}.ckpt"
     train = ["train", "detector", "--coco", str(labels), "--out", str(ckpt), "--logdir", str(out / "logs"),
              *(["--seed", str(args.seed)] if args.seed else []), *extra]
-    load = os.getloadavg()
-    wall, cpu = time.perf_counter(), children_cpu()
-    text = playtester(train, env={"OMP_NUM_THREADS": str(args.threads)}, log=out / f"{args.name}-{n_per_class}{seeded}.log")
-    wall, cpu = time.perf_counter() - wall, children_cpu() - cpu
+    log, timing = out / f"{args.name}-{n_per_class}{seeded}.log", out / f"{args.name}-{n_per_class}{seeded}.train.json"
+    if ckpt.is_file() and timing.is_file():  # trained before this run was stopped: score it only
+        trained = json.loads(timing.read_text())
+    else:
+        load = os.getloadavg()
+        wall, cpu = time.perf_counter(), children_cpu()
+        playtester(train, env={"OMP_NUM_THREADS": str(args.threads)}, log=log)
+        wall, cpu = time.perf_counter() - wall, children_cpu() - cpu
+        trained = {"train_wall_s": round(wall, 1), "train_cpu_s": round(cpu, 1), "load_before": [round(v, 2) for v in load],
+                   "load_after": [round(v, 2) for v in os.getloadavg()]}
+        timing.write_text(json.dumps(trained))
+    text = log.read_text()
     steps = int(re.search(r"steps (\d+)\)", " ".join(text.split())).group(1))
     table = out / f"{args.name}-{n_per_class}{seeded}-ap.json"
     playtester(["eval", "detector", "--ckpt", str(ckpt), "--coco", str(test_labels), "--split", "all", "--json", str(table)])
@@ -79,8 +87,7 @@ def run_one(args, n_per_class: int, classes: list[str], test_labels: Path, extra
     held_out = info.get("held_out")
     return {
         "name": args.name, "seed": args.seed, "shots_per_class": n_per_class, "images": n_per_class * len(classes), "steps": steps,
-        "train_wall_s": round(wall, 1), "train_cpu_s": round(cpu, 1), "threads": args.threads,
-        "load_before": [round(v, 2) for v in load], "load_after": [round(v, 2) for v in os.getloadavg()],
+        **trained, "threads": args.threads,
         "ap50": {c: v["ap50"] for c, v in ap["classes"].items()}, "map50": ap["all"]["ap50"], "map": ap["all"]["ap"],
         "test_boxes": {c: v["boxes"] for c, v in ap["classes"].items()},
         "held_out": None if held_out is None else {c: [v["ap50"], v.get("ap50_interval")] for c, v in held_out["classes"].items()},
@@ -101,8 +108,9 @@ def markdown(rows: list[dict]) -> str:
             + " | ".join(f"{c} AP50" for c in classes) + " | all AP50 / AP | said |")
     lines = [head, "|" + " --- |" * (7 + len(classes))]
     for r in rows:
+        cpu = "–" if r["train_cpu_s"] is None else f"{r['train_cpu_s']:.0f}"
         lines.append(f"| {r['name']} s{r.get('seed', 0)} | {r['shots_per_class']} ({r['images']}) | {r['steps']} | {r['train_wall_s']:.0f} / "
-                     f"{r['train_cpu_s']:.0f} | {r['load_before'][0]:.1f} | " + " | ".join(pct(r["ap50"][c]) for c in classes)
+                     f"{cpu} | {r['load_before'][0]:.1f} | " + " | ".join(pct(r["ap50"][c]) for c in classes)
                      + f" | {pct(r['map50'])} / {pct(r['map'])} | {'; '.join(r['warnings']) or '–'} |")
     return "\n".join(lines)
 
@@ -119,8 +127,9 @@ def over_seeds(rows: list[dict]) -> str:
         def cell(c):
             v = [100 * r["ap50"][c] for r in group]
             return f"{sum(v) / len(v):.1f}" + (f" ({min(v):.1f}–{max(v):.1f})" if len(v) > 1 else "")
-        cpu = sum(r["train_cpu_s"] for r in group) / len(group)
-        lines.append(f"| {name} | {n} | {len(group)} | " + " | ".join(cell(c) for c in classes) + f" | {cpu:.0f} |")
+        cpus = [r["train_cpu_s"] for r in group if r["train_cpu_s"] is not None]
+        cpu = f"{sum(cpus) / len(cpus):.0f}" if cpus else "–"
+        lines.append(f"| {name} | {n} | {len(group)} | " + " | ".join(cell(c) for c in classes) + f" | {cpu} |")
     return "\n".join(lines)
 
 
