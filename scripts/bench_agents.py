@@ -67,7 +67,8 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
                    oracle_labels=args.oracle_labels, episodes=args.episodes,
                    steps=args.steps, num_envs=args.envs, rollout=args.rollout, test_steps=args.test_steps, seed=seed,
                    track_every=args.track_every, device=args.device, min_score=args.min_score, acting=args.acting,
-                   seq_len=args.seq_len, rnd_train_steps=args.rnd_train_steps, overlap_update=args.overlap_update)
+                   seq_len=args.seq_len, rnd_train_steps=args.rnd_train_steps, overlap_update=args.overlap_update,
+                   overlap_rnd=args.overlap_rnd)
     import yaml
 
     (folder / "config.yaml").write_text(yaml.safe_dump(spec.to_config(), sort_keys=False))
@@ -202,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="RND's predictor training steps after each rollout (the run's rnd_train_steps)")
     parser.add_argument("--overlap-update", action="store_true",
                         help="the PPO explorers' update runs while the next rollout plays, one update behind (the run's overlap_update)")
+    parser.add_argument("--overlap-rnd", action="store_true",
+                        help="RND's predictors train while the next rollout plays (the run's overlap_rnd)")
     parser.add_argument("--track-every", type=int, default=1,
                         help="during an OOI test, the detector every this many steps, the tracker in between (the run's track_every)")
     parser.add_argument("--test-steps", type=int, default=None, help="steps of one OOI test (default: the policy's demo length)")
@@ -283,7 +286,7 @@ def report(results: list[dict], args) -> int:
 def settings(args) -> dict:
     """What makes two runs of an agent and seed the same run: `--resume` keeps a run only if these match."""
     keys = ("game", "episodes", "steps", "models", "detector", "oracle_labels", "envs", "rollout", "track_every", "test_steps",
-            "device", "min_score", "acting", "seq_len", "rnd_train_steps", "overlap_update")
+            "device", "min_score", "acting", "seq_len", "rnd_train_steps", "overlap_update", "overlap_rnd")
     return {key: str(getattr(args, key)) for key in keys}
 
 
@@ -354,7 +357,7 @@ def run_agents(args) -> list[dict]:
             except json.JSONDecodeError:  # a line torn by a stop while it was written: that run is run again
                 continue
             whole.append(line + "\n")
-            if {"device": "cpu", "min_score": "0.6", "acting": "fp32", "seq_len": "0", "rnd_train_steps": "8", "overlap_update": "False", **row.get("budget", {})} == settings(args):  # rows from before these options
+            if {"device": "cpu", "min_score": "0.6", "acting": "fp32", "seq_len": "0", "rnd_train_steps": "8", "overlap_update": "False", "overlap_rnd": "False", **row.get("budget", {})} == settings(args):  # rows from before these options
                 done[row["agent"], row["seed"]] = row
         write_text_atomic(log, "".join(whole))  # without the torn line, so that the next run's line stands alone
         print(f"--resume: {len(done)} runs kept from {log}")
