@@ -80,7 +80,7 @@ class ExplorationReward:
         preference_policy: nn.Module | None = None,
         rnd_frames: Callable[[np.ndarray], Tensor] | None = None,
         rnd_trunk_factory: Callable[[], nn.Module] | None = None,
-        overlap_training: bool = False,
+        overlap_training: bool = True,
     ):
         if config.use_preference and preference_policy is None:
             raise UserError("the preference reward is on but no preference policy was given; pass --preference CKPT or use the inspector mode")

@@ -32,6 +32,11 @@ between the agents is only how they explore), and the output says so.
 Runs stopped before their budget (a machine lent for a while) are compared at one fixed budget
 with `--cut N`: each run folder in `--out` copied with its first N episodes and scored there, in
 `OUT/first-N`; N must be whole in every run.
+
+Two settings (or two commits) are compared with `--against BASE`: the runs in `--out` against
+those in BASE, agent by agent, paired by seed (one instance replays a seed exactly), at `--cut N`
+episodes: Wilcoxon's signed-rank test that `--out` is worse, and whether it is no worse within
+`MARGINS` (docs/benchmarks/ppo-and-loop.md, "The defaults").
 """
 
 from __future__ import annotations
@@ -66,9 +71,7 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
                    preference=str(args.models / "path.ckpt"), detector=None if args.oracle_labels else str(args.detector),
                    oracle_labels=args.oracle_labels, episodes=args.episodes,
                    steps=args.steps, num_envs=args.envs, rollout=args.rollout, test_steps=args.test_steps, seed=seed,
-                   track_every=args.track_every, device=args.device, min_score=args.min_score, acting=args.acting,
-                   seq_len=args.seq_len, rnd_train_steps=args.rnd_train_steps, overlap_update=args.overlap_update,
-                   overlap_rnd=args.overlap_rnd)
+                   track_every=args.track_every, device=args.device, min_score=args.min_score)
     import yaml
 
     (folder / "config.yaml").write_text(yaml.safe_dump(spec.to_config(), sort_keys=False))
@@ -154,6 +157,44 @@ def significance(results: list[dict]) -> str:
     return "\n".join(["| agents | measure | means | U | p |", "| --- | --- | ---: | ---: | ---: |", *lines])
 
 
+MARGINS = {"coverage": 0.05, "oois": 1.5}
+"""How much worse than the base a setting may be and still count as no worse (`compare`): 5
+points of pathway coverage, 1.5 known OOIs tested (of the `cpu` park's 16)."""
+
+
+def compare(ours: list[dict], theirs: list[dict]) -> str:
+    """Runs of one setting against another's, per agent, paired by seed: the means, the mean
+    difference with its 95 % interval (t), Wilcoxon's signed-rank p that ours is worse (one-sided)
+    and two-sided, and whether ours is no worse: not worse at p < 0.05 and the mean difference above
+    −`MARGINS`. Only the seeds both hold count."""
+    from scipy.stats import t as student, wilcoxon
+
+    lines = ["| agent | measure | seeds | ours | base | difference (95 % interval) | p worse | p two-sided | no worse (margin) |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for agent in AGENTS:
+        mine = {r["seed"]: r for r in ours if r["agent"] == agent}
+        base = {r["seed"]: r for r in theirs if r["agent"] == agent}
+        seeds = sorted(set(mine) & set(base))
+        if not seeds:
+            continue
+        for key, name in (("coverage", "pathway coverage"), ("oois", "known OOIs tested")):
+            def value(r: dict) -> float:
+                return float(r["tested_per_episode"][-1]) if key == "oois" else float(r["pathway_share"] or 0.0)
+
+            a, b = np.array([value(mine[s]) for s in seeds]), np.array([value(base[s]) for s in seeds])
+            d = a - b
+            half = (student.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
+            same = not np.any(d)
+            worse = 1.0 if same or len(d) < 2 else float(wilcoxon(a, b, alternative="less").pvalue)
+            both = 1.0 if same or len(d) < 2 else float(wilcoxon(a, b).pvalue)
+            ok = worse >= 0.05 and d.mean() > -MARGINS[key]
+            scale, unit = (100, " %") if key == "coverage" else (1, "")
+            lines.append(f"| {agent} | {name} | {len(d)} | {scale * a.mean():.1f}{unit} | {scale * b.mean():.1f}{unit} | "
+                         f"{scale * d.mean():+.1f} ({scale * (d.mean() - half):+.1f} to {scale * (d.mean() + half):+.1f}) | "
+                         f"{worse:.3f} | {both:.3f} | {'yes' if ok else 'NO'} (−{scale * MARGINS[key]:g}{unit}) |")
+    return "\n".join(lines)
+
+
 def copy_coverage_maps(results: list[dict], out: Path) -> None:
     """Each agent's coverage map of its first seed, side by side in `out` (the paper's Figure 7)."""
     for agent in AGENTS:
@@ -184,6 +225,8 @@ def plot(results: list[dict], episodes: int, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from playtester.tester.spec import RunSpec
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", type=Path, default=Path("playtester-demo/models"), help="folder with inspect.ckpt and path.ckpt")
     parser.add_argument("--profile", choices=sorted(PROFILES), default="quick", help="quick (6 × 400 on the demo park), cpu (18 × 1000 on 24 × 24) or paper (45 × 2000 on 40 × 40)")
@@ -197,27 +240,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--oracle-labels", action="store_true", help="find OOIs through the engine's labels (an ablation)")
     parser.add_argument("--envs", type=int, default=2, help="game instances of the PPO explorers")
     parser.add_argument("--rollout", type=int, default=64)
-    parser.add_argument("--seq-len", type=int, default=0,
-                        help="the PPO explorers' update on sequences of this many steps (the run's seq_len; 0: whole rollouts)")
-    parser.add_argument("--rnd-train-steps", type=int, default=8,
-                        help="RND's predictor training steps after each rollout (the run's rnd_train_steps)")
-    parser.add_argument("--overlap-update", action="store_true",
-                        help="the PPO explorers' update runs while the next rollout plays, one update behind (the run's overlap_update)")
-    parser.add_argument("--overlap-rnd", action="store_true",
-                        help="RND's predictors train while the next rollout plays (the run's overlap_rnd)")
-    parser.add_argument("--track-every", type=int, default=1,
+    parser.add_argument("--track-every", type=int, default=RunSpec.track_every,
                         help="during an OOI test, the detector every this many steps, the tracker in between (the run's track_every)")
     parser.add_argument("--test-steps", type=int, default=None, help="steps of one OOI test (default: the policy's demo length)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of this process")
     parser.add_argument("--min-score", type=float, default=0.6, help="the detections the agents test: confidence at least this (the run's min_score)")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                         help="where the runs' networks run (cuda serves every instance's detector and test policy from one process)")
-    parser.add_argument("--acting", default="fp32", choices=("fp32", "int8"),
-                        help="the networks that play in fp32, or int8: the PPO explorers' decisions (an int8 copy; they learn in "
-                             "fp32) and the test policy (the run's acting)")
     parser.add_argument("--cut", type=int, default=None, metavar="N",
                         help="run nothing: score the runs already in OUT at their first N episodes (runs stopped early, "
                              "compared at one fixed budget), in OUT/first-N")
+    parser.add_argument("--against", type=Path, default=None, metavar="BASE",
+                        help="run nothing: score the runs in OUT against those in BASE (the same agents and seeds, other "
+                             "settings or code), seed by seed, at --cut N episodes (default: --episodes): `compare`'s table")
     parser.add_argument("--out", type=Path, default=Path("runs/bench_agents"))
     parser.add_argument("--resume", action="store_true",
                         help="keep the runs already in OUT/results.jsonl made with the same settings (each finished run is written there) and run the rest")
@@ -227,6 +262,16 @@ def main(argv: list[str] | None = None) -> int:
     for key, value in profile.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
+    if args.against is not None:  # scoring only: OUT's runs against AGAINST's, seed by seed
+        episodes = args.cut or args.episodes
+        try:
+            ours, theirs = cut_runs(args.out, episodes), cut_runs(args.against, episodes)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(f"{args.out} against {args.against}, at {episodes} episodes:")
+        print(compare(ours, theirs))
+        return 0
     if args.cut is not None:  # scoring only: no models needed
         try:
             results, args.out = cut_runs(args.out, args.cut), args.out / f"first-{args.cut}"
@@ -286,7 +331,7 @@ def report(results: list[dict], args) -> int:
 def settings(args) -> dict:
     """What makes two runs of an agent and seed the same run: `--resume` keeps a run only if these match."""
     keys = ("game", "episodes", "steps", "models", "detector", "oracle_labels", "envs", "rollout", "track_every", "test_steps",
-            "device", "min_score", "acting", "seq_len", "rnd_train_steps", "overlap_update", "overlap_rnd")
+            "device", "min_score")
     return {key: str(getattr(args, key)) for key in keys}
 
 
@@ -357,7 +402,7 @@ def run_agents(args) -> list[dict]:
             except json.JSONDecodeError:  # a line torn by a stop while it was written: that run is run again
                 continue
             whole.append(line + "\n")
-            if {"device": "cpu", "min_score": "0.6", "acting": "fp32", "seq_len": "0", "rnd_train_steps": "8", "overlap_update": "False", "overlap_rnd": "False", **row.get("budget", {})} == settings(args):  # rows from before these options
+            if {"device": "cpu", "min_score": "0.6", **row.get("budget", {})} == settings(args):  # rows from before these options
                 done[row["agent"], row["seed"]] = row
         write_text_atomic(log, "".join(whole))  # without the torn line, so that the next run's line stands alone
         print(f"--resume: {len(done)} runs kept from {log}")

@@ -81,13 +81,17 @@ def every_tenth_step_fails(frame, info):
 """
 
 
-def test_a_run_on_ray_writes_what_a_local_run_writes(local_ray, small_park, tmp_path, capsys):
+def test_a_run_on_ray_writes_what_a_local_run_writes(local_ray, small_park, tmp_path, capsys, monkeypatch):
     check = tmp_path / "check.py"
     check.write_text(ASSERTION)  # findings from each instance (the file goes to the actors through Ray)
     args = ["run", "--game", small_park, "--explorer", "inspector", "--envs", "2", "--episodes", "3", "--steps", "20",
             "--rollout", "8", "--assert", f"{check}:every_tenth_step_fails"]
-    # Ray's instances step in lockstep; local ones run free unless told (the actions would be drawn in another order)
-    assert main([*args, "--lockstep", "--out", str(tmp_path / "local")]) == 0
+    # Ray's instances step in lockstep; local ones run free (the actions would be drawn in another order): in lockstep here
+    import playtester.exploration.ppo as ppo
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ppo, "free_running", lambda cfg, envs: False)
+        assert main([*args, "--out", str(tmp_path / "local")]) == 0
     assert main([*args, "--out", str(tmp_path / "ray"), "--cluster", "ray"]) == 0
     assert "report" in capsys.readouterr().out
     local, on_ray = tmp_path / "local", tmp_path / "ray"

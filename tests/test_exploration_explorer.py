@@ -149,7 +149,7 @@ def test_the_frozen_encoder_turns_int8_once_for_the_run(path_policy, park_frames
 
 
 def test_a_quantised_test_policy_steps_as_the_fp32_one(tiny_inspect_policy, park_frames):
-    """`acting: int8` quantises the live test policy in place: its GRUs and head at once, its
+    """On a CPU (`RunSpec.acting`) the live test policy is quantised in place: its GRUs and head at once, its
     encoder's convolutions after its calibration frames; its action distributions stay within
     0.05 total variation of fp32's through a test."""
     fp32, int8 = load_policy(tiny_inspect_policy), load_policy(tiny_inspect_policy)

@@ -19,7 +19,7 @@ from playtester.files import write_text_atomic
 from playtester.errors import UserError
 from playtester.commands.options import about, check_free_disk, check_memory
 from playtester.commands.scenario import check_out_parent, progress
-from playtester.tester.spec import RunSpec
+from playtester.tester.spec import RETIRED, RunSpec
 
 try:  # typer >= 0.16 carries its own copy of click
     from typer._click.core import ParameterSource
@@ -59,16 +59,16 @@ SUBCOMMANDS = (
                "it plays, the test policy tests every object the detector finds, the oracles watch for crashes, stuck "
                "states, texture bugs and failed assertions; then the report.",
                ("game", "run_dir", "explorer", "preference", "tester", "detector", "texture_reference", "episodes", "steps",
-                "num_envs", "seed"), ("rollout", "seq_len", "rnd_train_steps", "overlap_rnd", "overlap_update", "oracle_labels", "device", "acting", "lockstep", "serve", *ORACLE_KNOBS), {"objective": "coverage"},
+                "num_envs", "seed"), ("rollout", "oracle_labels", "device", "serve", *ORACLE_KNOBS), {"objective": "coverage"},
                ("config", "resume", "overwrite", "cluster")),
     Subcommand("window", "Test a game in a window of this desktop (or a virtual screen): the same tester, one instance, "
                "with the game's bird's-eye map, telemetry and known objects where its dev build gives them.",
                ("game", "run_dir", "explorer", "preference", "tester", "detector", "episodes", "steps", "launch", "reset",
-                "out_of_play", "telemetry_port"), ("map", "map_bounds", "oois", "seed", "rollout", "seq_len", "rnd_train_steps", "overlap_rnd", "overlap_update", "texture_reference", "device", "acting", *ORACLE_KNOBS), {"objective": "coverage"}),
+                "out_of_play", "telemetry_port"), ("map", "map_bounds", "oois", "seed", "rollout", "texture_reference", "device", *ORACLE_KNOBS), {"objective": "coverage"}),
     Subcommand("load", "Load-test a game (RELINE): the PPO explorer is also rewarded for frame-rate drops, measured "
                "against a threshold from random play; the report maps where the game slows down.",
                ("game", "run_dir", "explorer", "preference", "tester", "detector", "episodes", "steps", "num_envs", "seed",
-                "load_threshold", "load_area"), ("rollout", "seq_len", "rnd_train_steps", "overlap_rnd", "overlap_update", "oracle_labels", "texture_reference", "device", "acting", "lockstep", "serve", *ORACLE_KNOBS),
+                "load_threshold", "load_area"), ("rollout", "oracle_labels", "texture_reference", "device", "serve", *ORACLE_KNOBS),
                {"objective": "load"}, ("config", "resume", "overwrite")),
     Subcommand("evolve", "Evolve a population of explorers (Wuji): for exploration and for winning, offspring refined "
                "by PPO; crash, stuck and assertion oracles on every evaluation.",
@@ -168,13 +168,14 @@ def spec_for(sub: Subcommand, on_command_line: dict[str, Any], config: Path | No
 
 
 def read_run_config(path: Path, names: set[str]) -> dict[str, Any]:
-    """A --config file: a YAML mapping of run options (a run's config.yaml: its other keys are ignored)."""
+    """A --config file: a YAML mapping of run options (a run's config.yaml: its other keys, and the
+    options of earlier versions now fixed (`RETIRED`), are ignored)."""
     from playtester.files import read_yaml
 
     doc = read_yaml(path, f"--config {path}")
     if not isinstance(doc, dict):
         raise UserError(f"--config {path}: expected a YAML mapping of options (e.g. a run's config.yaml)")
-    unknown = sorted(k for k in doc if k not in names and k not in CONFIG_EXTRAS)
+    unknown = sorted(k for k in doc if k not in names and k not in CONFIG_EXTRAS and k not in RETIRED)
     if unknown:
         raise UserError(f"--config {path}: unknown option {unknown[0]!r}; the options are "
                         f"{', '.join(sorted(names - {'run_dir'}))}")

@@ -217,13 +217,10 @@ def _train_explorer(spec: RunSpec, wrap: Callable[[gym.Env, int], gym.Env], budg
                     explorer_dir: Path, progress: Callable[[int], None]):
     from playtester.exploration.explorer import build_explorer
     from playtester.exploration.ppo import train
-    from playtester.exploration.rnd import RNDConfig
-
     explorer = build_explorer(
         spec.game, spec.preference, spec.explorer, run_dir=str(explorer_dir), total_timesteps=budget,
         num_envs=spec.num_envs, num_steps=spec.rollout, seed=spec.seed, checkpoint_every=5, resume=resume_ppo,
-        game_options=spec.game_options(), wrap=wrap, accelerator=spec.device, acting=spec.acting, lockstep=spec.lockstep,
-        seq_len=spec.seq_len, overlap_rnd=spec.overlap_rnd, overlap_update=spec.overlap_update, rnd=RNDConfig(train_steps=spec.rnd_train_steps),
+        game_options=spec.game_options(), wrap=wrap, accelerator=spec.device,
     )
     if cluster:  # the same instances, each in a Ray actor; this process alone writes the run folder
         from playtester.tester.cluster import ray_instances

@@ -23,9 +23,9 @@ OBJECTIVES = ("coverage", "load")
 `random`: uniform random actions."""
 DEVICES = ("cpu", "cuda")
 """Where a run's networks run (`--device`); the games always play on the CPU."""
-ACTING = ("fp32", "int8")
-"""The precision of the networks that play (`acting`): the PPO explorer's decisions (it always
-learns in fp32) and the test policy's steps."""
+RETIRED = ("seq_len", "rnd_train_steps", "overlap_rnd", "overlap_update", "lockstep", "acting")
+"""Options of earlier versions, each now fixed at what paid (docs/benchmarks/ppo-and-loop.md, "The
+defaults"): a --config or an older run's config.yaml may still name them; they are ignored."""
 
 
 @dataclass(frozen=True)
@@ -68,20 +68,14 @@ class RunSpec:
     steps: int = flag("--steps", "Game steps per episode (test steps included).", 500, kept=True, limits=(1, MANY))
     num_envs: int = flag("--envs", "Game instances played at once, one process each (the PPO explorer and evolve; random and window games play one).", 2, kept=True, limits=(1, 64))
     rollout: int = flag("--rollout", "PPO steps per game instance between updates.", 64, kept=True, limits=(1, MANY))
-    seq_len: int = flag("--seq-len", "PPO's update takes each instance's rollout as sequences of this many steps, each from the recurrent state the rollout had there, several side by side in a minibatch (faster on a CPU, gradients through each sequence only); must divide --rollout; 0: whole rollouts.", 0, kept=True, limits=(0, MANY))
-    rnd_train_steps: int = flag("--rnd-train-steps", "RND's predictor training steps after each rollout (each predictor on 128 frames drawn from a replay of the last 1024): fewer is faster (the largest part of a CPU run at 8) and lets novelty fade more slowly; 0 never trains them (their disagreement stays as initialised).", 8, kept=True, limits=(0, MANY))
-    overlap_rnd: bool = flag("--overlap-rnd", "RND's predictors train in a thread of their own while the next rollout plays, instead of between rollouts while the games wait: the same training, finished before the next rollout's rewards need it, with a random generator of its own.", False)
-    overlap_update: bool = flag("--overlap-update", "The explorer's PPO update runs in a thread of its own while the games play the next rollout, instead of between rollouts while they wait: each rollout is then played by the weights from before the update beside it, one update behind (as asynchronous PPO does).", False)
     texture_reference: str | None = flag("--texture-reference", "COCO labels of healthy OOIs for the texture oracle.", None)
     assertions: list[str] = flag("--assert", "A user assertion, module:function or file.py:function (repeatable).", factory=list)
     stuck_steps: int = flag("--stuck-steps", "Steps of unchanged picture under input that count as stuck.", 40, limits=(1, MANY))
     test_steps: int | None = flag("--test-steps", "Steps of one OOI test (default: the test policy's demo length).", None, limits=(1, MANY))
     min_score: float = flag("--min-score", "Detections below this confidence are not tested: each false detection tested costs a test's steps (docs/benchmarks/agents.md).", 0.6, limits=(0, 1))
-    track_every: int = flag("--track-every", "During an OOI test, follow the OOI with the detector every this many steps (1: every step; more is faster, the box held in between).", 1, limits=(1, MANY))
+    track_every: int = flag("--track-every", "During an OOI test, the detector looks for the OOI every this many steps and a tracker follows it in between (4: the test steps ×0.5 the time of 1, the loop ×1.7 at one instance). Only the detector's passes give the texture oracle its crops, so with --texture-reference set 1 to give it every frame of a test (at 4 it gets a quarter of them).", 4, limits=(1, MANY))
     seed: int = flag("--seed", "Seed of starts, action sampling and PPO.", 0, kept=True, limits=(0, None))
-    lockstep: bool = flag("--lockstep", "Step the game instances together, each waiting for the slowest (as before they ran free): for comparisons; a run on Ray always does.", False)
     device: str = flag("--device", "Where the networks run: cpu, or cuda (the explorer, its rewards, and every game instance's detector and test policy on the GPU; the games stay on CPU workers).", "cpu")
-    acting: str = flag("--acting", "The networks that play, fp32 or int8: with int8 their encoders' convolutions run in int8 once they have seen the run's first 64 frames, and their GRUs and heads in int8 (the PPO explorer decides with such a copy of itself, made anew each rollout, and still learns in fp32); a decision or a test step in about half the time on a CPU (×0.48 on 2 cores), the actions within a few per cent of fp32's (docs/benchmarks/ppo-and-loop.md). CPU only.", "fp32")
     serve: bool = flag("--serve", "Serve every game instance's detector and test policy from one process, batched across the instances (on by itself with --device cuda and more than one instance).", False)
     map: str | None = flag("--map", "Bird's-eye map image of a game without built-in ground truth (a window game with telemetry).", None)
     map_bounds: list[float] | None = flag("--map-bounds", "X0,Y0,X1,Y1: the world area (telemetry units) the --map image shows.", None)
@@ -116,16 +110,10 @@ class RunSpec:
         for name in ("episodes", "steps", "num_envs", "rollout", "stuck_steps", "track_every"):
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")
-        if self.seq_len < 0 or (self.seq_len and self.rollout % self.seq_len):
-            raise UserError(f"--seq-len {self.seq_len}: must divide --rollout {self.rollout} (or be 0: whole rollouts)")
         if not 0.0 <= self.min_score <= 1.0:
             raise UserError(f"--min-score {self.min_score}: a detector confidence, between 0 and 1")
         if self.device not in DEVICES:
             raise UserError(f"--device {self.device!r}: use {' or '.join(DEVICES)}")
-        if self.acting not in ACTING:
-            raise UserError(f"--acting {self.acting!r}: use {' or '.join(ACTING)}")
-        if self.acting == "int8" and self.device != "cpu":
-            raise UserError(f"--acting int8 quantises the explorer and the test policy for the CPU; with --device {self.device} leave it at fp32")
         if self.serve and self.game.startswith("window:"):
             raise UserError("--serve: a window game plays one instance, with nothing to batch; leave it off")
         if self.max_restarts < 0:
@@ -148,6 +136,12 @@ class RunSpec:
             raise UserError(f"--telemetry-port: only a window game listens for telemetry; {self.game} reports its own")
         check_object_source(self.detector, self.oracle_labels, needed=self.tester is not None,
                             needed_by=f"--tester {self.tester}")
+
+    @property
+    def acting(self) -> str:
+        """The precision of the networks that play: int8 on a CPU (the explorer's decisions, from an
+        int8 copy of it, and the test policy's steps; the explorer learns in fp32), fp32 on a GPU."""
+        return "int8" if self.device == "cpu" else "fp32"
 
     def game_options(self) -> dict[str, Any]:
         """What `make_game` takes for this run's game."""
