@@ -38,6 +38,9 @@ class BackgroundJob:
 
         def run() -> None:
             try:
+                # A thread's first torch call takes the count last set by any thread (torch's lazy
+                # per-thread set-up), which would undo ours: have it now, then set ours.
+                torch.get_num_threads()
                 torch.set_num_threads(threads)
                 self._outcome.append((True, work(*args)))
             except BaseException as e:  # handed to the thread that waits for it

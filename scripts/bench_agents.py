@@ -225,7 +225,7 @@ def plot(results: list[dict], episodes: int, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from playtester.tester.spec import RunSpec
+    from playtester.tester.spec import TRACK_EVERY
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", type=Path, default=Path("playtester-demo/models"), help="folder with inspect.ckpt and path.ckpt")
@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--oracle-labels", action="store_true", help="find OOIs through the engine's labels (an ablation)")
     parser.add_argument("--envs", type=int, default=2, help="game instances of the PPO explorers")
     parser.add_argument("--rollout", type=int, default=64)
-    parser.add_argument("--track-every", type=int, default=RunSpec.track_every,
+    parser.add_argument("--track-every", type=int, default=TRACK_EVERY,
                         help="during an OOI test, the detector every this many steps, the tracker in between (the run's track_every)")
     parser.add_argument("--test-steps", type=int, default=None, help="steps of one OOI test (default: the policy's demo length)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of this process")

@@ -43,6 +43,21 @@ def test_a_job_hands_its_result_or_its_error_to_whoever_waits():
     assert job.wait() is None  # the error was handed over once
 
 
+def test_a_job_keeps_the_threads_it_started_with_when_its_starter_changes_its_own():
+    """The games' side drops to one torch thread while a rollout plays; a job started before that
+    (PPO's update) keeps its starter's count, though torch hands a new thread the count set last."""
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        job, go = BackgroundJob("update"), threading.Event()
+        job.start(lambda: go.wait(10) and torch.get_num_threads())
+        torch.set_num_threads(1)
+        go.set()
+        assert job.wait() == 2
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_rnd_training_beside_the_next_rollout_is_the_same_training(tmp_path, monkeypatch):
     """`end_rollout` returns with the predictors' training under way in its job; what is saved
     next (or the next rollout's rewards) waits for it, and it is the training done in place with

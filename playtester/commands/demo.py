@@ -22,6 +22,7 @@ from typing import Callable, NamedTuple, Optional
 import typer
 from rich.console import Console
 
+from playtester.cores import THREADS_HELP, give as give_cores
 from playtester.errors import UserError
 
 console = Console()
@@ -72,6 +73,7 @@ def demo(
     overwrite: bool = typer.Option(False, "--overwrite", help="Start again if the folder exists."),
     minutes: Optional[float] = typer.Option(
         None, "--minutes", help="No longer used: the training stages run on each profile's fixed budgets (said when given)."),
+    threads: int = typer.Option(0, "--threads", min=0, help=THREADS_HELP),
 ) -> None:
     """Run the whole pipeline on the built-in park: scripted tester demos, auto-labelled shots,
     the detector, the feature encoder, the inspect and path policies (each on its profile's fixed
@@ -79,6 +81,7 @@ def demo(
     trained detector, and the report. Prints each stage's time and where the report is."""
     if profile not in PROFILES:
         raise UserError(f"--profile {profile!r}: use {' or '.join(PROFILES)}")
+    give_cores(threads)  # inherited by each stage (PLAYTESTER_THREADS)
     if not game.startswith("doom:park"):
         raise UserError(f"--game {game}: the demo needs the built-in park (doom:park[:SEED[:COLSxROWS]])")
     if minutes is not None:

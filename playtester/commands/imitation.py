@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from playtester.cores import THREADS_HELP, give as give_cores
 from playtester.errors import UserError
 from playtester.commands.options import MANY, WIDE, about
 from playtester.commands.scenario import check_out_parent
@@ -49,6 +50,7 @@ def train_policy(
         help="Go on from an interrupted training of --out (its state after every epoch is kept beside it, in .OUT.training/, "
              "until OUT is written), with the same options; --epochs may be raised.",
     ),
+    threads: int = typer.Option(0, "--threads", min=0, help=THREADS_HELP),
 ) -> None:
     """Train an imitation policy (memory-augmented GRU + DINO teacher) on demo episodes.
 
@@ -62,6 +64,7 @@ def train_policy(
     Footage labelled by `playtester demos --from-video` trains beside the demos (never in
     validation or the held-out score), weighed by --idm-weight and filtered by --idm-min-confidence.
     """
+    give_cores(threads)
     from playtester.imitation.fit import fit_policy
     from playtester.imitation.training import TrainConfig
 

@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from playtester.cores import THREADS_HELP, give as give_cores
 from playtester.errors import UserError
 from playtester.commands.options import MANY, WIDE, about
 
@@ -70,7 +71,7 @@ def train_detector(
     base_shots: int = typer.Option(10, "--base-shots", help="Base-class images per class to mix in."),
     augment: bool = typer.Option(True, "--augment/--no-augment", help="Box-aware augmentation (albumentations)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the 70/10/20 split and of training."),
-    threads: int = typer.Option(0, "--threads", help="CPU threads for torch (0: torch's default; on a busy machine 1 is fastest)."),
+    threads: int = typer.Option(0, "--threads", min=0, help=THREADS_HELP),
     logdir: Optional[Path] = typer.Option(None, "--logdir", help="TensorBoard logs (default: logs/ beside --out)."),
     workers: int = typer.Option(0, "--workers", help="Data-loading worker processes."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
@@ -78,6 +79,7 @@ def train_detector(
     """Train the OOI detector (Faster R-CNN) on labelled shots; print its test AP per class."""
     _check_out(out)
     _check_coco_path(coco)
+    threads = give_cores(threads)
     from playtester.perception import recipes
 
     recipe = recipes.DetectorRecipe(
@@ -190,9 +192,11 @@ def train_encoder(
     logdir: Optional[Path] = typer.Option(None, "--logdir", help="TensorBoard logs (default: logs/ beside --out)."),
     workers: int = typer.Option(0, "--workers", help="Data-loading worker processes."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
+    threads: int = typer.Option(0, "--threads", min=0, help=THREADS_HELP),
 ) -> None:
     """Train the feature encoder by masked inverse dynamics; report held-out accuracy per action."""
     _check_out(out)
+    give_cores(threads)
     from playtester.perception import recipes
 
     recipe = recipes.EncoderRecipe(

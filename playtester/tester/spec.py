@@ -23,6 +23,9 @@ OBJECTIVES = ("coverage", "load")
 `random`: uniform random actions."""
 DEVICES = ("cpu", "cuda")
 """Where a run's networks run (`--device`); the games always play on the CPU."""
+TRACK_EVERY = 4
+"""The detector every 4th step of an OOI test, the tracker in between, unless the texture oracle
+needs the detector's crops (`track_every`; docs/benchmarks/ppo-and-loop.md)."""
 RETIRED = ("seq_len", "rnd_train_steps", "overlap_rnd", "overlap_update", "lockstep", "acting")
 """Options of earlier versions, each now fixed at what paid (docs/benchmarks/ppo-and-loop.md, "The
 defaults"): a --config or an older run's config.yaml may still name them; they are ignored."""
@@ -73,7 +76,7 @@ class RunSpec:
     stuck_steps: int = flag("--stuck-steps", "Steps of unchanged picture under input that count as stuck.", 40, limits=(1, MANY))
     test_steps: int | None = flag("--test-steps", "Steps of one OOI test (default: the test policy's demo length).", None, limits=(1, MANY))
     min_score: float = flag("--min-score", "Detections below this confidence are not tested: each false detection tested costs a test's steps (docs/benchmarks/agents.md).", 0.6, limits=(0, 1))
-    track_every: int = flag("--track-every", "During an OOI test, the detector looks for the OOI every this many steps and a tracker follows it in between (4: the test steps ×0.5 the time of 1, the loop ×1.7 at one instance). Only the detector's passes give the texture oracle its crops, so with --texture-reference set 1 to give it every frame of a test (at 4 it gets a quarter of them).", 4, limits=(1, MANY))
+    track_every: int | None = flag("--track-every", "During an OOI test, the detector looks for the OOI every this many steps and a tracker follows it in between. Default: 4 (a test step in about 0.6 of the time at 1, the whole loop ×1.7 at one instance), or 1 with --texture-reference: only the detector's passes give the texture oracle its crops, and at 4 it gets a quarter of a test's frames.", None, limits=(1, MANY))
     seed: int = flag("--seed", "Seed of starts, action sampling and PPO.", 0, kept=True, limits=(0, None))
     device: str = flag("--device", "Where the networks run: cpu, or cuda (the explorer, its rewards, and every game instance's detector and test policy on the GPU; the games stay on CPU workers).", "cpu")
     serve: bool = flag("--serve", "Serve every game instance's detector and test policy from one process, batched across the instances (on by itself with --device cuda and more than one instance).", False)
@@ -93,6 +96,8 @@ class RunSpec:
     generations: int = flag("--generations", "evolve: generations to run.", 10, limits=(1, MANY))
 
     def __post_init__(self) -> None:
+        if self.track_every is None:
+            self.track_every = 1 if self.texture_reference else TRACK_EVERY
         if self.objective not in OBJECTIVES:
             raise UserError(f"--objective {self.objective!r}: use one of {', '.join(OBJECTIVES)}")
         if self.objective == "load" and self.explorer == "random":
