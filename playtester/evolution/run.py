@@ -111,7 +111,7 @@ class EpisodeOracles:
 
 
 def run_evolve(cfg: EvolutionConfig, *, assertions: Sequence[str] = (), stuck_steps: int = 20,
-               overwrite: bool = False, log: Callable[[str], None] = print) -> Evolution:
+               overwrite: bool = False, log: Callable[[str], None] = print, on_cluster: bool = False) -> Evolution:
     """The whole `--explorer evolve` run in `cfg.run_dir` (see the module doc)."""
     out = Path(cfg.run_dir)
     if cfg.resume and overwrite:
@@ -124,7 +124,7 @@ def run_evolve(cfg: EvolutionConfig, *, assertions: Sequence[str] = (), stuck_st
         raise UserError(f"--resume: {out} holds no evolution run to continue (no evolution.ckpt)")
     game_options = {**cfg.game_options, "max_steps": cfg.eval_steps}
     watch = OracleWatch(out, cfg.game, game_options, assertions=assertions, stuck_steps=stuck_steps, coverage=cfg.coverage())
-    evolution = Evolution(cfg, watch, log)  # checks the game, its reward and the assertions first
+    evolution = Evolution(cfg, watch, log, on_cluster)  # checks the game, its reward and the assertions first
     watch.clock = lambda: evolution.steps
     out.mkdir(parents=True, exist_ok=True)
     if not cfg.resume:
@@ -137,8 +137,8 @@ def run_evolve(cfg: EvolutionConfig, *, assertions: Sequence[str] = (), stuck_st
 
 def run_evolve_command(*, game: str, out: Path, reward: str | None, population: int, generations: int, steps: int,
                        envs: int, assertions: Sequence[str], stuck_steps: int, seed: int, resume: bool, overwrite: bool,
-                       log: Callable[[str], None] = print) -> Evolution:
-    """`playtester run evolve` from its command-line options."""
+                       log: Callable[[str], None] = print, on_cluster: bool = False) -> Evolution:
+    """`playtester run evolve` from its command-line options; `on_cluster`: the games on Ray (started already)."""
     import torch
 
     torch.set_num_threads(1)  # small networks, a few frames a step: more threads only fight each other
@@ -150,7 +150,7 @@ def run_evolve_command(*, game: str, out: Path, reward: str | None, population: 
                               vector_env="async" if game.startswith("doom:") and envs > 1 else "sync")
     except ValueError as e:
         raise UserError(f"--explorer evolve: {e}") from None
-    evolution = run_evolve(cfg, assertions=assertions, stuck_steps=stuck_steps, overwrite=overwrite, log=log)
+    evolution = run_evolve(cfg, assertions=assertions, stuck_steps=stuck_steps, overwrite=overwrite, log=log, on_cluster=on_cluster)
     watch = evolution.watch
     log(f"{evolution.generation} generations, {evolution.steps} game steps, {len(evolution.states)} states covered, "
         f"{watch.count} findings ({len(watch.signatures)} distinct, in {out / 'findings'})")
