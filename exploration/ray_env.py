@@ -270,7 +270,7 @@ class RayVectorEnv(gym.vector.VectorEnv):
             last = self._obs[i]
             obs, info = self._replace(i, result)
             self._obs[i] = obs
-            return obs, 0.0, False, True, {**info, "final_obs": last, "final_info": {"worker_lost": info["worker_lost"]}}
+            return obs, 0.0, False, True, {**info, "final_obs": np.array(last), "final_info": {"worker_lost": info["worker_lost"]}}
         obs, reward, terminated, truncated, info, final, up = result
         self.losses[i] = 0
         self._up(i, up)
