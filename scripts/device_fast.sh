@@ -13,22 +13,30 @@
 # It writes $OUT/device_fast.txt (every run's line as it ends, then the table) and $OUT/env.txt.
 # About 4 to 5 minutes: each --envs value is one round of one 200-step episode an instance; a
 # value that overruns its limit is cut and says so, the others still run.
+# (DEVICE=cpu ENVS=1 STEPS=30 MODELS=DIR LIMIT=900: a dry run of the script on a machine without a GPU.)
 set -u
 OUT=${OUT:?set OUT to the folder for the results}
 PY=${PYTHON:-python3}
+DEVICE=${DEVICE:-cuda}
+ENVS=${ENVS:-1 4 8 16}
+STEPS=${STEPS:-200}
+MODELS=${MODELS:-./.models}
+LIMIT=${LIMIT:-110}
 mkdir -p "$OUT"
 {
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   echo "cores $(nproc), $($PY --version 2>&1)"
   $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available())"
 } >"$OUT/env.txt" 2>&1
-$PY -m pip install -q --no-index --no-deps ./.whl/*.whl >>"$OUT/env.txt" 2>&1 || { echo "pip install of ./.whl failed" >>"$OUT/env.txt"; exit 1; }
+if [ -d ./.whl ]; then
+  $PY -m pip install -q --no-index --no-deps ./.whl/*.whl >>"$OUT/env.txt" 2>&1 || { echo "pip install of ./.whl failed" >>"$OUT/env.txt"; exit 1; }
+fi
 $PY -c "import vizdoom, gymnasium; print('vizdoom', vizdoom.__version__, 'gymnasium', gymnasium.__version__)" >>"$OUT/env.txt" 2>&1
-for E in 1 4 8 16; do
+for E in $ENVS; do
   echo "== envs $E (load $(cut -d' ' -f1 /proc/loadavg))" >>"$OUT/device_fast.txt"
-  timeout 110 $PY scripts/bench_loop.py --models ./.models --envs "$E" --rounds 1 --episodes-per-env 1 --steps 200 \
-      --decisions 50 --decision-device cuda --new-args "--device cuda" >>"$OUT/device_fast.txt" 2>&1 \
-    || echo "envs $E: cut at 110 s or failed (exit $?)" >>"$OUT/device_fast.txt"
+  timeout "$LIMIT" $PY scripts/bench_loop.py --models "$MODELS" --envs "$E" --rounds 1 --episodes-per-env 1 --steps "$STEPS" \
+      --decisions 50 --decision-device "$DEVICE" --new-args "--device $DEVICE" >>"$OUT/device_fast.txt" 2>&1 \
+    || echo "envs $E: cut at $LIMIT s or failed (exit $?)" >>"$OUT/device_fast.txt"
 done
 grep -E "^new +[0-9]+ " "$OUT/device_fast.txt" | sed 's/^/table: /' >>"$OUT/device_fast.txt"
 cat "$OUT/device_fast.txt"
