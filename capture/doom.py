@@ -5,6 +5,11 @@ Headless or windowed, deterministic by seed, telemetry from game variables (`pos
 park scenario each episode starts at one of the park's start points (random unless chosen with
 `reset(options={"start": …})`) facing a random direction.
 
+A Doom level (a stock level, a user's WAD, a ViZDoom scenario: `DoomScenario.level`) plays with
+the `level` key map (the park's 9 actions and USE) under tester rules (`capture/rules.py`,
+`immortal` unless told otherwise): the level starts again within the episode after a death or
+the exit, and USE presses, deaths and exits are told in `info` (`capture/level_play.py`).
+
 The engine is a process of its own. When it dies (killed, crashed: the library raises, or it
 stops running), `step` ends the episode with `info["crashed"] = True` and a `crash_reason`
 instead of raising, and the next `reset` starts a fresh engine (`restarts` counts them). A
@@ -15,15 +20,19 @@ that lock when the engine is dead and a call has not come back in 2 s. A watchdo
 (`engine_guard.EngineWatchdog`) kills the engine and frees its shared memory if this process
 dies without closing it.
 
-`frame_time_ms` is a wall-clock reading, the one thing in `info` that differs between two runs
-of the same seed and actions; `frame_timing=False` leaves it out, for exact comparisons such as
-Gymnasium's determinism check.
+`frame_time_ms` is what the step cost: by default (`frame_clock="cpu"`) the CPU time of the engine
+process and of this thread over the step, which other processes on a shared machine do not
+change; `frame_clock="wall"` makes it the wall clock (`capture/timing.py` says why the CPU clock
+is the default). Both readings are in `info` as `frame_cpu_ms` and `frame_wall_ms`. They are the
+only things in `info` that differ between two runs of the same seed and actions;
+`frame_timing=False` leaves them out, for exact comparisons such as Gymnasium's determinism check.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +44,7 @@ import vizdoom as vzd
 from playtester.capture import engine_guard
 from playtester.errors import UserError
 from playtester.capture.keymap import KeyMap
+from playtester.capture.timing import FRAME_CLOCKS, StepCpuClock
 from playtester.capture.park.layout import ParkLayout, parse_actor
 
 TICRATE = 35
@@ -84,6 +94,16 @@ def iwad_path(name: str) -> Path:
     return Path(os.path.dirname(vzd.__file__)) / f"{name}.wad"
 
 
+def engine_config() -> Path:
+    """The engine's own settings file (ViZDoom writes one at every start; by default into the
+    folder playtester runs in), kept with the generated scenarios instead."""
+    from playtester.capture.park.build import cache_root
+
+    folder = cache_root()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / "vizdoom.ini"
+
+
 @dataclass
 class DoomScenario:
     """What the engine loads: the base game, an optional scenario PWAD, the map."""
@@ -96,6 +116,9 @@ class DoomScenario:
     """Ground truth of a generated park (start points, OOIs, pathways), when there is one."""
     map_png: Path | None = None
     args: list[str] = field(default_factory=list)
+    level: bool = False
+    """A Doom level a tester walks (a stock level, a user's WAD, a ViZDoom scenario), not the park:
+    tester rules, the USE key and doors apply."""
 
 
 def wrap_angle(deg: float) -> float:
@@ -122,15 +145,25 @@ class DoomGame(gym.Env):
         labels: bool = True,
         random_start: bool = True,
         frame_timing: bool = True,
+        rules: str | None = None,
+        frame_clock: str = "cpu",
     ) -> None:
+        from playtester.capture.rules import RULES
+
         if resolution not in RESOLUTIONS:
             raise UserError(f"resolution {resolution!r}: use one of {', '.join(RESOLUTIONS)}")
+        if frame_clock not in FRAME_CLOCKS:
+            raise UserError(f"frame clock {frame_clock!r}: use one of {', '.join(FRAME_CLOCKS)}")
         if frame_skip < 1:
             raise UserError(f"frame skip {frame_skip}: use a whole number of tics of at least 1")
         if render_mode not in (None, *self.metadata["render_modes"]):
             raise UserError(f"render mode {render_mode!r}: use rgb_array or human")
+        if rules is not None and rules not in RULES:
+            raise UserError(f"rules {rules!r}: use one of {', '.join(RULES)}")
         self.scenario = scenario
-        self.keymap = keymap or KeyMap.default()
+        self.rules = rules if rules is not None or not scenario.level else "immortal"
+        """Tester rules (`capture/rules.py`); None: the game as it plays (the park)."""
+        self.keymap = keymap or KeyMap.builtin("level" if scenario.level else "default")
         unknown = sorted(k for k in self.keymap.keys if k not in KEY_BUTTONS)
         if unknown:
             raise UserError(
@@ -144,6 +177,8 @@ class DoomGame(gym.Env):
         self.labels = labels
         self.random_start = random_start
         self.frame_timing = frame_timing
+        self.frame_clock = frame_clock
+        self._cpu_clock = StepCpuClock(None)
         self.metadata = dict(self.metadata, render_fps=TICRATE / self.frame_skip)
 
         self.buttons: list[vzd.Button] = []
@@ -160,6 +195,13 @@ class DoomGame(gym.Env):
                 vec[self.buttons.index(KEY_BUTTONS[key])] = 1.0
             self._vectors.append(vec)
         self._noop = [0.0] * len(self.buttons)
+        self._uses = [vzd.Button.USE in (KEY_BUTTONS[k] for k in action.keys) for action in self.keymap.actions]
+        self.graph = None
+        """The level's `LevelGraph` (a Doom level's), for USE presses and causes of death."""
+        if scenario.level:
+            from playtester.capture.level_play import scenario_graph
+
+            self.graph = scenario_graph(scenario)
 
         w, h = (int(v) for v in resolution.split("x"))
         self.observation_space = gym.spaces.Box(0, 255, shape=(h, w, 3), dtype=np.uint8)
@@ -176,6 +218,8 @@ class DoomGame(gym.Env):
         self._frame = np.zeros((h, w, 3), dtype=np.uint8)
         layout = scenario.layout
         self._ooi_at = {} if layout is None else {(round(o.x), round(o.y)): o.id for o in layout.oois}
+        if self.graph is not None:  # a level's things are named by their id where they stand (monsters move)
+            self._ooi_at = {(round(t.x), round(t.y)): t.id for t in self.graph.level.objects()}
         self._steps = 0
         self._started = False
 
@@ -187,6 +231,7 @@ class DoomGame(gym.Env):
                 "(xvfb-run playtester …) or use the headless mode"
             )
         game = vzd.DoomGame()
+        game.set_doom_config_path(str(engine_config()))  # not _vizdoom.ini in the user's folder
         game.set_doom_game_path(str(self.scenario.iwad))
         if self.scenario.pwad is not None:
             game.set_doom_scenario_path(str(self.scenario.pwad))
@@ -207,7 +252,9 @@ class DoomGame(gym.Env):
         game.set_available_game_variables(_VARIABLES)
         game.set_episode_timeout(0)
         game.add_game_args("+sv_cheats 1 +freelook 1")
-        for arg in self.scenario.args:
+        from playtester.capture.level_play import engine_args
+
+        for arg in [*self.scenario.args, *engine_args(self.scenario.level, self.rules)]:
             game.add_game_args(arg)
         engine_guard.watch_interrupts()
         before = engine_guard.engine_pids()
@@ -220,6 +267,7 @@ class DoomGame(gym.Env):
         if self.engine_pid is not None:
             engine_guard.EngineWatchdog.here().watch(self.engine_pid, self.engine_id)
             self._stall.engine = (self.engine_pid, self.engine_id)
+        self._cpu_clock = StepCpuClock(self.engine_pid if self.frame_timing else None)
         return game
 
     def _close_engine(self) -> None:
@@ -277,9 +325,17 @@ class DoomGame(gym.Env):
                 raise UserError(f"game {self.scenario.spec!r}: the engine died twice while starting an episode "
                                 f"({reason}; then {again})") from None
 
+    def _start_level(self) -> None:
+        self.game.new_episode()
+        if self.rules == "immortal":
+            self.game.send_game_command("god")
+
     def _new_episode(self, options: dict[str, Any]):
         self.game.set_seed(int(self.np_random.integers(0, 2**31 - 1)))
-        self.game.new_episode()
+        self._start_level()
+        self._last: dict[str, Any] = {}
+        self._recent_objects: deque[list[dict[str, Any]]] = deque(maxlen=8)
+        """The objects in view in the last steps, for what killed the player."""
         self._steps = 0
         self._started = True
         start = self._choose_start(options.get("start"))
@@ -289,6 +345,7 @@ class DoomGame(gym.Env):
             self.game.make_action(self._noop, 1)
             self.face(angle)
         state = self.game.get_state()
+        self._cpu_ms = 0.0 if self._cpu_clock.available else None  # no step was played yet
         return self._observe(state), self._info(state, 0.0)
 
     def _choose_start(self, start: Any) -> tuple[float, float, float] | None:
@@ -329,24 +386,55 @@ class DoomGame(gym.Env):
             raise ValueError(f"action {action!r} is not in {self.action_space}")
         if self._dead is not None:
             raise RuntimeError("the engine died in this episode; call reset() to start a fresh one")
+        events = self._use_event(index)
+        self._cpu_clock.start()
         t0 = time.perf_counter()
         try:
             with self._stall.call():  # an engine killed at the wrong instant would hang the library
                 reward = self.game.make_action(self._vectors[index], self.frame_skip)
                 frame_time_ms = (time.perf_counter() - t0) * 1000.0
+                self._cpu_ms = self._cpu_clock.stop()
                 finished = self.game.is_episode_finished()
                 terminated = bool(finished or self.game.is_player_dead())
+                if terminated and self.rules is not None:  # the level ended: it starts again in this episode
+                    events |= self._level_ended()
+                    terminated = finished = False
                 state = None if finished else self.game.get_state()
         except ENGINE_DEATH as e:
             reason = self._engine_died(e)
             self._steps += 1
+            self._cpu_ms = None
             info = self._info(None, (time.perf_counter() - t0) * 1000.0)
             if reason is None:  # Ctrl-C, which the run's own process is acting on
                 return self._frame, 0.0, False, True, info | {"interrupted": True}
             return self._frame, 0.0, True, False, info | {"crashed": True, "crash_reason": reason}
         self._steps += 1
         truncated = bool(self.max_steps is not None and self._steps >= self.max_steps and not terminated)
-        return self._observe(state), float(reward), terminated, truncated, self._info(state, frame_time_ms)
+        return self._observe(state), float(reward), terminated, truncated, self._info(state, frame_time_ms) | events
+
+    def _use_event(self, index: int) -> dict[str, Any]:
+        """`{"used": …}` when action `index` presses USE facing a line it works (`level_play.used_line`)."""
+        if self.graph is None or not self._uses[index] or "position" not in self._last:
+            return {}
+        from playtester.capture.level_play import use_event, used_line
+
+        x, y, _ = self._last["position"]
+        line = used_line(self.graph, x, y, self._last["angle"])
+        return {} if line is None else {"used": use_event(self.graph, line)}
+
+    def _level_ended(self) -> dict[str, Any]:
+        """The player died or left the level: say how and where, and start the level again."""
+        position = self._last.get("position")
+        if self.game.is_player_dead():
+            from playtester.capture.level_play import death_cause
+
+            seen = [o for objects in self._recent_objects for o in objects]
+            cause = death_cause(self.graph, position, seen) if self.graph and position else "unknown"
+            events = {"death": {"position": position, "cause": cause}, "restarted": "death"}
+        else:
+            events = {"level_exit": {"position": position}, "restarted": "exit"}
+        self._start_level()
+        return events
 
     def render(self):
         if self.render_mode == "rgb_array":
@@ -368,13 +456,20 @@ class DoomGame(gym.Env):
     def _info(self, state, frame_time_ms: float) -> dict[str, Any]:
         info: dict[str, Any] = {"step": self._steps}
         if self.frame_timing:
-            info["frame_time_ms"] = frame_time_ms
+            cpu_ms = getattr(self, "_cpu_ms", None)
+            info["frame_wall_ms"] = frame_time_ms
+            if cpu_ms is not None:
+                info["frame_cpu_ms"] = cpu_ms
+            info["frame_time_ms"] = cpu_ms if self.frame_clock == "cpu" and cpu_ms is not None else frame_time_ms
         if state is None:
             return info
         x, y, z, angle, pitch = state.game_variables.tolist()
         info.update(position=(x, y, z), angle=angle % 360.0, pitch=pitch)
         if self.labels:
             info["objects"] = self._objects(state)
+            if self.graph is not None:
+                self._recent_objects.append(info["objects"])
+        self._last = info
         return info
 
     def _objects(self, state) -> list[dict[str, Any]]:
@@ -401,7 +496,7 @@ class DoomGame(gym.Env):
                 "position": (x, y, label.object_position_z),
                 "box": [lx, ly, lx + label.width, ly + label.height],
             }
-            if on_park:
+            if on_park or self.graph is not None:
                 obj["ooi"] = self._ooi_at.get((round(x), round(y)))
             objects.append(obj)
         return objects

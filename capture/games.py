@@ -4,6 +4,8 @@
     doom:park-perf[:SEED[:COLSxROWS]]  the same park with slow-rendering zones (load testing)
     doom:freedoom2:MAPxx           a stock Freedoom: Phase 2 level
     doom:freedoom1:ExMy            a stock Freedoom: Phase 1 level
+    doom:wad:PATH[:MAP][:iwad=…]   a map of a user's WAD (a PWAD over Freedoom 2, or an IWAD)
+    doom:scenario:NAME             one of ViZDoom's shipped scenarios (e.g. my_way_home)
     gym:ENV_ID                     any Gymnasium env that renders RGB frames
     window:TITLE                   any game in a window whose title contains TITLE
     window:/REGEX/                 … or whose title matches the regular expression
@@ -88,11 +90,20 @@ def doom_scenario(spec: str):
         pattern = r"MAP(0[1-9]|[1-2][0-9]|3[0-2])" if what == "freedoom2" else r"E[1-4]M[1-9]"
         if not re.fullmatch(pattern, level):
             raise UserError(f"game {spec!r}: {what} has no level {parts[2]!r}")
-        return DoomScenario(spec=spec, iwad=iwad_path(what), map=level)
-    raise UserError(f"game {spec!r}: unknown Doom scenario {what!r}; use doom:park, doom:park-perf, doom:freedoom2:MAPxx or doom:freedoom1:ExMy")
+        return DoomScenario(spec=spec, iwad=iwad_path(what), map=level, level=True)
+    if what == "wad":
+        from playtester.capture.wads import wad_scenario
+
+        return wad_scenario(spec)
+    if what == "scenario":
+        from playtester.capture.wads import scenario_of
+
+        return scenario_of(spec)
+    raise UserError(f"game {spec!r}: unknown Doom game {what!r}; use doom:park, doom:park-perf, doom:freedoom2:MAPxx, "
+                    "doom:freedoom1:ExMy, doom:wad:PATH[:MAP] or doom:scenario:NAME")
 
 
-_DOOM_OPTIONS = {"resolution", "frame_skip", "spectator", "labels", "random_start"}
+_DOOM_OPTIONS = {"resolution", "frame_skip", "spectator", "labels", "random_start", "rules", "frame_clock"}
 
 
 def _make_doom(spec: str, options: dict[str, Any]) -> gym.Env:
@@ -129,8 +140,10 @@ def _make_window(spec: str, options: dict[str, Any]) -> gym.Env:
 BACKENDS: dict[str, Backend] = {
     "doom": Backend(
         prefix="doom",
-        usage="doom:park[:SEED[:COLSxROWS]] | doom:freedoom2:MAPxx | doom:freedoom1:ExMy",
-        description="ViZDoom in-process: the built-in park (seeded, cached) or stock Freedoom levels",
+        usage="doom:park[:SEED[:COLSxROWS]] | doom:freedoom2:MAPxx | doom:freedoom1:ExMy | doom:wad:PATH[:MAP][:iwad=IWAD] "
+              "| doom:scenario:NAME",
+        description="ViZDoom in-process: the built-in park (seeded, cached), stock Freedoom levels, any WAD file "
+                    "(`playtester games --wad PATH` lists its maps) or a ViZDoom scenario",
         make=_make_doom,
         example="doom:park:7",
     ),
@@ -155,7 +168,7 @@ def valid_specs() -> str:
     return "; ".join(b.usage for b in BACKENDS.values())
 
 
-def make_game(spec: str, *, keymap: KeyMap | None = None, **options: Any) -> gym.Env:
+def make_game(spec: str, *, keymap: KeyMap | dict | None = None, **options: Any) -> gym.Env:
     """Start the game a spec names. Options go to the backend (`max_steps`, `render_mode`, …)."""
     prefix = spec.split(":", 1)[0]
     backend = BACKENDS.get(prefix)
@@ -163,6 +176,8 @@ def make_game(spec: str, *, keymap: KeyMap | None = None, **options: Any) -> gym
         raise UserError(f"game {spec!r}: unknown game spec; valid specs are {valid_specs()}")
     if keymap is not None:
         options["keymap"] = keymap
+    if isinstance(options.get("keymap"), dict):  # as a run's game options keep it (JSON)
+        options["keymap"] = KeyMap.from_dict(options["keymap"], where=f"game {spec!r}: key map")
     return backend.make(spec, options)
 
 

@@ -8,6 +8,7 @@ copied to the top level when the env reports them.
 
 from __future__ import annotations
 
+import importlib
 import time
 from typing import Any
 
@@ -19,6 +20,26 @@ from playtester.capture.keymap import KeyAction, KeyMap
 
 TELEMETRY_KEYS = ("position", "angle", "pitch", "objects", "crashed", "crash_reason")
 """Keys of the env's own `info` passed on at the top level, where backends put telemetry."""
+
+ENV_PACKAGES = {"ALE/": ("ale_py", "atari")}
+"""Id prefix → (the module that registers those envs, the extra that installs it). Gymnasium 1.x
+no longer finds plugins by itself: the module is imported before `gym.make`."""
+
+
+def register_env_package(env_id: str) -> None:
+    """Import the package that registers `env_id`'s namespace; a missing one is a one-line error
+    naming the extra to install."""
+    if env_id.startswith("playtester/"):  # this package's own envs register on import
+        import playtester.capture.block_maze  # noqa: F401
+        return
+    for prefix, (module, extra) in ENV_PACKAGES.items():
+        if env_id.startswith(prefix):
+            try:
+                package = importlib.import_module(module)
+            except ImportError:
+                raise UserError(f"gym:{env_id}: needs {module.replace('_', '-')}, which is not installed; "
+                                f"install it with pip install 'playtester[{extra}]'") from None
+            gym.register_envs(package)
 
 
 def index_keymap(name: str, n: int) -> KeyMap:
@@ -33,8 +54,7 @@ class GymGame(gym.Env):
         self, env_id: str, *, max_steps: int | None = None, render_mode: str | None = None,
         frame_timing: bool = True, **kwargs: Any,
     ):
-        if env_id.startswith("playtester/"):  # this package's own envs register on import
-            import playtester.capture.block_maze  # noqa: F401
+        register_env_package(env_id)
         try:
             self.env = gym.make(env_id, render_mode="rgb_array", **kwargs)
         except gym.error.Error as e:

@@ -194,12 +194,22 @@ class KeyMap:
     @classmethod
     def default(cls) -> "KeyMap":
         """The paper's 9 actions: W A S D, the arrow keys, Space."""
-        text = resources.files("playtester.capture").joinpath("keymaps/default.yaml").read_text()
-        return cls.from_dict(yaml.safe_load(text), where="default key map")
+        return cls.builtin("default")
+
+    @classmethod
+    def builtin(cls, name: str) -> "KeyMap":
+        """A key map shipped in `capture/keymaps/` (`BUILTIN_KEYMAPS`)."""
+        text = resources.files("playtester.capture").joinpath(f"keymaps/{name}.yaml").read_text()
+        return cls.from_dict(yaml.safe_load(text), where=f"{name} key map")
+
+
+BUILTIN_KEYMAPS = ("default", "level")
+"""`default`: the paper's 9 actions (the park); `level`: those and USE (a Doom level's doors,
+switches and lifts)."""
 
 
 def load_keymap(spec: str | Path | None) -> KeyMap:
-    """`None` or `default` gives the default map; anything else is a YAML file."""
-    if spec is None or str(spec) == "default":
-        return KeyMap.default()
+    """`None` gives the default map, a built-in name (`BUILTIN_KEYMAPS`) that map; anything else is a YAML file."""
+    if spec is None or str(spec) in BUILTIN_KEYMAPS:
+        return KeyMap.builtin(str(spec or "default"))
     return KeyMap.load(spec)

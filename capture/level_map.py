@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -91,6 +92,9 @@ class Thing:
     x: float
     y: float
     type: int
+    angle: float = 0.0
+    tid: int = 0
+    """A UDMF thing's own id (what a `Teleport(tid)` aims at); 0 when it has none."""
 
 
 @dataclass
@@ -98,6 +102,29 @@ class Sector:
     floor: float
     ceiling: float
     door: bool = False
+    special: int = 0
+    """The sector's special (damaging floors, secrets, lights)."""
+    tag: int = 0
+    """The tag its line specials find it by."""
+
+
+@dataclass(frozen=True)
+class LineDef:
+    """A linedef as the WAD gives it: its vertices, the sectors on its two sides (a missing side is
+    None), whether it blocks the player outright, and its special."""
+
+    v1: int
+    v2: int
+    front: int | None
+    back: int | None
+    blocking: bool
+    special: int = 0
+    tag: int = 0
+    """Doom format: the tag of the sectors its special moves; UDMF: the special's first argument."""
+    args: tuple[int, ...] = ()
+    """UDMF: the special's arguments."""
+    flags: frozenset[str] = frozenset()
+    """UDMF: the flags set true (`playeruse`, `playercross`, `repeatspecial`, …)."""
 
 
 @dataclass
@@ -107,8 +134,7 @@ class LevelMap:
     name: str
     vertices: np.ndarray
     """`N × 2` vertex positions."""
-    linedefs: list[tuple[int, int, int | None, int | None, bool, int]]
-    """`(v1, v2, front sector, back sector, impassable flag, special)`; a missing side is None."""
+    linedefs: list[LineDef]
     sectors: list[Sector]
     things: list[Thing]
     udmf: bool = False
@@ -116,14 +142,14 @@ class LevelMap:
 
     def __post_init__(self) -> None:
         door_specials = UDMF_DOOR_SPECIALS if self.udmf else DOOR_SPECIALS
-        for v1, v2, front, back, _, special in self.linedefs:
-            if special in door_specials and back is not None:
-                self.sectors[back].door = True
+        for ld in self.linedefs:
+            if ld.special in door_specials and ld.back is not None:
+                self.sectors[ld.back].door = True
         self.lines = []
-        for v1, v2, front, back, blocking, special in self.linedefs:
-            (x1, y1), (x2, y2) = self.vertices[v1], self.vertices[v2]
-            self.lines.append(Line(float(x1), float(y1), float(x2), float(y2), self._blocks(front, back, blocking),
-                                   special in door_specials))
+        for ld in self.linedefs:
+            (x1, y1), (x2, y2) = self.vertices[ld.v1], self.vertices[ld.v2]
+            self.lines.append(Line(float(x1), float(y1), float(x2), float(y2), self._blocks(ld.front, ld.back, ld.blocking),
+                                   ld.special in door_specials))
 
     def _blocks(self, front: int | None, back: int | None, blocking: bool) -> bool:
         if front is None or back is None or blocking:
@@ -150,12 +176,12 @@ class LevelMap:
         w, h = int(np.ceil((x1 - x0) / units_per_pixel)), int(np.ceil((y1 - y0) / units_per_pixel))
         raster = np.full((h, w), -1, dtype=np.int32)
         boundary: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
-        for v1, v2, front, back, _, _ in self.linedefs:
-            if front == back:
+        for ld in self.linedefs:
+            if ld.front == ld.back:
                 continue
-            for s in (front, back):
+            for s in (ld.front, ld.back):
                 if s is not None:
-                    boundary.setdefault(s, []).append((self.vertices[v1], self.vertices[v2]))
+                    boundary.setdefault(s, []).append((self.vertices[ld.v1], self.vertices[ld.v2]))
         rows_y = y1 - (np.arange(h) + 0.5) * units_per_pixel  # pixel centres, north first
         for s, edges in boundary.items():
             ends = np.array(edges, dtype=float)  # E × 2 × 2
@@ -183,10 +209,16 @@ class LevelMap:
 
     def walkable_cells(self, cell: float, units_per_pixel: float = 8.0) -> np.ndarray:
         """`rows × cols` cells of an `OccupancyGrid` over `bounds` (row 0 south): at least a quarter walkable."""
+        ok = np.array([self.walkable_sector(i) for i in range(len(self.sectors))] + [False])
+        return self.cells_of(lambda raster: ok[raster], cell, units_per_pixel)
+
+    def cells_of(self, select, cell: float, units_per_pixel: float = 8.0) -> np.ndarray:
+        """`rows × cols` cells of an `OccupancyGrid` over `bounds` (row 0 south) of which at least a
+        quarter is picked by `select`, a function from a sector raster (-1 outside) to a boolean one."""
         x0, y0, x1, y1 = self.bounds
         cols, rows = max(1, int(np.ceil((x1 - x0) / cell))), max(1, int(np.ceil((y1 - y0) / cell)))
         k = max(1, int(round(cell / units_per_pixel)))
-        fine = self.walkable_raster(cell / k)[::-1]  # row 0 south
+        fine = select(self.sector_raster(cell / k))[::-1]  # row 0 south
         padded = np.zeros((rows * k, cols * k), dtype=bool)
         padded[: min(fine.shape[0], rows * k), : min(fine.shape[1], cols * k)] = fine[: rows * k, : cols * k]
         share = padded.reshape(rows, k, cols, k).mean(axis=(1, 3))
@@ -200,28 +232,70 @@ class LevelMap:
 # -- reading WADs --------------------------------------------------------------------------------
 
 def wad_lumps(path: str | Path) -> list[tuple[str, bytes]]:
-    """`(name, data)` of every lump in a WAD, in order."""
-    data = Path(path).read_bytes()
+    """`(name, data)` of every lump in a WAD, in order; a file that is not a whole WAD is a
+    `UserError` that says what is wrong with it."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise UserError(f"{path}: cannot be read ({e.strerror or e}); give the path of a WAD file") from None
+    if not data:
+        raise UserError(f"{path}: not a WAD file (it is empty); give a Doom IWAD or PWAD")
     if len(data) < 12 or data[:4] not in (b"IWAD", b"PWAD"):
-        raise UserError(f"{path}: not a WAD file")
+        head = data[:4].decode("ascii", "replace")
+        raise UserError(f"{path}: not a WAD file (it starts with {head!r}; a WAD starts with IWAD or PWAD)")
     count, offset = struct.unpack_from("<ii", data, 4)
+    if count < 0 or offset < 12 or offset + 16 * count > len(data):
+        raise UserError(f"{path}: a truncated or damaged WAD (its directory of {count} lumps at byte {offset} lies past "
+                        f"its end, {len(data)} bytes); copy the file again")
     lumps = []
     for i in range(count):
         pos, size, name = struct.unpack_from("<ii8s", data, offset + 16 * i)
-        lumps.append((name.rstrip(b"\0").decode("ascii", "replace").upper(), data[pos:pos + size]))
+        if pos < 0 or size < 0 or pos + size > len(data):
+            raise UserError(f"{path}: a truncated or damaged WAD (lump {i} lies past its end); copy the file again")
+        lumps.append((name.split(b"\0")[0].decode("ascii", "replace").upper(), data[pos:pos + size]))
     return lumps
+
+
+@lru_cache(maxsize=16)
+def _cached_lumps(path: str, stamp: tuple[int, int]) -> list[tuple[str, bytes]]:
+    return wad_lumps(path)
+
+
+def lumps_of(path: str | Path) -> list[tuple[str, bytes]]:
+    """`wad_lumps`, read once per file as it is now (its size and modification time)."""
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError:
+        return wad_lumps(path)  # which says why it cannot be read
+    return _cached_lumps(str(path), (st.st_size, st.st_mtime_ns))
+
+
+def wad_kind(path: str | Path) -> str:
+    """`IWAD` or `PWAD`, from a WAD's first bytes (checked whole by `wad_lumps` first)."""
+    lumps_of(path)
+    with open(path, "rb") as f:
+        return f.read(4).decode("ascii")
+
+
+_MAP_LUMPS = ("THINGS", "LINEDEFS", "SIDEDEFS", "VERTEXES", "SEGS", "SSECTORS", "NODES", "SECTORS", "REJECT", "BLOCKMAP",
+              "BEHAVIOR", "SCRIPTS", "TEXTMAP", "ZNODES", "DIALOGUE", "ENDMAP")
+
+
+def map_names(lumps: list[tuple[str, bytes]]) -> list[str]:
+    """The maps of a WAD, in order: each marker followed by its THINGS or TEXTMAP lump."""
+    return [name for i, (name, _) in enumerate(lumps[:-1]) if name not in _MAP_LUMPS and lumps[i + 1][0] in ("THINGS", "TEXTMAP")]
 
 
 def map_lumps(lumps: list[tuple[str, bytes]], name: str) -> dict[str, bytes] | None:
     """The lumps of map `name` (its marker up to the next map), or None if the WAD lacks it."""
     names = [n for n, _ in lumps]
-    if name.upper() not in names:
+    if name.upper() not in map_names(lumps):
         return None
     i = names.index(name.upper()) + 1
     out: dict[str, bytes] = {}
-    while i < len(lumps) and lumps[i][0] in ("THINGS", "LINEDEFS", "SIDEDEFS", "VERTEXES", "SEGS", "SSECTORS", "NODES",
-                                              "SECTORS", "REJECT", "BLOCKMAP", "BEHAVIOR", "SCRIPTS", "TEXTMAP", "ZNODES",
-                                              "DIALOGUE", "ENDMAP"):
+    while i < len(lumps) and lumps[i][0] in _MAP_LUMPS:
         out.setdefault(lumps[i][0], lumps[i][1])
         i += 1
     return out
@@ -233,23 +307,25 @@ def _doom_format(name: str, lumps: dict[str, bytes]) -> LevelMap:
             raise UserError(f"map {name}: the {needed} lump is missing")
     vertices = np.array(list(struct.iter_unpack("<hh", lumps["VERTEXES"])), dtype=float).reshape(-1, 2)
     side_sector = [s[-1] for s in struct.iter_unpack("<hh8s8s8sH", lumps["SIDEDEFS"])]
-    sectors = [Sector(float(f), float(c)) for f, c, *_ in struct.iter_unpack("<hh8s8shhh", lumps["SECTORS"])]
+    sectors = [Sector(float(f), float(c), special=special, tag=tag)
+               for f, c, _, _, _, special, tag in struct.iter_unpack("<hh8s8shhh", lumps["SECTORS"])]
 
     def sector_of(side: int) -> int | None:
         return None if side == 0xFFFF or side >= len(side_sector) else side_sector[side]
 
-    linedefs = [(v1, v2, sector_of(right), sector_of(left), bool(flags & 1), special)
-                for v1, v2, flags, special, _, right, left in struct.iter_unpack("<HHHHHHH", lumps["LINEDEFS"])]
+    linedefs = [LineDef(v1, v2, sector_of(right), sector_of(left), bool(flags & 1), special, tag)
+                for v1, v2, flags, special, tag, right, left in struct.iter_unpack("<HHHHHHH", lumps["LINEDEFS"])]
     things = []
-    for i, (x, y, _, kind, flags) in enumerate(struct.iter_unpack("<hhhhh", lumps.get("THINGS", b""))):
+    for i, (x, y, angle, kind, flags) in enumerate(struct.iter_unpack("<hhhhh", lumps.get("THINGS", b""))):
         if flags & MULTIPLAYER_FLAG or not flags & SKILL_FLAG:
             continue
-        things.append(Thing(i, THING_CLASSES.get(kind, f"thing{kind}"), float(x), float(y), kind))
+        things.append(Thing(i, THING_CLASSES.get(kind, f"thing{kind}"), float(x), float(y), kind, float(angle)))
     return LevelMap(name, vertices, linedefs, sectors, things)
 
 
 _BLOCK = re.compile(r"(\w+)\s*\{([^}]*)\}", re.S)
 _FIELD = re.compile(r"(\w+)\s*=\s*(\"[^\"]*\"|[^;]+);")
+_LINE_FLAGS = ("playeruse", "playercross", "impact", "repeatspecial", "monstercross", "playerpush", "blockplayers")
 
 
 def parse_udmf(name: str, text: str, classes: dict[int, str] | None = None) -> LevelMap:
@@ -260,22 +336,28 @@ def parse_udmf(name: str, text: str, classes: dict[int, str] | None = None) -> L
         blocks.setdefault(kind.lower(), []).append({k.lower(): v.strip().strip('"') for k, v in _FIELD.findall(body)})
     vertices = np.array([[float(v["x"]), float(v["y"])] for v in blocks.get("vertex", [])], dtype=float).reshape(-1, 2)
     side_sector = [int(s["sector"]) for s in blocks.get("sidedef", [])]
-    sectors = [Sector(float(s.get("heightfloor", 0)), float(s.get("heightceiling", 0))) for s in blocks.get("sector", [])]
+    sectors = [Sector(float(s.get("heightfloor", 0)), float(s.get("heightceiling", 0)), special=int(s.get("special", 0)),
+                      tag=int(s.get("id", 0))) for s in blocks.get("sector", [])]
     linedefs = []
     for ld in blocks.get("linedef", []):
         back = int(ld["sideback"]) if "sideback" in ld else -1
-        linedefs.append((int(ld["v1"]), int(ld["v2"]), side_sector[int(ld["sidefront"])],
-                         side_sector[back] if back >= 0 else None, ld.get("blocking") == "true", int(ld.get("special", 0))))
+        args = tuple(int(ld.get(f"arg{i}", 0)) for i in range(5))
+        flags = frozenset(f for f in _LINE_FLAGS if ld.get(f) == "true")
+        linedefs.append(LineDef(int(ld["v1"]), int(ld["v2"]), side_sector[int(ld["sidefront"])],
+                                side_sector[back] if back >= 0 else None,
+                                ld.get("blocking") == "true" or "blockplayers" in flags, int(ld.get("special", 0)),
+                                args[0], args, flags))
     classes = {**THING_CLASSES, **(classes or {})}
-    things = [Thing(i, classes.get(int(t["type"]), f"thing{t['type']}"), float(t["x"]), float(t["y"]), int(t["type"]))
-              for i, t in enumerate(blocks.get("thing", []))]
+    things = [Thing(i, classes.get(int(t["type"]), f"thing{t['type']}"), float(t["x"]), float(t["y"]), int(t["type"]),
+                    float(t.get("angle", 0)), int(t.get("id", 0)))
+              for i, t in enumerate(blocks.get("thing", [])) if "skill3" not in t or t["skill3"] == "true"]
     return LevelMap(name, vertices, linedefs, sectors, things, udmf=True)
 
 
 def read_level(wads: list[str | Path], name: str) -> LevelMap:
     """Map `name` from the first of `wads` (PWAD first, then the IWAD) that holds it."""
     for wad in wads:
-        lumps = map_lumps(wad_lumps(wad), name)
+        lumps = map_lumps(lumps_of(wad), name)
         if lumps is None:
             continue
         if "TEXTMAP" in lumps:

@@ -52,6 +52,19 @@ class ReplayResult:
         return self.compared > 0 and self.identical == self.compared and not self.ended_early
 
 
+def check_actions(actions: list[Any], env, what: str) -> None:
+    """Refuse, before the game is played, recorded actions the game cannot take: a damaged step,
+    or an episode replayed on another game (`--game`) with fewer actions."""
+    for t, action in enumerate(actions):
+        if isinstance(action, bool) or not isinstance(action, int) or action < 0:
+            raise UserError(f"{what}: step {t} has action {action!r}, not an action number; the recording is damaged")
+    n = getattr(env.action_space, "n", None)
+    if actions and (n is None or max(actions) >= n):
+        has = f"{n} actions" if n is not None else f"actions {env.action_space}"
+        raise UserError(f"{what}: its actions go up to {max(actions)}, but the game it is replayed on has {has}; "
+                        "replay it on the game it was recorded on")
+
+
 def replay_options(meta: dict[str, Any], spec: str) -> dict[str, Any]:
     """The `make_game` options that open `spec` the way the episode was recorded."""
     options = dict(meta.get("game_options") or {})
@@ -82,6 +95,7 @@ def replay_episode(
 
     if speed < 0:
         raise UserError(f"--speed {speed}: use 0 (as fast as possible) or a positive factor")
+    check_actions([step.get("action") for step in episode.steps], env, f"episode {episode.name}")
     result = ReplayResult()
     frames = episode.frames
     reset = episode.meta.get("reset") or {}

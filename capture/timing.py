@@ -2,8 +2,14 @@
 
 Where a step's frame time comes from (`info["frame_time_ms"]`, milliseconds):
 
-- `DoomGame`: the wall clock around the engine's `make_action` (its tics and the render), as
-  RELINE times the render of the frames after each action; `frame_timing=False` turns it off.
+- `DoomGame`: the CPU time of the step (`frame_clock="cpu"`, the default): the engine process's
+  CPU time over `make_action` (its tics and the render) plus this thread's, read from the
+  kernel's per-process CPU clocks (`StepCpuClock`). It is what the frame costs the machine, and
+  it is what a frame-rate drop is on a player's own machine, where nothing else waits for the
+  cores; the wall clock (`frame_clock="wall"`, as RELINE timed it on a dedicated server) adds the
+  time the engine waited for a core, which on a shared machine is other people's work. Both are
+  in `info` (`frame_cpu_ms`, `frame_wall_ms`); `frame_time_ms` is the chosen one.
+  `frame_timing=False` turns timing off.
 - `GymGame`: the wall clock around the env's step and render (`frame_timing=False` turns it off).
 - a window game: `fps` sent by the game's telemetry (`frame_time_ms = 1000 / fps`, see
   `window/telemetry.py`); without telemetry, `FrameIntervalTimer` times the interval between
@@ -19,6 +25,8 @@ check that the slow steps stay slow from one replay to the next.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import time
 from typing import Any, Callable, Sequence
@@ -29,6 +37,73 @@ import numpy as np
 from playtester.errors import UserError
 
 FRAME_TIME_KEY = "frame_time_ms"
+FRAME_CLOCKS = ("cpu", "wall")
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+def process_cpu_clock(pid: int) -> Callable[[], float] | None:
+    """A function returning process `pid`'s CPU time in seconds (all its threads, nanosecond
+    resolution: the kernel's `clock_getcpuclockid`), or None where the system has no such clock."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        clock_id = ctypes.c_int()
+        if libc.clock_getcpuclockid(int(pid), ctypes.byref(clock_id)) != 0:
+            return None
+    except (OSError, AttributeError):
+        return None
+    cid = clock_id.value
+
+    def seconds() -> float:
+        ts = _Timespec()
+        if libc.clock_gettime(cid, ctypes.byref(ts)) != 0:
+            raise OSError(ctypes.get_errno(), f"CPU clock of process {pid} is gone")
+        return ts.tv_sec + ts.tv_nsec * 1e-9
+
+    try:
+        seconds()
+    except OSError:
+        return None
+    return seconds
+
+
+class StepCpuClock:
+    """CPU milliseconds a step costs: the engine process's CPU time plus the calling thread's.
+
+    `start()` before the step, `stop()` after it. Other processes on the machine change how long
+    the step waits for a core, not how much CPU it uses, so this reading holds on a busy machine
+    where the wall clock does not. None from `stop()` when the engine's clock could not be read
+    (the engine died in the step).
+    """
+
+    def __init__(self, engine_pid: int | None):
+        self.engine = process_cpu_clock(engine_pid) if engine_pid is not None else None
+        self._t0: tuple[float, float] | None = None
+
+    @property
+    def available(self) -> bool:
+        return self.engine is not None
+
+    def start(self) -> None:
+        """Read both clocks; an engine already gone leaves nothing to time (the step that
+        follows meets the dead engine and reports the crash)."""
+        self._t0 = None
+        if self.engine is not None:
+            try:
+                self._t0 = (self.engine(), time.thread_time())
+            except OSError:
+                self._t0 = None
+
+    def stop(self) -> float | None:
+        if self.engine is None or self._t0 is None:
+            return None
+        try:
+            engine = self.engine() - self._t0[0]
+        except OSError:
+            return None
+        return (engine + time.thread_time() - self._t0[1]) * 1000.0
 
 
 def frame_time_of(info: dict[str, Any]) -> float | None:

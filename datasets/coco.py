@@ -45,7 +45,9 @@ class CocoWriter:
         self.counts = {c["name"]: 0 for c in self.categories}
 
     def add(self, frame: np.ndarray, objects: Iterable[dict[str, Any]] = (), *, min_box: float = 0, **extra: Any) -> int:
-        """Save one RGB frame with its objects (`class`, `box` [x0,y0,x1,y1], optional `bug`).
+        """Save one RGB frame with its objects (`class`, `box` [x0,y0,x1,y1], optional `bug`, and
+        `score` for a detector's box: a pre-label, written with its `score` as COCO's results
+        carry it and `attributes.source: prelabel`).
 
         A box whose size, sqrt(width·height), is under `min_box` pixels is written as a crowd box
         (`iscrowd: 1`): too small to ask a detector for, so neither trained on nor scored
@@ -72,6 +74,9 @@ class CocoWriter:
                 "bbox": [x0, y0, x1 - x0, y1 - y0], "area": (x1 - x0) * (y1 - y0), "iscrowd": int(small),
                 "attributes": {"bug": obj.get("bug") or "none"},
             }
+            if "score" in obj:
+                ann["score"] = round(float(obj["score"]), 4)
+                ann["attributes"]["source"] = "prelabel"
             self.annotations.append(ann)
             self.counts[obj["class"]] += not small
         return image_id

@@ -120,6 +120,30 @@ def explorer_options(num_envs: int, num_steps: int, accelerator: str) -> dict[st
             "seq_len": SEQ_LEN if num_steps % SEQ_LEN == 0 and num_steps > SEQ_LEN else 0}
 
 
+def rollout_memory(num_steps: int, num_envs: int, frames: FrameSpec, features: int | None = None) -> int:
+    """Bytes of the PPO explorer's rollout and of its update, estimated from the run's options
+    before anything is built (`run` refuses a --rollout × --envs the machine has no room for):
+    each step's frame, kept by the novelty reward, and what the rollout stores of it (the frame,
+    or the preference policy's `features` floats); then the update's pass over one minibatch of
+    whole environment sequences (all the rollout's steps of `num_envs / gcd(num_envs, 4)`
+    instances at once): each frame as floats and the activations of the convolutions over it,
+    counted on the meta device, kept for the backward pass (as `training_bytes` counts them). A
+    frozen trunk's features (ppgta) pass no convolution in the update."""
+    from playtester.exploration.actor_critic import GRUActorCritic, GRUActorCriticConfig
+    from playtester.perception.training import FLOAT_BYTES, activation_count, on_meta
+
+    frame = 3 * frames.width * frames.height
+    stored = frame if features is None else FLOAT_BYTES * features
+    minibatch = num_steps * (num_envs // math.gcd(num_envs, 4))
+    if features is None:
+        net = on_meta(lambda: GRUActorCritic(GRUActorCriticConfig(obs_shape=(frames.height, frames.width, 3), num_actions=2,
+                                                                  encoder="conv")))
+        per_frame = frame + activation_count(net.encoder, (1, 3, frames.height, frames.width))
+    else:
+        per_frame = features
+    return num_steps * num_envs * (frame + stored) + FLOAT_BYTES * minibatch * per_frame
+
+
 def build_explorer(
     game: str,
     preference_ckpt: str | Path | None,

@@ -20,7 +20,7 @@ from playtester.imitation.jsd import action_distribution, success_threshold
 from playtester.imitation.policy import ImitationPolicy, PolicyConfig
 from playtester.imitation.training import BehaviourCloning, TrainConfig, evaluate_offline
 from playtester.perception.encoder import load_encoder
-from playtester.files import write_text_atomic
+from playtester.files import inputs_checked, write_text_atomic
 from playtester.perception.training import keep_last, load_torch_file, make_trainer, read_checkpoint, save_checkpoint_atomic
 
 
@@ -81,10 +81,6 @@ def fit_policy(
     last = folder / "last.ckpt"
     if resume:
         check_resumable(out, folder, settings)
-    else:
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
-        write_text_atomic(folder / "settings.json", json.dumps(settings, indent=1))
     L.seed_everything(tcfg.seed, verbose=False)
     enc = load_encoder(encoder)
     shape = {k: v for k, v in (shape or {}).items() if v is not None}
@@ -101,6 +97,11 @@ def fit_policy(
     if init is not None and not resume:
         warm_start(module, init)
         say(f"starting from the weights of {init}")
+    inputs_checked()  # the demos, the encoder and --init are read: from here on the training's state is kept
+    if not resume:
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        write_text_atomic(folder / "settings.json", json.dumps(settings, indent=1))
     if resume:
         finished = int(load_torch_file(last, "the interrupted training's state")["epoch"]) + 1
         say(f"going on after the {finished} finished epochs of the interrupted training ({last})")

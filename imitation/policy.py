@@ -147,6 +147,19 @@ def build_encoder(config: dict[str, Any]) -> nn.Module:
     return FeatureEncoder(feature_dim=cfg.feature_dim, pool=cfg.pool, trunk=cfg.trunk)
 
 
+def training_memory(cfg: PolicyConfig, batch_size: int, chunk: int, teacher: bool = True) -> int:
+    """Bytes that training a policy of this shape takes (`train policy`, checked before it starts):
+    the core's weights with AdamW (and the DINO teacher's copy of them), and each chunk's
+    activations: the local GRU over every window, the global GRU and the head at every step, for
+    the student and the teacher."""
+    from playtester.perception.training import on_meta, parameter_count, training_bytes
+
+    core = parameter_count(on_meta(lambda: PolicyCore(cfg)))
+    per_step = cfg.k * 2 * 3 * cfg.local_hidden + 3 * cfg.global_hidden + sum(cfg.mlp) + cfg.state_dim
+    copies = 2 if teacher else 1
+    return training_bytes(core, frozen=core if teacher else 0, activations=copies * batch_size * chunk * per_step)
+
+
 def to_input(frames: torch.Tensor, spec: FrameSpec) -> torch.Tensor:
     """uint8 B×H×W×3 frames → float B×3×H×W in [0, 1] at `spec`'s size (the one resize, on the
     CPU; frames of that size already, as the explorer's env gives them, stay where they are)."""

@@ -474,6 +474,23 @@ class DetectorModule(L.LightningModule):
         checkpoint["playtester"]["pretrained_used"] = self.config.pretrained_used
         if self.held_out is not None:
             checkpoint["playtester"]["held_out"] = self.held_out
+        if getattr(self, "thresholds", None):  # per-class score thresholds (perception/calibration.py)
+            checkpoint["playtester"]["thresholds"] = self.thresholds
+
+
+def detector_memory(config: DetectorConfig, batch_size: int, training: bool = True) -> int:
+    """Bytes that a detector of this config takes on a batch (`train detector` trains it with
+    AdamW, `eval detector` only runs it; checked before either starts): its weights, and the
+    activations of its backbone and box head for each image, counted on the meta device."""
+    from playtester.perception.training import FLOAT_BYTES, activation_count, on_meta, parameter_count, training_bytes
+
+    model = on_meta(lambda: build_faster_rcnn(config))
+    side = config.image_size
+    per_image = activation_count(model.backbone, (1, 3, side, side))
+    per_image += config.rois_per_image * model.backbone.out_channels * 7 * 7  # the box head's pooled regions
+    if training:
+        return training_bytes(parameter_count(model), activations=batch_size * per_image)
+    return FLOAT_BYTES * (parameter_count(model) + batch_size * per_image)
 
 
 def load_detector(path: str | Path, map_location: str | torch.device = "cpu") -> Detector:

@@ -381,6 +381,18 @@ def load_inverse_dynamics(path: str | Path, map_location: str | torch.device = "
     return model.to(map_location).eval()
 
 
+def training_memory(image_size: int, feature_dim: int, trunk: str, batch_size: int) -> int:
+    """Bytes that training an encoder of this shape takes (`train encoder`, checked before it
+    starts): the inverse-dynamics model's weights with AdamW, and the activations of a batch of
+    frame pairs through the trunk, counted on the meta device."""
+    from playtester.perception.training import activation_count, on_meta, parameter_count, training_bytes
+
+    model = on_meta(lambda: InverseDynamics(EncoderConfig(action_names=["a", "b"], feature_dim=feature_dim, trunk=trunk,
+                                                          image_size=image_size, pretrained="none")))
+    per_frame = activation_count(model.encoder, (1, 3, image_size, image_size))
+    return training_bytes(parameter_count(model), activations=2 * batch_size * per_frame)
+
+
 def load_encoder(path: str | Path, map_location: str | torch.device = "cpu") -> FeatureEncoder:
     """The trained `FeatureEncoder` of a checkpoint, in eval mode; its config is at `.config`."""
     idm = load_inverse_dynamics(path, map_location)

@@ -21,11 +21,18 @@ import numpy as np
 import torch
 
 from playtester.errors import UserError
+from playtester.files import inputs_checked
 from playtester.perception.training import make_trainer, read_checkpoint, resolve_device, save_checkpoint_atomic
 
 log = logging.getLogger("playtester.perception")
 
 About = Callable[[str], AbstractContextManager]
+Memory = Callable[[float, str], None]
+"""The command's `check_memory(bytes, what)`: refuses a model and batch that would not fit (a no-op by default)."""
+
+
+def _fits(needed: float, what: str) -> None:
+    """The default `Memory`: every estimate fits (a caller outside the command line decides itself)."""
 
 MIN_BOXES_PER_CLASS = 5
 """A class with fewer training boxes than this cannot be learned or scored; training refuses it."""
@@ -68,13 +75,16 @@ class DetectorRecipe:
     logdir: Path | None = None
     workers: int = 0
     accelerator: str = "auto"
+    negatives: tuple[Path, ...] = ()
+    """Frames with no object in them, added to the training split (`playtester.datasets.negatives`)."""
 
 
-def train_detector(r: DetectorRecipe, *, say: Callable[[str], None] = log.info, about: About = nullcontext) -> Trained:
+def train_detector(r: DetectorRecipe, *, say: Callable[[str], None] = log.info, about: About = nullcontext,
+                   memory: Memory = _fits) -> Trained:
     """Train the OOI detector (Faster R-CNN) on labelled shots split 70/10/20; score its test AP."""
     from playtester.datasets.detection import DetectionDataModule, load_coco
     from playtester.perception.compact_backbone import anchors_for_coco
-    from playtester.perception.detector import BACKBONE_STAGES, DetectorConfig, DetectorModule, resolve_pretrained
+    from playtester.perception.detector import BACKBONE_STAGES, DetectorConfig, DetectorModule, detector_memory, resolve_pretrained
     from playtester.perception.detector_eval import evaluate_detector
 
     if r.base_images is not None and r.base_coco is None:
@@ -85,7 +95,8 @@ def train_detector(r: DetectorRecipe, *, say: Callable[[str], None] = log.info, 
     lr = r.lr if r.lr is not None else (2e-3 if pretrained == "none" or backbone == "compact" else 3e-4)
     options = dict(backbone=backbone, pretrained=pretrained, image_size=r.image_size, lr=lr, batch_size=r.batch_size,
                    trainable_layers=r.trainable_layers, schedule=r.schedule)
-    DetectorConfig(classes=["_"], **options)
+    memory(detector_memory(DetectorConfig(classes=["_"], **options), r.batch_size),
+           f"--batch-size {r.batch_size} at --image-size {r.image_size} ({backbone} backbone)")
     with about("--coco"):
         load_coco(r.coco, r.images, check_images=False)
     dm = DetectionDataModule(
@@ -93,6 +104,8 @@ def train_detector(r: DetectorRecipe, *, say: Callable[[str], None] = log.info, 
         batch_size=r.batch_size, augment=r.augment, seed=r.seed, workers=r.workers,
     )
     dm.setup("fit")
+    if r.negatives:
+        add_negatives(dm, r.negatives, say)
     sizes = {s: len(dm.splits[s].images) for s in dm.splits}
     if sizes["train"] == 0:
         raise UserError(f"COCO file {r.coco}: too few images to train on ({sum(sizes.values())}); label more shots")
@@ -107,6 +120,7 @@ def train_detector(r: DetectorRecipe, *, say: Callable[[str], None] = log.info, 
         options["anchor_sizes"], options["aspect_ratios"] = anchors_for_coco(dm.splits["train"], r.image_size)
         log.info("anchors fitted to the training boxes at %d px: sizes %s, aspect ratios (h/w) %s", r.image_size,
                  options["anchor_sizes"], options["aspect_ratios"])
+    inputs_checked()
     if r.threads:
         torch.set_num_threads(r.threads)
     cfg = DetectorConfig(classes=dm.classes, split_seed=r.seed, **options)
@@ -127,8 +141,27 @@ def train_detector(r: DetectorRecipe, *, say: Callable[[str], None] = log.info, 
     if sizes["test"]:
         table = evaluate_detector(module.model, dm.splits["test"], batch_size=r.batch_size)
         module.held_out = {"map50": table.map50, "map": table.map, "images": table.images, **table.to_json()}
+        module.thresholds = calibrate_on_held_out(module.model, dm.splits["test"].images, r.batch_size)
     save_checkpoint_atomic(trainer, r.out)
     return Trained(trainer, module, table, sizes["test"])
+
+
+def calibrate_on_held_out(model: Any, images: list[Any], batch_size: int) -> dict[str, Any]:
+    """Per-class score thresholds for `calibration.TARGET_PRECISION` on the held-out shots, for the checkpoint."""
+    from playtester.perception.calibration import calibrate
+
+    return calibrate(model, images, batch_size=batch_size)
+
+
+def add_negatives(dm: Any, negatives: tuple[Path, ...], say: Callable[[str], None]) -> None:
+    """`--negatives`: their frames join the training split as background images (checked first:
+    a folder without images, another size than the shots, a listed folder that is gone)."""
+    from playtester.datasets.negatives import with_backgrounds
+
+    train = dm.splits["train"]
+    dm.splits["train"] = with_backgrounds(train, negatives)
+    say(f"--negatives: {len(dm.splits['train'].images) - len(train.images)} background images join the "
+        f"{len(train.images)} training shots")
 
 
 def check_class_counts(coco: Path, counts: dict[str, int]) -> None:
@@ -175,15 +208,19 @@ class EncoderRecipe:
     """Where the --detector runs (auto, cpu, cuda, mps)."""
 
 
-def train_encoder(r: EncoderRecipe, *, about: About = nullcontext) -> Trained:
+def train_encoder(r: EncoderRecipe, *, about: About = nullcontext, memory: Memory = _fits) -> Trained:
     """Train the feature encoder by masked inverse dynamics on demo transitions; score its
     held-out accuracy per action (an `IdmReport`)."""
     from playtester.datasets.transitions import TransitionDataModule
-    from playtester.perception.encoder import EncoderConfig, IdmReport, InverseDynamicsModule, action_accuracy, load_pretrained
+    from playtester.perception.encoder import (
+        EncoderConfig, IdmReport, InverseDynamicsModule, action_accuracy, load_pretrained, training_memory,
+    )
 
     options = dict(image_size=r.image_size, feature_dim=r.feature_dim, pretrained=r.pretrained, trunk=r.trunk,
                    mask_prob=r.mask_prob, lr=r.lr, batch_size=r.batch_size, val_fraction=r.val_fraction)
     EncoderConfig(action_names=["a", "b"], **options)
+    memory(training_memory(r.image_size, r.feature_dim, r.trunk, r.batch_size),
+           f"--feature-dim {r.feature_dim} with --image-size {r.image_size} and --batch-size {r.batch_size} ({r.trunk} trunk)")
     if r.pretrained not in ("imagenet", "none"):
         with about("--pretrained"):
             read_checkpoint(r.pretrained, "encoder")
@@ -198,6 +235,7 @@ def train_encoder(r: EncoderRecipe, *, about: About = nullcontext) -> Trained:
     counts = dm.action_counts("train").tolist()
     log.info("demos: %d training episodes (%d pairs), %d held out (%d pairs)", len(dm.train_set.episodes), len(dm.train_set),
              len(dm.val_set.episodes), len(dm.val_set))
+    inputs_checked()
     cfg = EncoderConfig(action_names=dm.action_names, seed=r.seed, class_weights=class_weights(counts) if r.balance else None, **options)
     L.seed_everything(r.seed, verbose=False)
     module = InverseDynamicsModule(**asdict(cfg))

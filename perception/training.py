@@ -199,3 +199,47 @@ def resolve_device(device: str | None) -> torch.device:
     if device in (None, "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
+
+
+# -- what training will take in memory, estimated before anything is allocated -------------------
+
+FLOAT_BYTES = 4
+TRAINING_COPIES = 4
+"""A trained weight in memory while training with AdamW: the weight, its gradient and the
+optimiser's two moments."""
+
+
+def on_meta(build: Any) -> torch.nn.Module:
+    """`build()`'s module on torch's meta device: its shapes without its memory (a model of
+    hundreds of gigabytes is built in milliseconds, to be measured and refused)."""
+    with torch.device("meta"):
+        return build()
+
+
+def parameter_count(module: torch.nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+def activation_count(module: torch.nn.Module, *shapes: tuple[int, ...]) -> int:
+    """Elements of every leaf module's output in one forward pass of `module` (made by `on_meta`)
+    on inputs of `shapes`: what autograd keeps for the backward pass, about."""
+    total = 0
+
+    def count(_module: Any, _inputs: Any, output: Any) -> None:
+        nonlocal total
+        total += sum(t.numel() for t in (output if isinstance(output, (tuple, list)) else [output]) if torch.is_tensor(t))
+
+    hooks = [m.register_forward_hook(count) for m in module.modules() if not list(m.children())]
+    try:
+        with torch.device("meta"):
+            module(*(torch.zeros(shape) for shape in shapes))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return total
+
+
+def training_bytes(trained: int, frozen: int = 0, activations: int = 0) -> int:
+    """Memory of training `trained` parameters with AdamW beside `frozen` ones, `activations`
+    elements kept for the backward pass (their gradients come and go a layer at a time)."""
+    return FLOAT_BYTES * (TRAINING_COPIES * trained + frozen + activations)

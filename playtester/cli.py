@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.text import Text
 
-from playtester.commands import demo
+from playtester.commands import demo, options
 from playtester.cores import wait_quietly
 from playtester.errors import UserError
 
@@ -71,7 +71,9 @@ app.add_typer(eval_app, name="eval")
 
 
 @app.callback()
-def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages.")) -> None:
+def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages."),
+          memory_budget: float = options.memory_budget_option()) -> None:
+    options.memory_share = memory_budget
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(message)s",

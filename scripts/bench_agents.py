@@ -12,7 +12,7 @@ tested after each episode (the park's known OOIs: a test of a detection that no 
 a false detection, is counted apart), tests and their success rate (JSD under the validation
 threshold), and saves `agents.png` (OOIs tested over episodes) and `agents.json` in `--out`.
 
-    python scripts/bench_agents.py [--models playtester-demo/models] [--seeds 1 2 3] [--profile quick|cpu|paper] [--resume]
+    python scripts/bench_agents.py [--models playtester-demo/models] [--seeds 1 2 3] [--profile quick|cpu|paper|levels] [--resume]
 
 The models are the inspect (test) and path (preference) policies, e.g. those `playtester demo`
 or `scripts/bench_imitation.py` trains. Profiles:
@@ -20,6 +20,14 @@ or `scripts/bench_imitation.py` trains. Profiles:
     quick   the built-in demo park, 6 episodes × 400 steps: about ten minutes on 2 CPU cores
     cpu     a 24 × 24 park, 18 episodes × 1000 steps: the paper's protocol scaled to a CPU box
     paper   the paper's protocol: 45 episodes × 2000 steps from random starts on a 40 × 40 park
+
+    levels  Doom levels (Freedoom 2 MAP01, MAP07, MAP10, Freedoom 1 E1M2), rules immortal, 10 episodes
+            × 1000 steps each: reachable walkable coverage (the level's cells reachable from its start,
+            doors open and lifts moved), doors opened and oracles fired, per agent and level; no OOI
+            tests. Its agents add `expert`, the scripted level-walk expert (it walks from telemetry and
+            the level's geometry, remembering its cells across episodes: the ceiling, not an agent under
+            test). `--preference` names the path policy PPGTA keeps the style of (trained on level-walk
+            demos of other levels); `--levels` picks some of the four.
 
 With two seeds or more, the table gains Mann–Whitney U tests over seeds (PPGTA against each
 baseline, one-sided: PPGTA greater) for pathway coverage and OOIs tested, and `--out` gets each
@@ -50,12 +58,17 @@ from pathlib import Path
 
 import numpy as np
 
+from playtester.perception.candidates import CONFIRM_HITS, CONFIRM_WINDOW
+
 PROFILES = {
     "quick": dict(game="doom:park:1", episodes=6, steps=400),
     "cpu": dict(game="doom:park:1:24x24", episodes=18, steps=1000),
     "paper": dict(game="doom:park:1:40x40", episodes=45, steps=2000),
+    "levels": dict(game=None, episodes=10, steps=1000),
 }
-AGENTS = ("ppgta", "inspector", "random")
+LEVELS = ("doom:freedoom2:MAP01", "doom:freedoom2:MAP07", "doom:freedoom2:MAP10", "doom:freedoom1:E1M2")
+"""The `levels` profile's levels."""
+AGENTS = ("ppgta", "inspector", "random", "expert")
 
 
 def run_agent(agent: str, seed: int, args, out: Path) -> dict:
@@ -67,16 +80,22 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    spec = RunSpec(game=args.game, tester=str(args.models / "inspect.ckpt"), run_dir=str(folder), explorer=agent,
-                   preference=str(args.models / "path.ckpt"), detector=None if args.oracle_labels else str(args.detector),
-                   oracle_labels=args.oracle_labels, episodes=args.episodes,
+    on_level = args.profile == "levels"  # coverage and oracles only: no OOI tests
+    spec = RunSpec(game=args.game, tester=None if on_level else str(args.models / "inspect.ckpt"), run_dir=str(folder),
+                   explorer="random" if agent == "expert" else agent, preference=str(args.preference),
+                   detector=None if args.oracle_labels or on_level else str(args.detector),
+                   oracle_labels=args.oracle_labels and not on_level, episodes=args.episodes,
+                   rules=args.rules if on_level else None,
                    steps=args.steps, num_envs=args.envs, rollout=args.rollout, test_steps=args.test_steps, seed=seed,
-                   track_every=args.track_every, device=args.device, min_score=args.min_score)
+                   track_every=args.track_every, device=args.device, min_score=args.min_score,
+                   confirm_hits=args.confirm_hits, confirm_window=args.confirm_window)
     import yaml
 
     (folder / "config.yaml").write_text(yaml.safe_dump(spec.to_config(), sort_keys=False))
     started = time.time()
-    if agent == "random" and args.cluster:
+    if agent == "expert":
+        walk_with_expert(spec, seed)
+    elif agent == "random" and args.cluster:
         from playtester.tester.cluster import explore_at_random_on_cluster
 
         explore_at_random_on_cluster(spec, say=lambda m: None)
@@ -85,6 +104,30 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
     else:
         explore_with_ppo(spec, cluster=args.cluster is not None)
     return score(agent, seed, folder, args.episodes, time.time() - started)
+
+
+def walk_with_expert(spec, seed: int) -> None:
+    """The level-walk expert plays the run's episodes in the same tester loop (logs, oracles) as the
+    agents, remembering the cells it walked across episodes."""
+    import numpy as np
+
+    from playtester.capture.games import make_game
+    from playtester.capture.level_walk import LevelWalker
+    from playtester.tester.runner import tester_env
+
+    env = tester_env(spec, make_game(spec.game, **spec.game_options()))
+    try:
+        game = env.unwrapped
+        walker = LevelWalker(game.graph, game.keymap, np.random.default_rng(seed), jitter=0.0, remember=True)
+        for episode in range(spec.episodes):
+            _, info = env.reset(seed=seed * 1000 + episode)
+            walker.reset(info)
+            while True:
+                _, _, terminated, truncated, info = env.step(walker.act(info))
+                if terminated or truncated:
+                    break
+    finally:
+        env.close()
 
 
 def score(agent: str, seed: int, folder: Path, episodes: int, seconds: float) -> dict:
@@ -100,12 +143,20 @@ def score(agent: str, seed: int, folder: Path, episodes: int, seconds: float) ->
     summary = json.loads((folder / "summary.json").read_text())
     tests = list(read_jsonl(folder / "tests.jsonl"))
     known = known_ids(map_source(folder, yaml.safe_load((folder / "config.yaml").read_text()))[0])
+    level = summary.get("level") or {}
+    coverage = summary.get("coverage", {})
     return {
-        "agent": agent, "seed": seed, "seconds": seconds,
+        "agent": agent, "seed": seed, "seconds": seconds, "game": summary["game"],
+        "reachable_share": coverage.get("reachable_share"), "walkable_share": coverage.get("walkable_share"),
+        "reachable_cumulative": coverage.get("reachable_share_cumulative"),
+        "doors_opened": (level.get("doors") or {}).get("opened"), "doors": (level.get("doors") or {}).get("total"),
+        "findings": summary["findings"], "steps": summary["steps"], "episodes": summary["episodes"],
         "pathway_share": summary.get("coverage", {}).get("pathway_share"),
         "tested_per_episode": tested_counts(tests, episodes, known),
         "tests": len(tests), "tests_unmatched": summary.get("tests_unmatched", 0), "success_rate": summary["test_success_rate"],
         "oois_total": summary.get("oois_total"), "objects_found_by": summary["objects_found_by"],
+        "steps": summary["steps"], "test_precision": summary.get("test_precision"),
+        "success_on_real": summary.get("test_success_on_real"), "failures_on_real": summary.get("test_failures_on_real", {}),
     }
 
 
@@ -117,7 +168,7 @@ def mean(values):
 def table(results: list[dict], episodes: int) -> str:
     marks = sorted({1, max(1, episodes // 2), episodes})
     head = (["agent", "pathway coverage"] + [f"OOIs tested after {e} ep." for e in marks]
-            + ["tests (of no known OOI)", "success rate", "minutes"])
+            + ["tests (of no known OOI)", "test precision", "OOIs tested a 10 000 steps", "success rate (on real objects)", "minutes"])
     lines = ["| " + " | ".join(head) + " |", "| " + " | ".join(["---"] + ["---:"] * (len(head) - 1)) + " |"]
     for agent in AGENTS:
         rows = [r for r in results if r["agent"] == agent]
@@ -126,8 +177,13 @@ def table(results: list[dict], episodes: int) -> str:
         share, rate = mean([r["pathway_share"] for r in rows]), mean([r["success_rate"] for r in rows])
         cells = [agent, "–" if share is None else f"{100 * share:.1f} %"]
         cells += [f"{np.mean([r['tested_per_episode'][e - 1] for r in rows]):.1f}" for e in marks]
+        real_rate = mean([r.get("success_on_real") for r in rows])
+        tests, phantom = sum(r["tests"] for r in rows), sum(r.get("tests_unmatched", 0) for r in rows)
+        steps = sum(r.get("steps") or 0 for r in rows)
         cells += [f"{np.mean([r['tests'] for r in rows]):.1f} ({np.mean([r.get('tests_unmatched', 0) for r in rows]):.1f})",
-                  "–" if rate is None else f"{100 * rate:.0f} %",
+                  f"{100 * (1 - phantom / tests):.0f} %" if tests else "–",
+                  f"{1e4 * sum(r['tested_per_episode'][-1] for r in rows) / steps:.1f}" if steps else "–",
+                  ("–" if rate is None else f"{100 * rate:.0f} %") + ("" if real_rate is None else f" ({100 * real_rate:.0f} %)"),
                   "–" if any(np.isnan(r["seconds"]) for r in rows) else f"{np.mean([r['seconds'] for r in rows]) / 60:.1f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -232,10 +288,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", choices=sorted(PROFILES), default="quick", help="quick (6 × 400 on the demo park), cpu (18 × 1000 on 24 × 24) or paper (45 × 2000 on 40 × 40)")
     parser.add_argument("--full", action="store_true", help="the same as --profile paper")
     parser.add_argument("--game", default=None, help="park spec (default: the profile's)")
+    parser.add_argument("--levels", nargs="+", default=list(LEVELS), help="the levels profile's levels (game specs)")
+    parser.add_argument("--rules", default="immortal", choices=("immortal", "no-monsters", "play"),
+                        help="the levels profile's tester rules")
+    parser.add_argument("--preference", type=Path, default=None,
+                        help="the path policy PPGTA keeps the style of (and Inspector starts from); default MODELS/path.ckpt")
     parser.add_argument("--episodes", type=int, default=None)
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--agents", nargs="+", default=list(AGENTS), choices=AGENTS)
+    parser.add_argument("--agents", nargs="+", default=None, choices=AGENTS,
+                        help="default: ppgta, inspector and random; the levels profile adds expert (it walks levels only)")
     parser.add_argument("--detector", type=Path, default=None, help="detector checkpoint (default: MODELS/detector.ckpt)")
     parser.add_argument("--oracle-labels", action="store_true", help="find OOIs through the engine's labels (an ablation)")
     parser.add_argument("--envs", type=int, default=2, help="game instances of the PPO explorers")
@@ -244,7 +306,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="during an OOI test, the detector every this many steps, the tracker in between (the run's track_every)")
     parser.add_argument("--test-steps", type=int, default=None, help="steps of one OOI test (default: the policy's demo length)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of this process")
-    parser.add_argument("--min-score", type=float, default=0.6, help="the detections the agents test: confidence at least this (the run's min_score)")
+    parser.add_argument("--min-score", type=float, default=None,
+                        help="the detections the agents test: confidence at least this (the run's min_score; default: the "
+                             "detector's per-class thresholds, else 0.6)")
+    parser.add_argument("--confirm-hits", type=int, default=CONFIRM_HITS,
+                        help="a detection is tested once found in this many of the last --confirm-window detector passes (the run's confirm_hits)")
+    parser.add_argument("--confirm-window", type=int, default=CONFIRM_WINDOW, help="the passes counted (the run's confirm_window)")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                         help="where the runs' networks run (cuda serves every instance's detector and test policy from one process)")
     parser.add_argument("--cut", type=int, default=None, metavar="N",
@@ -280,6 +347,15 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         args.episodes = args.cut
         return report(results, args)
+    if args.preference is None:
+        args.preference = args.models / "path.ckpt"
+    if args.agents is None:
+        args.agents = list(AGENTS) if args.profile == "levels" else [a for a in AGENTS if a != "expert"]
+    if "expert" in args.agents and args.profile != "levels":
+        print("error: --agents expert: the level-walk expert walks Doom levels; use --profile levels", file=sys.stderr)
+        return 2
+    if args.profile == "levels":
+        return run_levels(args)
     if args.detector is None:
         args.detector = args.models / "detector.ckpt"
     needed = [args.models / "inspect.ckpt", args.models / "path.ckpt"] + ([] if args.oracle_labels else [args.detector])
@@ -313,6 +389,62 @@ def main(argv: list[str] | None = None) -> int:
     return report(results, args)
 
 
+def run_levels(args) -> int:
+    """The levels profile: every agent on every level and seed, a table per level, `levels.json`."""
+    if {"ppgta", "inspector"} & set(args.agents) and not args.preference.exists():
+        print(f"error: {args.preference} is missing; give --preference PATH.ckpt (a path policy trained on level-walk demos)",
+              file=sys.stderr)
+        return 2
+    import torch
+
+    torch.set_num_threads(args.threads)
+    root = args.out
+    results = []
+    print(f"levels: {', '.join(args.levels)}; {args.episodes} episodes × {args.steps} steps, seeds {args.seeds}, agents "
+          f"{', '.join(args.agents)}; rules {args.rules}; preference {args.preference}")
+    for level in args.levels:
+        args.game = level
+        args.out = root / level.replace(":", "_").replace("/", "_")
+        args.out.mkdir(parents=True, exist_ok=True)
+        for row in run_agents(args):
+            results.append({**row, "level": level})
+    args.out = root
+    print()
+    print(level_table(results, args))
+    (root / "levels.json").write_text(json.dumps(results, indent=1))
+    print(f"\nwrote {root / 'levels.json'}")
+    return 0
+
+
+def level_table(results: list[dict], args) -> str:
+    """Per level and agent: reachable coverage (mean ± sd over seeds), against random, walkable coverage,
+    doors opened, findings by kind, and whether every episode played all its steps."""
+    head = ["level", "agent", "seeds", "reachable coverage", "× random", "walkable coverage", "doors opened", "findings",
+            "every episode all its steps", "minutes"]
+    lines = ["| " + " | ".join(head) + " |", "| " + " | ".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + " |"]
+    for level in dict.fromkeys(r["level"] for r in results):
+        rows = [r for r in results if r["level"] == level]
+        base = mean([r["reachable_share"] for r in rows if r["agent"] == "random"])
+        for agent in AGENTS:
+            mine = [r for r in rows if r["agent"] == agent]
+            if not mine:
+                continue
+            reach = [r["reachable_share"] for r in mine]
+            kinds = {}
+            for r in mine:
+                for k, v in r["findings"].items():
+                    kinds[k] = kinds.get(k, 0) + v
+            full = all(r["steps"] == args.episodes * args.steps and r["episodes"] == args.episodes for r in mine)
+            lines.append("| " + " | ".join([
+                level.split(":", 1)[1], agent, str(len(mine)), f"{100 * np.mean(reach):.1f} ± {100 * np.std(reach):.1f} %",
+                "–" if not base else f"{np.mean(reach) / base:.2f}", f"{100 * mean([r['walkable_share'] for r in mine]):.1f} %",
+                f"{mean([r['doors_opened'] for r in mine]):.1f} of {mine[0]['doors']}",
+                ", ".join(f"{k} {v / len(mine):.1f}" for k, v in sorted(kinds.items())) or "none",
+                "yes" if full else "no",
+                "–" if any(np.isnan(r["seconds"]) for r in mine) else f"{np.mean([r['seconds'] for r in mine]) / 60:.1f}"]) + " |")
+    return "\n".join(lines)
+
+
 def report(results: list[dict], args) -> int:
     """The table, the significance tests, the coverage maps and the plot of `results` in `args.out`."""
     print()
@@ -331,7 +463,8 @@ def report(results: list[dict], args) -> int:
 def settings(args) -> dict:
     """What makes two runs of an agent and seed the same run: `--resume` keeps a run only if these match."""
     keys = ("game", "episodes", "steps", "models", "detector", "oracle_labels", "envs", "rollout", "track_every", "test_steps",
-            "device", "min_score")
+            "device", "min_score", "preference", "rules",
+            "confirm_hits", "confirm_window")
     return {key: str(getattr(args, key)) for key in keys}
 
 
@@ -402,7 +535,8 @@ def run_agents(args) -> list[dict]:
             except json.JSONDecodeError:  # a line torn by a stop while it was written: that run is run again
                 continue
             whole.append(line + "\n")
-            if {"device": "cpu", "min_score": "0.6", **row.get("budget", {})} == settings(args):  # rows from before these options
+            if {"device": "cpu", "min_score": "0.6", "preference": str(args.models / "path.ckpt"), "rules": "immortal", "confirm_hits": "1", "confirm_window": "1",
+                **row.get("budget", {})} == settings(args):  # rows from before these options
                 done[row["agent"], row["seed"]] = row
         write_text_atomic(log, "".join(whole))  # without the torn line, so that the next run's line stands alone
         print(f"--resume: {len(done)} runs kept from {log}")
@@ -419,6 +553,11 @@ def run_agents(args) -> list[dict]:
             with log.open("a") as f:
                 f.write(json.dumps(result) + "\n")
             results.append(result)
+            if args.profile == "levels":
+                print(f"  {args.game} {agent:9s} seed {seed}: reachable coverage {result['reachable_share']:.3f}, doors "
+                      f"opened {result['doors_opened']} of {result['doors']}, findings {result['findings']} "
+                      f"({result['seconds'] / 60:.1f} min)", flush=True)
+                continue
             print(f"  {agent:9s} seed {seed}: pathway coverage {result['pathway_share']}, OOIs tested "
                   f"{result['tested_per_episode']}, tests {result['tests']}, success {result['success_rate']} "
                   f"({result['seconds'] / 60:.1f} min)", flush=True)

@@ -1,22 +1,31 @@
-"""RELINE on the performance-bugged park: the load agent, the plain explorer and random, compared.
+"""RELINE on the performance-bugged park: the load agent, the plain explorer, random and the path
+follower, 5 seeds, low-FPS points inside the slow groves against outside.
 
-    python scripts/bench_load.py [--profile small|default] [--game doom:park-perf:5:24x24] [--out runs/bench_load]
+    python scripts/bench_load.py [--profile small|full] [--game doom:park-perf:5:24x24] [--jobs N] [--out runs/bench_load]
 
-1. Reliability: one fixed action sequence (walk into a slow grove, turn on the spot) replayed
+Frame time is the step's CPU time (the engine process's and the game thread's: `DoomGame`'s
+default `frame_clock="cpu"`), which the other processes on a shared machine do not change; the
+wall clock, read in the same steps, is reported beside it in the reliability check only.
+
+1. Grove distances: cells of walking from every start point to the nearest grove, and the steps
+   that takes walking straight (the episodes must be longer than that for an agent to get there).
+2. Reliability: one fixed action sequence (walk into a slow grove, turn on the spot) replayed
    `replays` times from the same start; Spearman's ρ between the per-step frame times of every
-   pair of replays (Holm-adjusted p).
-2. Baseline: the random agent plays `baseline_episodes`; `t_b = mean + 5 sd` of its frame times.
-3. Training (PPO, one game in this process so nothing else runs while a step is timed):
-   the plain explorer (inspector mode: single-predictor RND, PPO's conv GRU) and the load agent
-   (the same explorer + `LoadReward`, whose warm-up shifts `t_b` by the quartile rule to `t`).
-4. Evaluation: each agent, random, and the scripted path follower (a player who walks the paths,
-   from telemetry: the control that shows the zones can be reached) play `eval_episodes` from the
-   same random starts, interleaved episode by episode; low-FPS points are
-   telemetry cells where more than half the visits exceeded `t`; a point is a true one when its
-   cell overlaps a ground-truth slow zone (`perf.json`, never shown to the agents).
+   pair of replays (Holm-adjusted p), for the CPU clock and the wall clock.
+3. Per seed (in parallel with `--jobs`: the CPU clock makes that fair): the random agent plays
+   `baseline_episodes` for `t_b = mean + 5 sd`; PPO trains the plain explorer (inspector mode:
+   single-predictor RND, conv GRU) and the load agent (the same + `LoadReward`, whose warm-up
+   shifts `t_b` by the quartile rule to `t`); then the load agent, the explorer, random and the
+   scripted path follower (a player who walks the paths, from telemetry: the control that shows
+   the groves can be reached) play `eval_episodes` from the same random starts, interleaved.
+   Low-FPS points are telemetry cells where more than half the visits exceeded `t`; a point is in
+   a grove when its cell overlaps one (`perf.json`, never shown to the agents).
+4. Over seeds: in-grove points per agent; the load agent against each other agent by Mann–Whitney
+   (two-sided, Holm) with Cliff's delta on the per-seed counts, and on the frame times at
+   in-grove low-FPS points pooled over seeds (RELINE's comparison).
 
-Writes `results.json`, `violins.png`, `replays.png` and one low-FPS map per agent under `--out`,
-and prints the markdown table that docs/benchmarks/load.md holds.
+Writes `results.json`, `replays.png` and per seed one low-FPS map per agent under `--out`, and
+prints the markdown table docs/benchmarks/seeds.md holds.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -35,8 +44,7 @@ import torch
 from playtester.files import write_bytes_atomic, write_text_atomic
 from playtester.capture.games import make_game, park_config_from_spec
 from playtester.capture.park.birdseye import render_birdseye
-from playtester.capture.park.perf import PerfParkConfig, build_perf_park
-from playtester.capture.timing import raise_priority, replay_timings
+from playtester.capture.park.perf import PerfParkConfig, build_perf_park, walk_distances
 from playtester.exploration.actor_critic import RandomAgent, RandomAgentConfig
 from playtester.load.reward import LoadReward, LoadRewardConfig, LoadThreshold
 from playtester.load.agent import frame_times, load_env, play_episodes
@@ -44,15 +52,19 @@ from playtester.exploration.modes import explorer_preset
 from playtester.exploration.ppo import PPOConfig, train
 from playtester.exploration.reward import ExplorationReward
 from playtester.exploration.rnd import RNDConfig
-from playtester.load.stats import compare_agents, spearman_reliability
-from playtester.load.lowfps import VisitLog, confidence_summary, low_fps_map, low_fps_points, point_frame_times, violin_plot
+from playtester.load.stats import cliffs_delta, compare_agents, holm, magnitude, spearman_reliability
+from playtester.load.lowfps import VisitLog, confidence_summary, low_fps_map, low_fps_points, point_frame_times
 
 PROFILES = {
-    # minutes on 2 shared cores
-    "small": dict(replays=5, baseline_episodes=2, timesteps=4096, warmup_steps=64, eval_episodes=4, steps=200),
-    "default": dict(replays=10, baseline_episodes=4, timesteps=16384, warmup_steps=128, eval_episodes=8, steps=300),
+    # "small": what 2 shared cores allow in about an hour; "full": the protocol (a machine with a core per job)
+    "small": dict(seeds=5, replays=5, baseline_episodes=2, timesteps=2048, warmup_steps=64, eval_episodes=2, steps=500),
+    "smoke": dict(seeds=2, replays=2, baseline_episodes=1, timesteps=128, warmup_steps=16, eval_episodes=1, steps=40),
+    "full": dict(seeds=5, replays=10, baseline_episodes=4, timesteps=65536, warmup_steps=128, eval_episodes=8, steps=500),
 }
 FRAME = 64
+AGENTS = ("load agent", "explorer", "random", "path follower (scripted)")
+FORWARD_UNITS_PER_STEP = 20.6
+"""Map units a step of walking straight covers on the park (measured: 10 forward steps from a standstill)."""
 
 
 def png(image: np.ndarray) -> bytes:
@@ -64,31 +76,51 @@ def png(image: np.ndarray) -> bytes:
 
 
 def reliability(game: str, zones, replays: int, out: Path) -> dict:
+    """Spearman's ρ between replays of one fixed sequence, for the CPU clock and the wall clock read
+    in the same steps (so the comparison of the two is paired)."""
+    from playtester.capture.timing import warm_up
+
     z = zones[0]
     actions = [0] * 14 + [4] * 16 + [0] * 10  # walk east into the grove, turn, walk on
     env = make_game(game)
+    timings = {"cpu": np.zeros((replays, len(actions))), "wall": np.zeros((replays, len(actions)))}
     try:
-        timings = replay_timings(env, actions, replays, game=game, seed=3,
-                                 reset_options={"start": (z.x - 3 * 128, z.y, 0.0)}, warmup_steps=20)
+        warm_up(env, 20, seed=3)
+        for r in range(replays):
+            env.reset(seed=3, options={"start": (z.x - 3 * 128, z.y, 0.0)})
+            for t, a in enumerate(actions):
+                info = env.step(a)[4]
+                timings["cpu"][r, t], timings["wall"][r, t] = info["frame_cpu_ms"], info["frame_wall_ms"]
     finally:
         env.close()
-    rel = spearman_reliability(timings)
+    rel = {clock: spearman_reliability(t).to_dict() for clock, t in timings.items()}
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 3), dpi=100)
-    for row in timings:
-        ax.plot(row, color="#1f77b4", alpha=0.4, lw=1)
-    ax.set_xlabel("step of the fixed action sequence")
-    ax.set_ylabel("frame time (ms)")
-    ax.set_title(f"{replays} replays: Spearman ρ min {rel.rho_min:.2f}, median {rel.rho_median:.2f}", fontsize=10)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3), dpi=100)
+    for ax, (clock, t) in zip(axes, timings.items()):
+        for row in t:
+            ax.plot(row, color="#1f77b4", alpha=0.4, lw=1)
+        ax.set_xlabel("step of the fixed action sequence")
+        ax.set_ylabel(f"frame time, {clock} clock (ms)")
+        ax.set_title(f"{clock}: Spearman ρ min {rel[clock]['rho_min']:.2f}, median {rel[clock]['rho_median']:.2f}", fontsize=10)
     fig.tight_layout()
     fig.canvas.draw()
     write_bytes_atomic(out / "replays.png", png(np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()))
     plt.close(fig)
-    return rel.to_dict()
+    return rel
+
+
+def grove_distances(layout, zones) -> dict:
+    """Cells of walking from every start point to the nearest grove, and the steps that takes."""
+    dist = walk_distances(layout, [z.cell for z in zones])
+    cells = np.array([dist[layout.cell_of(s.x, s.y)[::-1]] for s in layout.starts])
+    per_cell = layout.config.cell / FORWARD_UNITS_PER_STEP
+    return {"starts": len(cells), "cells_min": int(cells.min()), "cells_median": float(np.median(cells)),
+            "cells_max": int(cells.max()), "steps_per_cell": per_cell,
+            "straight_steps_median": float(np.median(cells) * per_cell), "straight_steps_max": float(cells.max() * per_cell)}
 
 
 def train_agent(name: str, game: str, p: dict, seed: int, out: Path, threshold: LoadThreshold | None) -> tuple[torch.nn.Module, LoadThreshold | None, float]:
@@ -144,21 +176,63 @@ def collect(agents: dict, game: str, p: dict, seed: int, layout) -> dict[str, li
 
 
 def evaluate(name: str, records: list[dict], t: float, layout, zones, out: Path) -> dict:
+    """One agent's low-FPS points, split into those in a grove and those outside."""
     cell = float(layout.config.cell)
     log = VisitLog.from_records(records, cell=cell)
     points = low_fps_points(log, t)
-    true = [pt for pt in points if pt.centre and any(z.contains(*pt.centre, margin=cell * 0.71) for z in zones)]
-    in_zone = sum(any(z.contains(r["position"][0], r["position"][1]) for z in zones) for r in records if r.get("position"))
+    in_grove = [pt for pt in points if pt.centre and any(z.contains(*pt.centre, margin=cell * 0.71) for z in zones)]
+    inside = np.array([any(z.contains(r["position"][0], r["position"][1]) for z in zones) if r.get("position") else False
+                       for r in records])
     view = render_birdseye(layout, oois=False)
     write_bytes_atomic(out / f"lowfps-{name.split()[0]}.png", png(low_fps_map(view, points, cell, visited=log)))
     all_times = frame_times(records)
     return {
-        "agent": name, "steps": len(records), "steps_in_zones": int(in_zone), "cells_visited": len(log.times),
-        "low_fps_points": len(points), "true_points": len(true), **{k: v for k, v in confidence_summary(points).items() if k != "points"},
-        "frame_time_median": float(np.median(all_times)), "frame_time_p99": float(np.percentile(all_times, 99)),
-        "over_t_share": float(np.mean(all_times > t)), "_point_times": point_frame_times(points).tolist(),
-        "_all_times": all_times.tolist(),
+        "agent": name, "steps": len(records), "steps_in_groves": int(inside.sum()), "cells_visited": len(log.times),
+        "low_fps_points": len(points), "in_grove_points": len(in_grove), "outside_points": len(points) - len(in_grove),
+        **{k: v for k, v in confidence_summary(points).items() if k != "points"},
+        "frame_time_median_in_groves": float(np.median(all_times[inside])) if inside.any() else None,
+        "frame_time_median_outside": float(np.median(all_times[~inside])) if (~inside).any() else None,
+        "over_t_share": float(np.mean(all_times > t)), "_point_times": point_frame_times(in_grove).tolist(),
     }
+
+
+def run_seed(game: str, p: dict, seed: int, out: Path) -> dict:
+    """One seed of the comparison: its baseline threshold, its two trained agents, four agents played."""
+    torch.set_num_threads(1)
+    out.mkdir(parents=True, exist_ok=True)
+    files = build_perf_park(PerfParkConfig(park=park_config_from_spec(game)))
+    zones, layout = files.zones(), files.layout()
+    random_agent = RandomAgent(RandomAgentConfig(num_actions=9))
+    env = load_env(game, FRAME, p["steps"])
+    try:
+        baseline = play_episodes(random_agent, env, p["baseline_episodes"], game=game, seed=seed * 1000 + 500)
+    finally:
+        env.close()
+    threshold = LoadThreshold.from_baseline(frame_times(baseline))
+    explorer, _, explorer_s = train_agent("explorer", game, p, seed, out, None)
+    load, shifted, load_s = train_agent("load", game, p, seed, out, threshold)
+    t = shifted.value
+    agents = {"load agent": load, "explorer": explorer, "random": random_agent, "path follower (scripted)": "path"}
+    records = collect(agents, game, p, seed * 1000 + 1000, layout)
+    rows = [evaluate(name, records[name], t, layout, zones, out) for name in agents]
+    return {"seed": seed, "threshold": shifted.to_dict(), "train_seconds": {"explorer": explorer_s, "load": load_s}, "agents": rows}
+
+
+def summarise(per_seed: list[dict]) -> dict:
+    """Per agent, the in-grove points over seeds; the load agent against each other agent by
+    Mann–Whitney (two-sided, Holm) with Cliff's delta on the per-seed counts, and on the frame
+    times at in-grove low-FPS points (RELINE's comparison), pooled over seeds."""
+    from scipy import stats
+
+    counts = {a: [next(r for r in s["agents"] if r["agent"] == a)["in_grove_points"] for s in per_seed] for a in AGENTS}
+    others = [a for a in AGENTS if a != "load agent"]
+    raw = [float(stats.mannwhitneyu(counts["load agent"], counts[a], alternative="two-sided").pvalue) for a in others]
+    tests = [{"a": "load agent", "b": b, "p": p, "p_holm": float(ph), "cliffs_delta": cliffs_delta(counts["load agent"], counts[b]),
+              "magnitude": magnitude(cliffs_delta(counts["load agent"], counts[b]))}
+             for b, p, ph in zip(others, raw, holm(raw))]
+    point_times = {a: [t for s in per_seed for r in s["agents"] if r["agent"] == a for t in r["_point_times"]] for a in AGENTS}
+    return {"in_grove_points": counts, "count_tests": tests,
+            "point_time_tests": [c.__dict__ for c in compare_agents(point_times)]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,68 +240,70 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", choices=sorted(PROFILES), default="small")
     ap.add_argument("--game", default="doom:park-perf:5:24x24")
     ap.add_argument("--out", type=Path, default=Path("runs/bench_load"))
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--raise-priority", action="store_true", help="lift this process's priority (nice -10) if allowed")
+    ap.add_argument("--seeds", type=int, nargs="+", help="default: 0 … the profile's seeds − 1")
+    ap.add_argument("--jobs", type=int, default=1, help="seeds played at once, each in its own process (the CPU clock is "
+                    "not disturbed by the others; give each job a core)")
     args = ap.parse_args(argv)
-    torch.set_num_threads(1)
     p = PROFILES[args.profile]
+    seeds = args.seeds if args.seeds is not None else list(range(p["seeds"]))
     args.out.mkdir(parents=True, exist_ok=True)
-    if args.raise_priority:
-        print("priority:", raise_priority())
     files = build_perf_park(PerfParkConfig(park=park_config_from_spec(args.game)))
     zones, layout = files.zones(), files.layout()
-    results: dict = {"game": args.game, "profile": args.profile, **p}
+    results: dict = {"game": args.game, "profile": args.profile, **p, "seeds": seeds, "load_average_start": os.getloadavg()}
     t0 = time.perf_counter()
-
+    results["grove_distances"] = grove_distances(layout, zones)
+    print("grove distances:", results["grove_distances"], flush=True)
     results["reliability"] = reliability(args.game, zones, p["replays"], args.out)
     print("reliability:", results["reliability"], flush=True)
 
-    random_agent = RandomAgent(RandomAgentConfig(num_actions=9))
-    env = load_env(args.game, FRAME, p["steps"])
-    try:
-        baseline = play_episodes(random_agent, env, p["baseline_episodes"], game=args.game, seed=args.seed + 500)
-    finally:
-        env.close()
-    threshold = LoadThreshold.from_baseline(frame_times(baseline))
-    print(f"baseline: t_b = {threshold.base:.2f} ms over {threshold.baseline.n} steps", flush=True)
+    per_seed = []
+    if args.jobs > 1:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
 
-    explorer, _, explorer_s = train_agent("explorer", args.game, p, args.seed, args.out, None)
-    load, shifted, load_s = train_agent("load", args.game, p, args.seed, args.out, threshold)
-    t = shifted.value
-    results["threshold"] = shifted.to_dict()
-    results["train_seconds"] = {"explorer": explorer_s, "load": load_s}
-    print(f"threshold: t = {t:.2f} ms (δ = {shifted.shift:+.2f}); trained in {explorer_s:.0f} s and {load_s:.0f} s", flush=True)
-
-    agents = {"load agent": load, "explorer": explorer, "random": random_agent, "path follower (scripted)": "path"}
-    records = collect(agents, args.game, p, args.seed + 1000, layout)
-    rows = []
-    for name in agents:
-        rows.append(evaluate(name, records[name], t, layout, zones, args.out))
-        print({k: v for k, v in rows[-1].items() if not k.startswith("_")}, flush=True)
-    point_times = {r["agent"]: r["_point_times"] for r in rows}
-    all_times = {r["agent"]: r["_all_times"] for r in rows}
-    use = point_times if sum(len(v) > 0 for v in point_times.values()) >= 2 else all_times
-    results["comparison_on"] = "frame times at low-FPS points" if use is point_times else "all frame times"
-    results["comparisons"] = [c.__dict__ for c in compare_agents(use)]
-    write_bytes_atomic(args.out / "violins.png", png(violin_plot(use, t, results["comparison_on"])))
-    results["agents"] = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
+        with ProcessPoolExecutor(args.jobs, mp_context=mp.get_context("spawn")) as pool:
+            futures = [pool.submit(run_seed, args.game, p, s, args.out / f"seed-{s}") for s in seeds]
+            per_seed = [f.result() for f in futures]
+    else:
+        for s in seeds:
+            per_seed.append(run_seed(args.game, p, s, args.out / f"seed-{s}"))
+            print(f"seed {s}:", [{k: v for k, v in r.items() if not k.startswith("_")} for r in per_seed[-1]["agents"]], flush=True)
+    results["summary"] = summarise(per_seed)
+    results["per_seed"] = [s | {"agents": [{k: v for k, v in r.items() if not k.startswith("_")} for r in s["agents"]]} for s in per_seed]
+    results["load_average_end"] = os.getloadavg()
     results["wall_seconds"] = time.perf_counter() - t0
     write_text_atomic(args.out / "results.json", json.dumps(results, indent=1))
-
-    print(f"\nt = {t:.2f} ms (t_b {threshold.base:.2f} + δ {shifted.shift:+.2f}); reliability ρ min "
-          f"{results['reliability']['rho_min']:.2f}, median {results['reliability']['rho_median']:.2f}; {results['wall_seconds']:.0f} s\n")
-    print("| agent | steps | steps in slow zones | low-FPS points (in a zone) | confidence median (min–max) | frame time median / p99 (ms) | steps over t |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for r in rows:
-        conf = (f"{r['confidence_median']:.0%} ({r['confidence_min']:.0%}–{r['confidence_max']:.0%})"
-                if r["low_fps_points"] else "–")
-        print(f"| {r['agent']} | {r['steps']} | {r['steps_in_zones']} | {r['low_fps_points']} ({r['true_points']}) | {conf} | "
-              f"{r['frame_time_median']:.2f} / {r['frame_time_p99']:.2f} | {r['over_t_share']:.1%} |")
-    print(f"\nMann–Whitney (Holm) and Cliff's delta on {results['comparison_on']}:")
-    for c in results["comparisons"]:
-        p_text = f"{c['p_holm']:.3g}" if not math.isnan(c["p_holm"]) else "–"
-        print(f"- {c['a']} vs {c['b']}: p = {p_text}, d = {c['cliffs_delta']:+.2f} ({c['magnitude']})")
+    print_table(results, per_seed)
     return 0
+
+
+def print_table(results: dict, per_seed: list[dict]) -> None:
+    g, rel = results["grove_distances"], results["reliability"]
+    print(f"\ngroves: {g['cells_min']}–{g['cells_max']} cells of walking from a start (median {g['cells_median']:.0f}), "
+          f"{g['steps_per_cell']:.1f} steps a cell straight: {g['straight_steps_median']:.0f} steps at the median, "
+          f"{g['straight_steps_max']:.0f} at most; episodes of {results['steps']} steps")
+    print(f"reliability (Spearman ρ over {results['replays']} replays): CPU clock min {rel['cpu']['rho_min']:.2f} median "
+          f"{rel['cpu']['rho_median']:.2f}; wall clock min {rel['wall']['rho_min']:.2f} median {rel['wall']['rho_median']:.2f}")
+    thresholds = [s["threshold"]["value"] for s in per_seed]
+    print(f"thresholds t (CPU ms): {', '.join(f'{v:.2f}' for v in thresholds)}; load average {results['load_average_start'][0]:.1f} "
+          f"at the start, {results['load_average_end'][0]:.1f} at the end; {results['wall_seconds']:.0f} s\n")
+    print("| agent | steps in groves (a seed) | low-FPS points in groves (mean ± sd; per seed) | outside groves | "
+          "frame time median in / outside groves (CPU ms) |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for a in AGENTS:
+        rows = [next(r for r in s["agents"] if r["agent"] == a) for s in per_seed]
+        inside = [r["in_grove_points"] for r in rows]
+        med_in = [r["frame_time_median_in_groves"] for r in rows if r["frame_time_median_in_groves"] is not None]
+        med_out = [r["frame_time_median_outside"] for r in rows if r["frame_time_median_outside"] is not None]
+        print(f"| {a} | {np.mean([r['steps_in_groves'] for r in rows]):.0f} | {np.mean(inside):.1f} ± {np.std(inside):.1f} "
+              f"({', '.join(map(str, inside))}) | {np.mean([r['outside_points'] for r in rows]):.1f} | "
+              f"{np.median(med_in) if med_in else float('nan'):.2f} / {np.median(med_out) if med_out else float('nan'):.2f} |")
+    print("\nIn-grove low-FPS points per seed, load agent against each (Mann–Whitney, two-sided, Holm; Cliff's δ):")
+    for c in results["summary"]["count_tests"]:
+        print(f"- load agent vs {c['b']}: p = {c['p']:.3g} (Holm {c['p_holm']:.3g}), δ = {c['cliffs_delta']:+.2f} ({c['magnitude']})")
+    print("Frame times at in-grove low-FPS points, pooled over seeds (RELINE's comparison):")
+    for c in results["summary"]["point_time_tests"]:
+        print(f"- {c['a']} vs {c['b']}: p = {c['p_holm']:.3g} (Holm), δ = {c['cliffs_delta']:+.2f} ({c['magnitude']})")
 
 
 if __name__ == "__main__":

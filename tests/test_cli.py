@@ -82,4 +82,4 @@ def test_bad_input_is_one_clear_line(tmp_path, args, words):
 def test_seed_that_is_not_a_number_is_a_usage_error(tmp_path):
     proc = run("demos", "--behavior", "path", "--seed", "abc", "--out", str(tmp_path / "d"), ok=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert "--seed" in proc.stderr and "integer" in proc.stderr
+    assert "--seed" in proc.stderr and "whole number" in proc.stderr

@@ -116,6 +116,25 @@ def test_a_run_on_ray_writes_what_a_local_run_writes(local_ray, small_park, tmp_
     assert [r["t"] for r in read_jsonl(tmp_path / "random" / "trajectory.jsonl")] == list(range(10)) * 2
 
 
+@pytest.mark.slow
+def test_a_run_with_no_map_on_ray_keeps_its_places(local_ray, tmp_path, capsys):
+    """A game with no map (Mountain Car): the places the actor found, thumbnails and all, reach the
+    run folder, and a resumed run's new actor goes on from its places (the ids go on; a view it
+    knew is its old place, not a new one)."""
+    args = ["run", "--game", "gym:MountainCar-v0", "--explorer", "random", "--steps", "30"]
+    on_ray = tmp_path / "ray"
+    assert main([*args, "--episodes", "1", "--out", str(on_ray), "--cluster", "ray"]) == 0
+    before = list(read_jsonl(on_ray / "places.jsonl"))
+    assert len(before) > 1 and {f for f in files_of(on_ray) if f.startswith("places/")} == {r["thumb"] for r in before}
+    assert main([*args, "--episodes", "3", "--out", str(on_ray), "--cluster", "ray", "--resume"]) == 0
+    records = list(read_jsonl(on_ray / "places.jsonl"))
+    assert records[:len(before)] == before and [r["place"] for r in records] == list(range(len(records)))
+    assert all((on_ray / r["thumb"]).is_file() for r in records)
+    rows = list(read_jsonl(on_ray / "trajectory.jsonl"))
+    assert {r["place"] for r in rows} == set(range(len(records)))
+    assert any(r["place"] < len(before) for r in rows if r["episode"] > 0), "views of the first episode known again"
+
+
 def test_a_killed_actor_loses_no_record_and_the_run_ends_with_its_report(local_ray, small_park, tiny_inspect_policy, tmp_path,
                                                                          monkeypatch, capsys):
     """With the tester loop on (OOI tests, claims shared between the actors through the driver)."""

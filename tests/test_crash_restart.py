@@ -150,6 +150,8 @@ def test_ppo_worker_restarts_its_killed_engine(small_park, tmp_path):
     [(folder, doc)] = crash_findings(out)
     check_crash_finding(folder, doc)
     [crash] = list(read_jsonl(out / "crashes.jsonl"))
+    said = " ".join(printed.split())  # said on the console, though the crash was in a worker process
+    assert f"the game crashed in episode {crash['episode']} (instance {crash['env']}" in said, said[-2000:]
     rows = list(read_jsonl(out / "trajectory.jsonl"))
     after = {r["episode"] for r in rows if r["env"] == crash["env"] and r["episode"] > crash["episode"]}
     assert after, "the crashed instance played on after its restart"

@@ -153,3 +153,31 @@ def test_playtester_run_explorer_evolve_from_the_command_line(tmp_path, capsys):
     assert [r["generation"] for r in read_jsonl(out / "generations.jsonl")] == [0, 1, 2]
     assert main(["run", "evolve", "--out", str(out), "--resume", "--generations", "3", "--population", "3"]) == 2
     assert "population_size differs" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("refine", ["improved", "all"])
+def test_ppo_refines_only_the_offspring_that_beat_their_parent(tmp_path, monkeypatch, refine):
+    import copy
+
+    from playtester.evolution.population import Member
+
+    cfg = EvolutionConfig(game=MAZE, run_dir=str(tmp_path), population_size=4, generations=2, eval_episodes=1, eval_steps=20,
+                          num_envs=2, frame_size=48, refine=refine)
+    evo = Evolution(cfg, log=lambda _: None)
+    refined = []
+    monkeypatch.setattr(evo, "refine", lambda agent, index: refined.append(index) or copy.deepcopy(agent))
+    evo.population = [Member(evo.new_agent(i), "initial", 0) for i in range(4)]
+    for m in evo.population:  # parents no offspring can beat: ever more states, ever higher rewards
+        m.scores = np.array([1e6, 1e6])
+    evo.generation = 1
+    evo.step_generation()
+    assert len(refined) == (4 if refine == "all" else 0)
+    for m in evo.population:  # parents every offspring beats: it covers a state and scores above −1e6
+        m.scores = np.array([0.0, -1e6])
+    refined.clear()
+    evo.generation = 2
+    evo.step_generation()
+    assert len(refined) == 4
+    assert "trained" in [m.origin for m in evo.population] and all(m.parent is None for m in evo.population)
+    with pytest.raises(ValueError, match="refine='some': use 'improved' or 'all'"):
+        replace(cfg, refine="some")

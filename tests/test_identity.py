@@ -112,7 +112,8 @@ def test_tested_oois_are_followed_and_remembered(small_park, tiny_inspect_policy
     was keeps its name; one that looks like a tested one is skipped; a new one gets a new name."""
     frame = np.random.default_rng(0).integers(0, 256, (120, 160, 3), dtype=np.uint8)
     loop = TesterEnv(make_game(small_park), tester=load_policy(tiny_inspect_policy), detector=lambda f, i: [],
-                     oracles=[], run_dir=tmp_path, game=small_park, config=TesterConfig(min_box_height=20))
+                     oracles=[], run_dir=tmp_path, game=small_park,
+                     config=TesterConfig(min_box_height=20, confirm_hits=1, confirm_window=1))  # identity alone
     try:
         loop.reset(seed=0)
         seen = {"box": [40.0, 30.0, 60.0, 70.0], "class": "barrel", "score": 1.0, "ooi": None}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from itertools import combinations
 
@@ -47,6 +48,10 @@ def test_threshold_round_trip_and_bad_files(tmp_path):
         LoadThreshold.load(tmp_path / "bad.json")
     with pytest.raises(UserError, match="at least 2"):
         FrameTimeStats.of([3.0])
+    for base, shift in ((-3.0, 0.0), (2.0, -5.0), (float("nan"), 0.0)):
+        (tmp_path / "odd.json").write_text(json.dumps(LoadThreshold(base, t.baseline, shift).to_dict()))
+        with pytest.raises(UserError, match=r"odd.json: t = .* ms is no frame time; a threshold is a positive number"):
+            LoadThreshold.load(tmp_path / "odd.json")
 
 
 def test_low_fps_rule_needs_more_than_half_of_the_visits():

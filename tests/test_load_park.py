@@ -46,6 +46,65 @@ def test_slow_zones_slow_the_engine_step(perf_env, zones):
     assert ratio > 2.0, f"slow zone {np.median(slow):.2f} ms vs plain {np.median(fast):.2f} ms"
 
 
+def test_the_step_costs_cpu_time_by_default_and_the_wall_clock_on_request(perf_env, zones):
+    perf_env.reset(seed=0, options={"start": (zones[0].x, zones[0].y, 0.0)})
+    info = perf_env.step(TURN)[4]
+    assert info["frame_time_ms"] == info["frame_cpu_ms"] > 0
+    # the engine's CPU time cannot exceed the time that passed, bar the thread's own few µs
+    assert info["frame_cpu_ms"] <= info["frame_wall_ms"] + 1.0
+    wall = make_game(PERF_PARK, frame_clock="wall")
+    try:
+        wall.reset(seed=0)
+        info = wall.step(TURN)[4]
+        assert info["frame_time_ms"] == info["frame_wall_ms"] and "frame_cpu_ms" in info
+    finally:
+        wall.close()
+    with pytest.raises(UserError, match="frame clock 'tics': use one of cpu, wall"):
+        make_game(PERF_PARK, frame_clock="tics")
+
+
+def test_a_process_cpu_clock_counts_work_not_waiting():
+    import subprocess
+    import sys
+    import time
+
+    from playtester.capture.timing import process_cpu_clock
+
+    busy = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\ntime.sleep(30)"])
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        busy_clock, idle_clock = process_cpu_clock(busy.pid), process_cpu_clock(idle.pid)
+        if busy_clock is None:
+            pytest.skip("this system has no per-process CPU clock")
+        idle_start = idle_clock()
+        deadline = time.monotonic() + 60
+        while busy_clock() < 0.3 and time.monotonic() < deadline:  # however busy the machine, 0.3 s of CPU comes
+            time.sleep(0.05)
+        assert 0.3 <= busy_clock() < 0.5  # the loop's 0.3 s and the interpreter's start, no sleep counted
+        assert idle_clock() - idle_start < 0.05  # sleeping costs nothing
+    finally:
+        busy.kill()
+        idle.kill()
+
+
+def test_a_step_clock_whose_engine_died_times_nothing_and_raises_nothing():
+    import subprocess
+    import sys
+
+    from playtester.capture.timing import StepCpuClock
+
+    engine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    clock = StepCpuClock(engine.pid)
+    if not clock.available:
+        pytest.skip("this system has no per-process CPU clock")
+    clock.start()
+    assert clock.stop() is not None  # alive: the step is timed
+    engine.kill()
+    engine.wait()
+    clock.start()  # killed before the step: the step itself meets the dead engine, not the clock
+    assert clock.stop() is None
+
+
 def test_zones_are_far_from_every_start_and_kept_from_the_agent(perf_env, zones):
     layout = perf_env.unwrapped.scenario.layout
     cfg = PerfParkConfig()

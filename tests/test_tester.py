@@ -231,3 +231,62 @@ def test_the_command_line_makes_waiting_openmp_threads_sleep_before_torch_loads(
             "print(os.environ.get('OMP_WAIT_POLICY'), loaded)")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == f"{after} False"
+
+
+def test_a_detection_is_tested_only_once_confirmed_and_a_flicker_is_logged(small_park, tiny_inspect_policy, tmp_path):
+    """Confirm before testing (3 of 3 passes): a box the detector finds in every pass is tested
+    at the third; one it finds once is logged in rejected.jsonl with its frame as a candidate
+    negative, and never tested. While a candidate waits, the detector looks every step."""
+    steady = {"box": [40.0, 30.0, 70.0, 80.0], "class": "barrel", "score": 0.9, "ooi": None}
+    flicker = {"box": [150.0, 40.0, 175.0, 90.0], "class": "tire", "score": 0.8, "ooi": None}
+    calls = []
+
+    def detector(frame, info):
+        calls.append(loop.t)
+        return [steady, flicker] if len(calls) == 1 else [steady]
+
+    loop = TesterEnv(make_game(small_park), tester=load_policy(tiny_inspect_policy), detector=detector, oracles=[],
+                     run_dir=tmp_path, game=small_park,
+                     config=TesterConfig(test_steps=5, min_box_height=20, seed=1, confirm_hits=3, confirm_window=3))
+    try:
+        loop.reset(seed=0)
+        for _ in range(6):
+            loop.step(4)  # turn: the boxes are the scripted detector's anyway
+        tests = list(read_jsonl(tmp_path / "tests.jsonl"))
+        assert calls[:3] == [4, 5, 6], "the first pass at the 4th step, then every step until confirmed"
+        assert len(tests) == 1 and tests[0]["box"] == steady["box"] and tests[0]["step"] == 6
+        rejected = list(read_jsonl(tmp_path / "rejected.jsonl"))
+        assert len(rejected) == 1 and rejected[0]["kind"] == "tire" and rejected[0]["found"] == 1
+        assert rejected[0]["boxes"][0]["box"] == flicker["box"]
+        negatives = list(read_jsonl(tmp_path / "negatives" / "negatives.jsonl"))
+        assert [n["why"] for n in negatives] == ["unconfirmed"]
+        assert (tmp_path / "negatives" / negatives[0]["file"]).is_file()
+        assert tests[0]["target"] == "phantom", "the park's labels show no barrel where the scripted box is"
+    finally:
+        loop.close()
+
+
+def test_the_detectors_per_class_thresholds_decide_unless_min_score_is_given(small_park, tiny_inspect_policy, tmp_path):
+    """A barrel found at 0.9 in every pass: under the checkpoint's barrel threshold of 0.95 it is
+    never tested; with --min-score 0.5 given, that one threshold holds for every class."""
+    class Scripted:
+        thresholds = {"barrel": 0.95, "tire": 0.5}
+
+        def __call__(self, frame, info):
+            return [{"box": [40.0, 30.0, 70.0, 80.0], "class": "barrel", "score": 0.9, "ooi": None}]
+
+    tested = []
+    for min_score in (None, 0.5):
+        run = tmp_path / str(min_score)
+        loop = TesterEnv(make_game(small_park), tester=load_policy(tiny_inspect_policy), detector=Scripted(), oracles=[],
+                         run_dir=run, game=small_park,
+                         config=TesterConfig(test_steps=3, min_box_height=20, seed=1, confirm_hits=2, confirm_window=2,
+                                             min_score=min_score))
+        try:
+            loop.reset(seed=0)
+            for _ in range(8):
+                loop.step(4)
+        finally:
+            loop.close()
+        tested.append(len(list(read_jsonl(run / "tests.jsonl"))))
+    assert tested[0] == 0 and tested[1] >= 1

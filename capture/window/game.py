@@ -9,6 +9,12 @@ The crash signal: when the window disappears or its process (`_NET_WM_PID`) has 
 returns `terminated=True` with `info["crashed"] = True`; every key is released. Telemetry sent by
 the game to a UDP port (see `telemetry.py`) is merged into `info`.
 
+A game that ignores the keys (a window that does not take the keyboard, a game that drops
+synthetic key events, a menu waiting for a click): when the picture has not changed at all in the
+first `ignored_keys_steps` steps that sent keys since the game was opened, every step from then on
+says so in `info["keys_ignored"]` (the number of those steps); the tester loop ends the run with
+that line. Once the picture has changed under keys, it is never said.
+
 `reset()` releases the keys, finds the window again if it had gone (a harness may have restarted
 the game) and starts a new episode. The harness (issue "a window game's harness") adds three
 things, each optional:
@@ -66,6 +72,7 @@ class WindowGame(gym.Env):
         reset_recipe: dict[str, Any] | None = None,
         out_of_play: list[str] | None = None,
         still_steps: int | None = None,
+        ignored_keys_steps: int = 100,
     ) -> None:
         """`title`: a substring of the window's title (a regular expression with `regex=True`).
         `region`: `(x, y, w, h)` screen pixels to capture when the window cannot be found by title;
@@ -128,6 +135,13 @@ class WindowGame(gym.Env):
         self._crashed = False
         self.ticker = Ticker(self.fps)
         self.late_ticks = 0
+        self.ignored_keys_steps = ignored_keys_steps
+        self._reference: np.ndarray | None = None
+        """The first frame seen (every 4th pixel), until the picture changes under keys."""
+        self._keyed_steps = 0
+        """Steps that sent keys while the picture stayed the reference."""
+        self.responds = False
+        """The picture has changed since the game was opened, keys sent."""
         self._relaunch = False
 
     @staticmethod
@@ -215,6 +229,8 @@ class WindowGame(gym.Env):
         focused = self._focus()
         if not self._observe():
             self._crashed = True
+        elif self._reference is None and not self.responds:
+            self._reference = self._frame[::4, ::4].astype(np.int16)
         if self.telemetry is not None:
             self.telemetry.drop_events()
             self.telemetry.wait_for_first(self.telemetry_wait)
@@ -264,10 +280,12 @@ class WindowGame(gym.Env):
         t0 = time.perf_counter()
         try:
             focused = False
+            keys: tuple = ()
             if not self._gone():
                 focused = self._focus()
                 # Keys only reach the game when it has the focus; otherwise nothing is held.
-                self.sender.hold(self.keymap.keys_for(int(action)) if focused else ())  # type: ignore[union-attr]
+                keys = tuple(self.keymap.keys_for(int(action))) if focused else ()
+                self.sender.hold(keys)  # type: ignore[union-attr]
             self.late_ticks += self.ticker.wait() > 0
             crashed = self._gone() or not self._observe()
         except BaseException:
@@ -292,11 +310,23 @@ class WindowGame(gym.Env):
             if not self.out_of_play.references and not self.out_of_play.moved and self.recipe is not None:
                 info["reset_failed"] = f"{self.recipe.given_as} did not bring the game to play: {left}"
                 self._relaunch = self.launcher is not None
+        elif not crashed and self._still_ignored(bool(keys)):
+            info["keys_ignored"] = self._keyed_steps
         return self._frame.copy(), 0.0, terminated, truncated, info
 
     def release_keys(self) -> None:
         """Let go of the held keys between steps (a replay of a recording with idle moments)."""
         self.sender.release_all()  # type: ignore[union-attr]
+
+    def _still_ignored(self, keyed: bool) -> bool:
+        """Whether the game has ignored every key sent since it was opened, for long enough to say so."""
+        if self.responds or self._reference is None:
+            return False
+        if np.abs(self._frame[::4, ::4].astype(np.int16) - self._reference).mean() >= 0.5:
+            self.responds, self._reference = True, None
+            return False
+        self._keyed_steps += keyed
+        return self._keyed_steps >= self.ignored_keys_steps
 
     def _crash_reason(self) -> str:
         """Why the game counts as crashed, in words."""

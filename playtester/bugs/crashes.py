@@ -35,6 +35,22 @@ def count_crashes(run_dir: Path) -> int:
     return sum(1 for _ in read_jsonl(Path(run_dir) / CRASHES))
 
 
+class CrashNews:
+    """The crashes a run records while it plays, each said once on the console: every kind of run
+    (random or PPO, one instance or many, on Ray) appends them to crashes.jsonl, so the console
+    line comes from there, not from the process the game crashed in."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = Path(run_dir) / CRASHES
+        self.seen = count_crashes(run_dir)  # a resumed run's earlier crashes were said then
+
+    def lines(self) -> list[str]:
+        crashes = list(read_jsonl(self.path))
+        new, self.seen = crashes[self.seen:], len(crashes)
+        return [f"the game crashed in episode {c.get('episode')} (instance {c.get('env')}, step {c.get('step')}): "
+                f"{c.get('reason') or 'the game is gone'}" for c in new]
+
+
 def write_stop(run_dir: Path, reason: str, **details: Any) -> None:
     """Say why the run stopped early (the first instance to stop says it; later ones leave it)."""
     path = Path(run_dir) / STOPPED

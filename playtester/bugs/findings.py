@@ -93,6 +93,9 @@ def replay_finding(folder: str | Path, game: str | None = None) -> ReplayResult:
     frames = np.load(folder / "frames.npy", mmap_mode="r") if (folder / "frames.npy").exists() else None
     env = make_game(game or doc["game"], **doc.get("game_options", {}))
     try:
+        from playtester.capture.replay import check_actions
+
+        check_actions(actions, env, f"finding {folder}")
         env.reset(**_reset_args(doc["reset"]))
         start = int(doc.get("frames_from", len(actions)))
         compared = identical = 0

@@ -13,7 +13,6 @@ run at the end finds its objects with the detector the demo trained, and its rep
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +21,10 @@ from typing import Callable, NamedTuple, Optional
 import typer
 from rich.console import Console
 
-from playtester.cores import THREADS_HELP, give as give_cores
+from playtester.cores import give as give_cores
 from playtester.errors import UserError
+from playtester.commands.options import SEEDS, Choice, Number, OutFolder, Seed, Text, inputs_checked, option, threads_option
+from playtester.files import new_folder
 
 console = Console()
 
@@ -66,35 +67,31 @@ PROFILES = {
 
 
 def demo(
-    out: Path = typer.Option(Path("playtester-demo"), "--out", help="Folder for demos, shots, models and the run."),
-    game: str = typer.Option("doom:park:1", "--game", help="The park to play (doom:park[:SEED[:COLSxROWS]])."),
-    profile: str = typer.Option("default", "--profile", help="default, or smoke (tiny, for checking the install)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of every stage: the same seed trains the same models."),
+    out: Path = option(OutFolder(), Path("playtester-demo"), "--out", help="Folder for demos, shots, models and the run."),
+    game: str = option(Text(), "doom:park:1", "--game", help="The park to play (doom:park[:SEED[:COLSxROWS]])."),
+    profile: str = option(Choice(*PROFILES), "default", "--profile", help="default, or smoke (tiny, for checking the install)."),
+    seed: int = option(Seed(high=SEEDS - 1000), 0, "--seed", help="Seed of every stage: the same seed trains the same models (the path demos use seed + 1000)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Start again if the folder exists."),
-    minutes: Optional[float] = typer.Option(
-        None, "--minutes", help="No longer used: the training stages run on each profile's fixed budgets (said when given)."),
-    threads: int = typer.Option(0, "--threads", min=0, help=THREADS_HELP),
+    minutes: Optional[float] = option(
+        Number(), None, "--minutes", help="No longer used: the training stages run on each profile's fixed budgets (said when given)."),
+    threads: int = threads_option(),
 ) -> None:
     """Run the whole pipeline on the built-in park: scripted tester demos, auto-labelled shots,
     the detector, the feature encoder, the inspect and path policies (each on its profile's fixed
     number of epochs, reproducible by --seed), a short tester run that finds its objects with the
     trained detector, and the report. Prints each stage's time and where the report is."""
-    if profile not in PROFILES:
-        raise UserError(f"--profile {profile!r}: use {' or '.join(PROFILES)}")
     give_cores(threads)  # inherited by each stage (PLAYTESTER_THREADS)
     if not game.startswith("doom:park"):
         raise UserError(f"--game {game}: the demo needs the built-in park (doom:park[:SEED[:COLSxROWS]])")
     if minutes is not None:
         console.print(f"--minutes {minutes:g} is no longer used: the demo trains on the {profile} profile's fixed epochs")
-    if out.exists():
-        if not overwrite:
-            raise UserError(f"--out {out}: it exists; give --overwrite to start again, or another --out")
-        shutil.rmtree(out)
-    if not out.parent.exists():
-        raise UserError(f"--out {out}: its parent folder {out.parent} does not exist; create it first")
-    for sub in ("demos", "models", "runs"):
-        (out / sub).mkdir(parents=True)
-    times = run_stages(PROFILES[profile], game, seed, out)
+    if out.exists() and not overwrite:
+        raise UserError(f"--out {out}: it exists; give --overwrite to start again, or another --out")
+    inputs_checked()
+    with new_folder(out, replace=overwrite, kept=lambda: any((out / "demos").rglob("meta.json"))):
+        for sub in ("demos", "models", "runs"):
+            (out / sub).mkdir(parents=True)
+        times = run_stages(PROFILES[profile], game, seed, out)
     console.rule("[bold]7/7 done")
     summary = json.loads((out / "runs" / "demo" / "summary.json").read_text())
     console.print(f"the tester run tested {summary['oois_tested']} OOIs found by {summary['objects_found_by']}", soft_wrap=True)

@@ -11,46 +11,48 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from playtester.cores import THREADS_HELP, give as give_cores
+from playtester.cores import give as give_cores
 from playtester.errors import UserError
-from playtester.commands.options import MANY, WIDE, about
-from playtester.commands.scenario import check_out_parent
+from playtester.commands.options import (
+    MANY, Choice, Count, InFile, InFolder, Number, OutFile, OutFolder, Seed, Size, Text, about, check_memory, inputs_checked, option,
+    threads_option,
+)
 
 console = Console()
 log = logging.getLogger(__name__)
 
 
 def train_policy(
-    demos: list[Path] = typer.Option(
-        ..., "--demos",
+    demos: list[Path] = option(
+        InFolder("folder of demo episodes"), ..., "--demos",
         help="Folder of demo episodes of one behaviour (its subfolders too); repeat it for more folders, e.g. DAgger rounds.",
     ),
-    encoder: Path = typer.Option(..., "--encoder", help="Feature encoder checkpoint (playtester train encoder)."),
-    out: Path = typer.Option(..., "--out", help="Where to write the policy checkpoint."),
-    behavior: Optional[str] = typer.Option(None, "--behavior", help="Only episodes with this behaviour tag (default: all)."),
-    epochs: int = typer.Option(40, "--epochs", min=1, max=MANY, help="Most epochs (early stopping may end sooner)."),
-    max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Stop after this many minutes."),
+    encoder: Path = option(InFile("encoder checkpoint"), ..., "--encoder", help="Feature encoder checkpoint (playtester train encoder)."),
+    out: Path = option(OutFile(".ckpt"), ..., "--out", help="Where to write the policy checkpoint."),
+    behavior: Optional[str] = option(Text(), None, "--behavior", help="Only episodes with this behaviour tag (default: all)."),
+    epochs: int = option(Count(1, MANY), 40, "--epochs", help="Most epochs (early stopping may end sooner)."),
+    max_minutes: Optional[float] = option(Number(0.0, 10_000_000.0, above=True), None, "--max-minutes", help="Stop after this many minutes."),
     no_teacher: bool = typer.Option(False, "--no-teacher", help="Ablation: plain behaviour cloning, no DINO teacher."),
-    batch_size: int = typer.Option(8, "--batch-size", min=1, max=WIDE, help="Episodes per batch."),
-    chunk: int = typer.Option(32, "--chunk", min=1, max=MANY, help="Steps per truncated back-propagation chunk."),
-    lr: float = typer.Option(1e-3, "--lr", help="Peak learning rate after warm-up."),
-    global_hidden: int = typer.Option(1024, "--global-hidden", min=1, max=WIDE, help="Hidden size of the global GRU (paper: 1024)."),
-    local_hidden: int = typer.Option(256, "--local-hidden", min=1, max=WIDE, help="Hidden size of the local bidirectional GRU (paper: 256)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the split and the initial weights."),
-    logdir: Optional[Path] = typer.Option(None, "--logdir", help="TensorBoard logs (default: beside --out, in logs/)."),
-    init: Optional[Path] = typer.Option(
-        None, "--init", help="Start from this policy checkpoint's weights (same shape and encoder), e.g. the last DAgger round's.",
+    batch_size: int = option(Size(), 8, "--batch-size", help="Episodes per batch."),
+    chunk: int = option(Size(MANY), 32, "--chunk", help="Steps per truncated back-propagation chunk."),
+    lr: float = option(Number(0.0, 10.0, above=True), 1e-3, "--lr", help="Peak learning rate after warm-up."),
+    global_hidden: int = option(Size(), 1024, "--global-hidden", help="Hidden size of the global GRU (paper: 1024)."),
+    local_hidden: int = option(Size(), 256, "--local-hidden", help="Hidden size of the local bidirectional GRU (paper: 256)."),
+    seed: int = option(Seed(), 0, "--seed", help="Seed of the split and the initial weights."),
+    logdir: Optional[Path] = option(OutFolder(), None, "--logdir", help="TensorBoard logs (default: beside --out, in logs/)."),
+    init: Optional[Path] = option(
+        InFile("policy checkpoint"), None, "--init", help="Start from this policy checkpoint's weights (same shape and encoder), e.g. the last DAgger round's.",
     ),
-    idm_weight: float = typer.Option(1.0, "--idm-weight", help="Loss weight of steps labelled from video by the inverse-dynamics model (demos --from-video)."),
-    idm_min_confidence: float = typer.Option(
-        0.0, "--idm-min-confidence", help="Drop IDM-labelled steps whose label's probability is below this (their frames stay as context).",
+    idm_weight: float = option(Number(0.0, 1000.0), 1.0, "--idm-weight", help="Loss weight of steps labelled from video by the inverse-dynamics model (demos --from-video)."),
+    idm_min_confidence: float = option(
+        Number(0.0, 1.0), 0.0, "--idm-min-confidence", help="Drop IDM-labelled steps whose label's probability is below this (their frames stay as context).",
     ),
     resume: bool = typer.Option(
         False, "--resume",
         help="Go on from an interrupted training of --out (its state after every epoch is kept beside it, in .OUT.training/, "
              "until OUT is written), with the same options; --epochs may be raised.",
     ),
-    threads: int = typer.Option(0, "--threads", min=0, help=THREADS_HELP),
+    threads: int = threads_option(),
 ) -> None:
     """Train an imitation policy (memory-augmented GRU + DINO teacher) on demo episodes.
 
@@ -66,10 +68,15 @@ def train_policy(
     """
     give_cores(threads)
     from playtester.imitation.fit import fit_policy
+    from playtester.imitation.policy import PolicyConfig, training_memory
     from playtester.imitation.training import TrainConfig
 
-    check_out_parent(out)
-    _check_training_inputs(demos, encoder, init, behavior)
+    features = _encoder_features(encoder)
+    check_memory(training_memory(PolicyConfig(feature_dim=features, global_hidden=global_hidden, local_hidden=local_hidden),
+                                 batch_size, chunk, teacher=not no_teacher),
+                 f"--global-hidden {global_hidden} with --local-hidden {local_hidden}, --batch-size {batch_size}, "
+                 f"--chunk {chunk} and {features} encoder features")
+    _check_demos_and_init(demos, init, behavior)
     tcfg = TrainConfig(epochs=epochs, batch_size=batch_size, chunk=chunk, lr_peak=lr, lr_start=lr / 10,
                        teacher=not no_teacher, seed=seed, idm_weight=idm_weight, idm_min_confidence=idm_min_confidence)
     result = fit_policy(demos, encoder, out, tcfg, behavior=behavior, max_minutes=max_minutes, logdir=logdir,
@@ -89,29 +96,38 @@ def train_policy(
     )
 
 
-def _check_training_inputs(demos: list[Path], encoder: Path, init: Optional[Path], behavior: Optional[str]) -> None:
-    """Read the demos and the checkpoints before anything is built, so bad input names its option."""
+def _encoder_features(encoder: Path) -> int:
+    """The width of the encoder's features, from its checkpoint (refused in one line naming
+    --encoder when it is not an encoder's)."""
+    from playtester.perception.training import read_checkpoint
+
+    with about("--encoder"):
+        config, _ = read_checkpoint(encoder, "encoder")
+    features = config.get("feature_dim", 512)
+    return features if isinstance(features, int) and features > 0 else 512  # a bad one is refused by the encoder's loader
+
+
+def _check_demos_and_init(demos: list[Path], init: Optional[Path], behavior: Optional[str]) -> None:
+    """Read the demos and --init before anything is built, so bad input names its option."""
     from playtester.imitation.data import load_demo_folders
     from playtester.perception.training import read_checkpoint
 
     with about("--demos"):
         load_demo_folders(demos, behavior)
-    with about("--encoder"):
-        read_checkpoint(encoder, "encoder")
     if init is not None:
         with about("--init"):
             read_checkpoint(init, "policy")
 
 
 def eval_policy(
-    ckpt: Path = typer.Option(..., "--ckpt", help="Policy checkpoint."),
-    game: str = typer.Option("doom:park", "--game", help="Game to play it in (needs telemetry for the measures)."),
-    behavior: Optional[str] = typer.Option(None, "--behavior", help="inspect or path (default: the checkpoint's)."),
-    episodes: int = typer.Option(10, "--episodes", min=1, max=MANY, help="How many executed tests."),
-    steps: Optional[int] = typer.Option(None, "--steps", min=1, max=MANY, help="Steps per test (default: 1.5 × the longest demo)."),
-    seed: int = typer.Option(1000, "--seed", help="Seed of the held-out starts and of action sampling."),
+    ckpt: Path = option(InFile("policy checkpoint"), ..., "--ckpt", help="Policy checkpoint."),
+    game: str = option(Text(), "doom:park", "--game", help="Game to play it in (needs telemetry for the measures)."),
+    behavior: Optional[str] = option(Choice("inspect", "path"), None, "--behavior", help="inspect or path (default: the checkpoint's)."),
+    episodes: int = option(Count(1, MANY), 10, "--episodes", help="How many executed tests."),
+    steps: Optional[int] = option(Count(1, MANY), None, "--steps", help="Steps per test (default: 1.5 × the longest demo)."),
+    seed: int = option(Seed(), 1000, "--seed", help="Seed of the held-out starts and of action sampling."),
     greedy: bool = typer.Option(False, "--greedy", help="Take the most likely action instead of sampling."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Also write the per-test results as JSON here."),
+    out: Optional[Path] = option(OutFile(".json"), None, "--out", help="Also write the per-test results as JSON here."),
 ) -> None:
     """Play a policy in the game from held-out starts and score each executed test.
 
@@ -123,13 +139,12 @@ def eval_policy(
     from playtester.imitation.evaluate import evaluate_policy
     from playtester.imitation.live import load_policy
 
-    if out is not None:
-        check_out_parent(out)
     with about("--ckpt"):
         live = load_policy(ckpt)
     behavior = behavior or live.cfg.behavior
     if behavior not in ("inspect", "path"):
         raise UserError(f"--behavior {behavior!r}: use inspect or path")
+    inputs_checked()
     results = evaluate_policy(live, game, behavior, episodes=episodes, steps=steps, seed=seed, greedy=greedy, ckpt=str(ckpt))
     table = Table(title=f"{behavior} policy on {game}: {episodes} held-out tests")
     table.add_column("test", justify="right")

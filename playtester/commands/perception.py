@@ -9,29 +9,33 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from playtester.cores import THREADS_HELP, give as give_cores
+from playtester.cores import give as give_cores
 from playtester.errors import UserError
-from playtester.commands.options import MANY, WIDE, about
+from playtester.commands.options import (
+    MANY, Choice, Count, InFile, InFolder, NameOrFile, Number, OutFile, OutFolder, Seed, Size, about, check_memory, inputs_checked, option,
+    threads_option,
+)
 
 console = Console()
 
 
-def _check_out(out: Path, suffix: str = ".ckpt") -> None:
-    if not out.parent.exists():
-        raise UserError(f"--out {out}: its parent folder {out.parent} does not exist; create it first")
-    if out.is_dir():
-        raise UserError(f"--out {out}: is a folder; give a file name such as {out / ('model' + suffix)}")
+DEVICE = Choice("auto", "cpu", "cuda", "mps")
+COCO = InFile("COCO labels.json")
+IMAGES = InFolder("folder of images")
+CHECKPOINT = OutFile(".ckpt")
+LOGDIR = OutFolder()
+WORKERS = Count(0, 64)
+LR = Number(0.0, 10.0, above=True)
+MINUTES = Number(0.0, 10_000_000.0, above=True)
 
 
 def _accelerator(device: str) -> str:
-    if device not in ("auto", "cpu", "cuda", "gpu", "mps"):
-        raise UserError(f"--device {device!r}: use auto, cpu, cuda or mps")
     return "gpu" if device == "cuda" else device
 
 
@@ -49,36 +53,39 @@ def _print_ap_table(table, title: str) -> None:
 
 
 def train_detector(
-    coco: Path = typer.Option(..., "--coco", help="COCO labels.json (as CVAT or Label Studio export it)."),
-    out: Path = typer.Option(..., "--out", help="Checkpoint to write, e.g. models/detector.ckpt."),
-    images: Optional[Path] = typer.Option(None, "--images", help="Image folder (default: the folder of --coco)."),
-    backbone: str = typer.Option(
-        "resnet50", "--backbone", help="resnet50 or mobilenet (for COCO weights), or compact (GroupNorm, trains from scratch in minutes)."),
-    pretrained: str = typer.Option(
-        "auto", "--pretrained", help="auto (COCO weights where torchvision's cache has them, else the compact backbone from "
+    coco: Path = option(COCO, ..., "--coco", help="COCO labels.json (as CVAT or Label Studio export it)."),
+    out: Path = option(CHECKPOINT, ..., "--out", help="Checkpoint to write, e.g. models/detector.ckpt."),
+    images: Optional[Path] = option(IMAGES, None, "--images", help="Image folder (default: the folder of --coco)."),
+    backbone: str = option(
+        Choice("resnet50", "mobilenet", "compact"), "resnet50", "--backbone", help="resnet50 or mobilenet (for COCO weights), or compact (GroupNorm, trains from scratch in minutes)."),
+    pretrained: str = option(
+        NameOrFile(("auto", "coco", "none"), "weights file"), "auto", "--pretrained", help="auto (COCO weights where torchvision's cache has them, else the compact backbone from "
         "random init), coco, none, or the path of weights to start from: a detector checkpoint, a torchvision state dict, "
         "or an encoder trained with --trunk compact on unlabelled play (domain pretraining for --backbone compact)."),
-    image_size: int = typer.Option(128, "--image-size", min=32, max=2048, help="Frames are scaled to fit in this many pixels a side."),
-    epochs: int = typer.Option(4, "--epochs", min=1, max=MANY, help="Passes over the training split."),
-    max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Stop training after this long, whatever the epoch."),
-    batch_size: int = typer.Option(8, "--batch-size", min=1, max=WIDE, help="Images per step."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="AdamW peak learning rate (default: 2e-3 from scratch, 3e-4 otherwise)."),
-    schedule: str = typer.Option("cosine", "--schedule", help="cosine (warm-up, then cosine to 0) or constant."),
-    trainable_layers: Optional[int] = typer.Option(
-        None, "--trainable-layers", help="Backbone stages to train from the top (default: 0 with pretrained weights, all with none)."),
-    base_coco: Optional[Path] = typer.Option(None, "--base-coco", help="Base-class shots (COCO) to mix into training (few-shot, TFA)."),
-    base_images: Optional[Path] = typer.Option(None, "--base-images", help="Image folder of --base-coco."),
-    base_shots: int = typer.Option(10, "--base-shots", help="Base-class images per class to mix in."),
+    image_size: int = option(Size(2048, 32), 128, "--image-size", help="Frames are scaled to fit in this many pixels a side."),
+    epochs: int = option(Count(1, MANY), 4, "--epochs", help="Passes over the training split."),
+    max_minutes: Optional[float] = option(MINUTES, None, "--max-minutes", help="Stop training after this long, whatever the epoch."),
+    batch_size: int = option(Size(), 8, "--batch-size", help="Images per step."),
+    lr: Optional[float] = option(LR, None, "--lr", help="AdamW peak learning rate (default: 2e-3 from scratch, 3e-4 otherwise)."),
+    schedule: str = option(Choice("cosine", "constant"), "cosine", "--schedule", help="cosine (warm-up, then cosine to 0) or constant."),
+    trainable_layers: Optional[int] = option(
+        Count(0, 6), None, "--trainable-layers", help="Backbone stages to train from the top (default: 0 with pretrained weights, all with none)."),
+    base_coco: Optional[Path] = option(COCO, None, "--base-coco", help="Base-class shots (COCO) to mix into training (few-shot, TFA)."),
+    base_images: Optional[Path] = option(IMAGES, None, "--base-images", help="Image folder of --base-coco."),
+    base_shots: int = option(Count(1, MANY), 10, "--base-shots", help="Base-class images per class to mix in."),
     augment: bool = typer.Option(True, "--augment/--no-augment", help="Box-aware augmentation (albumentations)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the 70/10/20 split and of training."),
-    threads: int = typer.Option(0, "--threads", min=0, help=THREADS_HELP),
-    logdir: Optional[Path] = typer.Option(None, "--logdir", help="TensorBoard logs (default: logs/ beside --out)."),
-    workers: int = typer.Option(0, "--workers", help="Data-loading worker processes."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
+    seed: int = option(Seed(), 0, "--seed", help="Seed of the 70/10/20 split and of training."),
+    threads: int = threads_option(),
+    logdir: Optional[Path] = option(LOGDIR, None, "--logdir", help="TensorBoard logs (default: logs/ beside --out)."),
+    workers: int = option(WORKERS, 0, "--workers", help="Data-loading worker processes."),
+    device: str = option(DEVICE, "auto", "--device", help="auto, cpu, cuda or mps."),
+    negatives: Optional[List[Path]] = option(
+        InFile("run folder, image folder or list of folders", folder_ok=True), None, "--negatives",
+        help="Frames with no object in them, trained on as background images (repeatable): a run "
+        "folder (the candidate negatives its run wrote in negatives/), a folder of images (frames you marked empty), or a "
+        "text file naming such folders one a line. They must have the shots' size."),
 ) -> None:
     """Train the OOI detector (Faster R-CNN) on labelled shots; print its test AP per class."""
-    _check_out(out)
-    _check_coco_path(coco)
     threads = give_cores(threads)
     from playtester.perception import recipes
 
@@ -86,9 +93,9 @@ def train_detector(
         coco=coco, out=out, images=images, backbone=backbone, pretrained=pretrained, image_size=image_size, epochs=epochs,
         max_minutes=max_minutes, batch_size=batch_size, lr=lr, schedule=schedule, trainable_layers=trainable_layers,
         base_coco=base_coco, base_images=base_images, base_shots=base_shots, augment=augment, seed=seed, threads=threads,
-        logdir=logdir, workers=workers, accelerator=_accelerator(device),
+        logdir=logdir, workers=workers, accelerator=_accelerator(device), negatives=tuple(negatives or ()),
     )
-    done = recipes.train_detector(recipe, say=console.print, about=about)
+    done = recipes.train_detector(recipe, say=console.print, about=about, memory=check_memory)
     _say_written(out, done.trainer)
     if done.held_out is not None:
         _print_ap_table(done.held_out, f"test AP ({done.held_out_images} held-out images)")
@@ -98,38 +105,35 @@ def _say_written(out: Path, trainer) -> None:
     console.print(f"wrote {out} (epochs {trainer.current_epoch}, steps {trainer.global_step}); TensorBoard logs in {trainer.logger.log_dir}")
 
 
-def _check_coco_path(coco: Path) -> None:
-    """`--coco` given a shots folder: point at its labels.json, or say there is none."""
-    if coco.is_dir():
-        hint = f"give {coco / 'labels.json'}" if (coco / "labels.json").is_file() else "it holds no labels.json (make shots with `playtester shots`)"
-        raise UserError(f"--coco {coco}: is a folder; {hint}")
-
-
 def eval_detector(
-    ckpt: Path = typer.Option(..., "--ckpt", help="Detector checkpoint."),
-    coco: Path = typer.Option(..., "--coco", help="COCO labels.json to evaluate on."),
-    images: Optional[Path] = typer.Option(None, "--images", help="Image folder (default: the folder of --coco)."),
-    split: str = typer.Option("test", "--split", help="test, val or train (the 70/10/20 split of training), or all."),
-    batch_size: int = typer.Option(8, "--batch-size", help="Images per batch."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the table as JSON here."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
+    ckpt: Path = option(InFile("detector checkpoint"), ..., "--ckpt", help="Detector checkpoint."),
+    coco: Path = option(COCO, ..., "--coco", help="COCO labels.json to evaluate on."),
+    images: Optional[Path] = option(IMAGES, None, "--images", help="Image folder (default: the folder of --coco)."),
+    split: str = option(Choice("test", "val", "train", "all"), "test", "--split", help="test, val or train (the 70/10/20 split of training), or all."),
+    batch_size: int = option(Size(), 8, "--batch-size", help="Images per batch."),
+    json_out: Optional[Path] = option(OutFile(".json"), None, "--json", help="Also write the table as JSON here."),
+    device: str = option(DEVICE, "auto", "--device", help="auto, cpu, cuda or mps."),
+    target_precision: Optional[float] = option(
+        Number(0.0, 1.0), None, "--target-precision",
+        help="Pick each class's score threshold for this precision on these shots (the lowest that reaches it) and show "
+             "them beside the ones the checkpoint keeps; `train detector` keeps those of 0.9 on its held-out shots."),
+    store: bool = typer.Option(False, "--store", help="With --target-precision: keep the thresholds picked in the checkpoint "
+                               "(a tester run then uses them instead of one --min-score)."),
 ) -> None:
     """Per-class AP50 and AP@[.5:.95] of a detector on labelled shots (the paper's Table I), also
-    for the healthy and the bugged boxes apart when the file marks bugs."""
+    for the healthy and the bugged boxes apart when the file marks bugs; the per-class score
+    thresholds the checkpoint keeps, and with --target-precision those these shots give."""
     from playtester.datasets.detection import load_coco, split_images
-    from playtester.perception.detector import load_detector
+    from playtester.perception.detector import detector_memory, load_detector
     from playtester.perception.detector_eval import evaluate_variants
     from playtester.perception.recipes import MIN_BOXES_PER_CLASS
     from playtester.perception.training import resolve_device
 
-    if split not in ("test", "val", "train", "all"):
-        raise UserError(f"--split {split!r}: use test, val, train or all")
-    if json_out is not None:
-        _check_out(json_out, ".json")
-    _check_coco_path(coco)
-    _accelerator(device)
+    if store and target_precision is None:
+        raise UserError("--store keeps the thresholds --target-precision picks; give --target-precision too (e.g. 0.9)")
     with about("--ckpt"):
         detector = load_detector(ckpt, resolve_device(None if device == "auto" else device))
+    check_memory(detector_memory(detector.config, batch_size, training=False), f"--batch-size {batch_size}")
     _check_eval_classes(coco, ckpt, detector.classes)
     data = load_coco(coco, images, classes=detector.classes)
     if split != "all":
@@ -140,6 +144,7 @@ def eval_detector(
     if few:
         console.print(f"few boxes to score ({', '.join(f'{c} {n}' for c, n in few.items())}; fewer than "
                       f"{MIN_BOXES_PER_CLASS}): their AP says little")
+    inputs_checked()
     tables = evaluate_variants(detector, data, batch_size=batch_size, progress=True)
     table = tables["all"]
     _print_ap_table(table, f"{ckpt.name} on {coco.name} ({split}: {table.images} images)")
@@ -155,6 +160,41 @@ def eval_detector(
             doc["variants"] = {v: tables[v].to_json() for v in ("healthy", "bugged")}
         write_text_atomic(json_out, json.dumps(doc, indent=1))
         console.print(f"wrote {json_out}")
+    _show_thresholds(ckpt, detector, data, target_precision, store, batch_size)
+
+
+def _show_thresholds(ckpt: Path, detector, data, target: float | None, store: bool, batch_size: int) -> None:
+    """The per-class thresholds the checkpoint keeps, and those `target` picks on `data` (kept with `store`)."""
+    import torch
+
+    from playtester.perception.calibration import KEY, calibrate, store_thresholds
+
+    kept = (torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True).get("playtester") or {}).get(KEY)
+    picked = calibrate(detector, data.images, target, batch_size) if target is not None else None
+    if kept is None and picked is None:
+        console.print("no per-class score thresholds in this checkpoint (trained before them): a run uses --min-score 0.6; "
+                      "pick them with --target-precision 0.9 --store")
+        return
+    t = Table(title="per-class score thresholds")
+    t.add_column("class")
+    for entry, source in ((kept, "kept"), (picked, "these shots")):
+        if entry is not None:
+            what = f"{source}: for precision {entry['target_precision']:.2f} on {entry['images']} images"
+            for col in ("threshold", "precision", "recall"):
+                t.add_column(f"{col} ({what})" if col == "threshold" else col, justify="right")
+    for c in detector.classes:
+        row = [c]
+        for entry in (kept, picked):
+            if entry is not None:
+                v = entry["classes"].get(c)
+                row += ["–", "–", "–"] if v is None else [
+                    f"{v['threshold']:.2f}" + ("" if v["reached"] else " (target not reached)"),
+                    "–" if v["precision"] is None else f"{100 * v['precision']:.1f} %", f"{100 * v['recall']:.1f} %"]
+        t.add_row(*row)
+    console.print(t)
+    if store and picked is not None:
+        store_thresholds(ckpt, picked)
+        console.print(f"kept these thresholds in {ckpt}")
 
 
 def _check_eval_classes(coco: Path, ckpt: Path, classes: list[str]) -> None:
@@ -172,30 +212,29 @@ def _check_eval_classes(coco: Path, ckpt: Path, classes: list[str]) -> None:
 
 
 def train_encoder(
-    demos: Path = typer.Option(..., "--demos", help="Folder of demo episodes (any behaviours)."),
-    out: Path = typer.Option(..., "--out", help="Checkpoint to write, e.g. models/encoder.ckpt."),
-    detector: Optional[Path] = typer.Option(None, "--detector", help="Detector checkpoint: OOI boxes for episodes without ground truth."),
-    image_size: int = typer.Option(128, "--image-size", min=32, max=2048, help="Frames are resized to this many pixels a side."),
-    epochs: int = typer.Option(10, "--epochs", min=1, max=MANY, help="Most passes over the training transitions."),
-    max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Stop training after this long, whatever the epoch."),
-    batch_size: int = typer.Option(32, "--batch-size", min=1, max=WIDE, help="Frame pairs per step."),
-    lr: float = typer.Option(3e-4, "--lr", help="AdamW learning rate."),
-    pretrained: str = typer.Option("imagenet", "--pretrained", help="imagenet, none, or an encoder checkpoint to continue from."),
-    feature_dim: int = typer.Option(512, "--feature-dim", help="Length of the feature vector."),
-    trunk: str = typer.Option(
-        "alexnet", "--trunk", help="alexnet (the paper's), or compact: the detector's compact body, which the trained encoder "
+    demos: Path = option(InFolder("folder of demo episodes"), ..., "--demos", help="Folder of demo episodes (any behaviours)."),
+    out: Path = option(CHECKPOINT, ..., "--out", help="Checkpoint to write, e.g. models/encoder.ckpt."),
+    detector: Optional[Path] = option(InFile("detector checkpoint"), None, "--detector", help="Detector checkpoint: OOI boxes for episodes without ground truth."),
+    image_size: int = option(Size(2048, 64), 128, "--image-size", help="Frames are resized to this many pixels a side."),
+    epochs: int = option(Count(1, MANY), 10, "--epochs", help="Most passes over the training transitions."),
+    max_minutes: Optional[float] = option(MINUTES, None, "--max-minutes", help="Stop training after this long, whatever the epoch."),
+    batch_size: int = option(Size(), 32, "--batch-size", help="Frame pairs per step."),
+    lr: float = option(LR, 3e-4, "--lr", help="AdamW learning rate."),
+    pretrained: str = option(NameOrFile(("imagenet", "none"), "encoder checkpoint"), "imagenet", "--pretrained", help="imagenet, none, or an encoder checkpoint to continue from."),
+    feature_dim: int = option(Size(), 512, "--feature-dim", help="Length of the feature vector."),
+    trunk: str = option(
+        Choice("alexnet", "compact"), "alexnet", "--trunk", help="alexnet (the paper's), or compact: the detector's compact body, which the trained encoder "
                                    "can then start (train detector --backbone compact --pretrained THIS.ckpt)."),
-    mask_prob: float = typer.Option(1.0, "--mask-prob", help="Chance that one frame of a pair is OD-masked."),
+    mask_prob: float = option(Number(0.0, 1.0), 1.0, "--mask-prob", help="Chance that one frame of a pair is OD-masked."),
     balance: bool = typer.Option(True, "--balance/--no-balance", help="Weight the loss by inverse action frequency."),
-    val_fraction: float = typer.Option(0.2, "--val-fraction", help="Share of each behaviour's episodes held out."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the episode split and of training."),
-    logdir: Optional[Path] = typer.Option(None, "--logdir", help="TensorBoard logs (default: logs/ beside --out)."),
-    workers: int = typer.Option(0, "--workers", help="Data-loading worker processes."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
-    threads: int = typer.Option(0, "--threads", min=0, help=THREADS_HELP),
+    val_fraction: float = option(Number(0.0, 1.0, below=True), 0.2, "--val-fraction", help="Share of each behaviour's episodes held out."),
+    seed: int = option(Seed(), 0, "--seed", help="Seed of the episode split and of training."),
+    logdir: Optional[Path] = option(LOGDIR, None, "--logdir", help="TensorBoard logs (default: logs/ beside --out)."),
+    workers: int = option(WORKERS, 0, "--workers", help="Data-loading worker processes."),
+    device: str = option(DEVICE, "auto", "--device", help="auto, cpu, cuda or mps."),
+    threads: int = threads_option(),
 ) -> None:
     """Train the feature encoder by masked inverse dynamics; report held-out accuracy per action."""
-    _check_out(out)
     give_cores(threads)
     from playtester.perception import recipes
 
@@ -205,7 +244,7 @@ def train_encoder(
         balance=balance, val_fraction=val_fraction, seed=seed, logdir=logdir, workers=workers,
         accelerator=_accelerator(device), device=device,
     )
-    done = recipes.train_encoder(recipe, about=about)
+    done = recipes.train_encoder(recipe, about=about, memory=check_memory)
     _say_written(out, done.trainer)
     if done.held_out is not None:
         _print_idm_report(done.held_out)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
+import functools
 from pathlib import Path
 from typing import List, Optional
 
@@ -10,8 +10,10 @@ import typer
 from rich.console import Console
 
 from playtester.errors import UserError
-from playtester.commands.options import MANY, about
-from playtester.commands.scenario import check_out_parent
+from playtester.commands.options import (
+    MANY, RULES_HELP, Choice, Count, InFile, InFolder, NameOrFile, Number, OutFile, OutFolder, Text, about, argument, inputs_checked, option,
+)
+from playtester.files import holds_lines, new_folder
 
 console = Console()
 
@@ -80,21 +82,22 @@ def window_harness(game: str, launch: str | None, reset: str | None) -> dict:
 
 @plan_app.command("run")
 def run_plan(
-    plan: Path = typer.Argument(..., help="The plan (YAML)."),
-    game: str = typer.Option(..., "--game", help="Game spec (see `playtester games`)."),
-    out: Path = typer.Option(..., "--out", help="Folder for the plan report, failures and trajectory."),
-    detector: Optional[str] = typer.Option(None, "--detector", help="Detector checkpoint that finds the plan's objects (kind and ooi targets, see: rules); a plan that looks for objects refuses to start without it or --oracle-labels."),
+    plan: Path = argument(InFile("plan (YAML)"), "plan", help="The plan (YAML)."),
+    game: str = option(Text(), ..., "--game", help="Game spec (see `playtester games`)."),
+    out: Path = option(OutFolder(), ..., "--out", help="Folder for the plan report, failures and trajectory."),
+    detector: Optional[str] = option(InFile("detector checkpoint"), None, "--detector", help="Detector checkpoint that finds the plan's objects (kind and ooi targets, see: rules); a plan that looks for objects refuses to start without it or --oracle-labels."),
     oracle_labels: bool = typer.Option(False, "--oracle-labels", help="Find objects through the engine's labels instead of a detector (the built-in park only): an ablation, and the report says so."),
-    validations: Optional[str] = typer.Option(None, "--validations", help="Validation callbacks: file.py or a module, with `registry` or `register(registry)`."),
-    behavior: List[str] = typer.Option([], "--behavior", help="A named behaviour NAME=CHECKPOINT (repeatable), e.g. inspect=models/inspect.ckpt."),
-    path_policy: Optional[Path] = typer.Option(None, "--path-policy", help="Path policy checkpoint to wander with while searching by sight."),
-    max_steps: int = typer.Option(3000, "--max-steps", min=1, max=MANY, help="Steps for the whole plan."),
+    validations: Optional[str] = option(Text(), None, "--validations", help="Validation callbacks: file.py or a module, with `registry` or `register(registry)`."),
+    behavior: List[str] = option(Text(), [], "--behavior", help="A named behaviour NAME=CHECKPOINT (repeatable), e.g. inspect=models/inspect.ckpt."),
+    path_policy: Optional[Path] = option(InFile("path policy checkpoint"), None, "--path-policy", help="Path policy checkpoint to wander with while searching by sight."),
+    max_steps: int = option(Count(1, MANY), 3000, "--max-steps", help="Steps for the whole plan."),
     ground_truth_positions: bool = typer.Option(
         False, "--ground-truth-positions", help="Walk to a target object's position from the engine's ground truth (the built-in "
         "park's layout) before looking for it: an ablation, and the report says so. Without it objects are found by sight."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output folder."),
-    launch: Optional[str] = typer.Option(None, "--launch", help="A window game: the command that starts it (started here, ended with the plan, also if playtester is killed)."),
-    reset: Optional[str] = typer.Option(None, "--reset", help="A window game: its reset recipe, played before the plan starts: a reset plan (YAML) or the keys themselves, e.g. \"y 10 down enter 20\" (docs/your-own-game.md)."),
+    rules: Optional[str] = option(Choice("immortal", "no-monsters", "play"), None, "--rules", help=RULES_HELP),
+    launch: Optional[str] = option(Text(), None, "--launch", help="A window game: the command that starts it (started here, ended with the plan, also if playtester is killed)."),
+    reset: Optional[str] = option(Text(), None, "--reset", help="A window game: its reset recipe, played before the plan starts: a reset plan (YAML) or the keys themselves, e.g. \"y 10 down enter 20\" (docs/your-own-game.md)."),
 ) -> None:
     """Play a plan: reach each node's target, act, let rules interrupt, validate every action.
     Exit status 0 when the plan passes, 1 when a node or rule failed (see plan_report.html)."""
@@ -105,6 +108,10 @@ def run_plan(
     from playtester.plans.schema import load_plan
     from playtester.plans.validation import ValidationRegistry, load_validations
 
+    from playtester.capture.rules import check_rules, is_level
+    from playtester.tester.spec import policy_keymap
+
+    rules = check_rules(rules, game)
     the_plan = load_plan(plan)
     harness = window_harness(game, launch, reset)
     check_object_source(detector, oracle_labels, needed=_looks_for_objects(the_plan), needed_by=f"plan {plan} (it looks for objects)")
@@ -114,24 +121,26 @@ def run_plan(
 
         with about("--path-policy"):  # a bad checkpoint is refused before the game starts
             load_policy(path_policy)
-    check_out_parent(out)
-    if out.exists():
-        if not overwrite:
-            raise UserError(f"--out {out}: the folder exists; give --overwrite to replace it")
-        shutil.rmtree(out)
-    env = make_game(game, max_steps=max_steps + 1, **harness)
+    if out.exists() and not overwrite:
+        raise UserError(f"--out {out}: the folder exists; give --overwrite to replace it")
+    policies = [b.partition("=")[2] for b in behavior] + list(the_plan.behaviors.values()) + [path_policy]
+    keymap = policy_keymap(*policies) if is_level(game) else None  # a level plays with its policies' key map
+    env = make_game(game, max_steps=max_steps + 1, **({"rules": rules} if rules else {}), **({"keymap": keymap} if keymap else {}), **harness)
     try:
         keymap = env.unwrapped.keymap
         behaviors = _behaviors(behavior, the_plan.behaviors, keymap)
         with about("--path-policy"):
             search = _behaviors([f"path={path_policy}"], {}, keymap)["path"] if path_policy else None
         detect, classes = _plan_detector(env, game, detector, oracle_labels)
-        result = PlanRunner(env, the_plan, detector=detect, out=out, game=game, game_options={"max_steps": max_steps + 1},
+        runner = PlanRunner(env, the_plan, detector=detect, out=out, game=game, game_options={"max_steps": max_steps + 1},
                             classes=classes, registry=registry, behaviors=behaviors, search=search,
-                            config=RunnerConfig(max_steps=max_steps, ground_truth_positions=ground_truth_positions)).run()
+                            config=RunnerConfig(max_steps=max_steps, ground_truth_positions=ground_truth_positions))
+        inputs_checked()
+        with new_folder(out, replace=overwrite, kept=functools.partial(holds_lines, out / "trajectory.jsonl")):
+            result = runner.run()  # a start the game lacks is refused before it writes
+            report = write_plan_report(out, result)
     finally:
         env.close()
-    report = write_plan_report(out, result)
     failed = [r for r in result.nodes + result.rules if not r.passed]
     if result.passed:
         console.print(f"plan {the_plan.name} PASSED: {len(result.nodes)} nodes, {len(result.rules)} rule firings, "
@@ -145,36 +154,35 @@ def run_plan(
 
 @plan_app.command("record")
 def record_plan(
-    episode: Path = typer.Argument(..., help="A demo episode folder (from `playtester record` or `playtester demos`)."),
-    out: Path = typer.Option(..., "--out", help="The plan to write (YAML)."),
-    every: int = typer.Option(15, "--every", min=1, max=MANY, help="With telemetry: a position node every this many steps."),
-    tolerance: float = typer.Option(96.0, "--tolerance", help="Each node's tolerance in map units."),
+    episode: Path = argument(InFolder("demo episode folder"), "episode", help="A demo episode folder (from `playtester record` or `playtester demos`)."),
+    out: Path = option(OutFile(".yaml"), ..., "--out", help="The plan to write (YAML)."),
+    every: int = option(Count(1, MANY), 15, "--every", help="With telemetry: a position node every this many steps."),
+    tolerance: float = option(Number(0.0, 1_000_000.0, above=True), 96.0, "--tolerance", help="Each node's tolerance in map units."),
 ) -> None:
     """Make a plan from a recorded session: positions sampled periodically and every non-movement
     action (with telemetry), else the objects approached along the way."""
     from playtester.plans.record import RecordConfig, plan_from_episode
     from playtester.plans.schema import save_plan
 
-    check_out_parent(out)
     plan = plan_from_episode(episode, RecordConfig(every=every, tolerance=tolerance))
+    inputs_checked()
     save_plan(plan, out)
     console.print(f"wrote {out}: {len(plan.nodes)} nodes from {episode}")
 
 
 @plan_app.command("from-text")
 def plan_from_text_command(
-    steps: Path = typer.Argument(..., help="A text file, one step a line ('Walk to the barrel.', 'Attack any enemy you see.')."),
-    out: Path = typer.Option(..., "--out", help="The plan to write (YAML)."),
-    keymap: str = typer.Option("default", "--keymap", help="Key map whose actions the verbs map to (default, or a YAML file)."),
-    classes: str = typer.Option("pillar,barrel,tire,chair", "--classes", help="Detector classes the nouns map to, comma-separated."),
-    behaviors: str = typer.Option("inspect", "--behaviors", help="Named behaviours the verbs may map to, comma-separated."),
+    steps: Path = argument(InFile("text file of steps"), "steps", help="A text file, one step a line ('Walk to the barrel.', 'Attack any enemy you see.')."),
+    out: Path = option(OutFile(".yaml"), ..., "--out", help="The plan to write (YAML)."),
+    keymap: str = option(NameOrFile(("default",), "key map YAML"), "default", "--keymap", help="Key map whose actions the verbs map to (default, or a YAML file)."),
+    classes: str = option(Text(), "pillar,barrel,tire,chair", "--classes", help="Detector classes the nouns map to, comma-separated."),
+    behaviors: str = option(Text(), "inspect", "--behaviors", help="Named behaviours the verbs may map to, comma-separated."),
 ) -> None:
     """Make a plan from plain-text steps: each line a node, or a rule when it says 'any'/'whenever'."""
     from playtester.capture.keymap import load_keymap
     from playtester.plans.schema import save_plan
     from playtester.plans.text import plan_from_text
 
-    check_out_parent(out)
     names = [c.strip() for c in classes.split(",") if c.strip()]
     if not names:
         raise UserError("--classes: give at least one class name")
@@ -182,5 +190,6 @@ def plan_from_text_command(
         actions = load_keymap(keymap).names
     plan = plan_from_text(steps, actions=actions, classes=names,
                           behaviors=[b.strip() for b in behaviors.split(",") if b.strip()])
+    inputs_checked()
     save_plan(plan, out)
     console.print(f"wrote {out}: {len(plan.nodes)} nodes, {len(plan.rules)} rules from {steps}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import shutil
 import typing
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
@@ -15,11 +14,13 @@ import typer
 import yaml
 from rich.console import Console
 
-from playtester.files import write_text_atomic
+from playtester.files import holds_lines, new_folder, write_text_atomic
 from playtester.errors import UserError
-from playtester.commands.options import about, check_free_disk, check_memory
-from playtester.commands.scenario import check_out_parent, progress
-from playtester.cores import THREADS_HELP, give as give_cores
+from playtester.commands.options import (
+    InFile, Switch, Text, about, check_free_disk, check_memory, config_value, inputs_checked, option, threads_option,
+)
+from playtester.commands.scenario import progress
+from playtester.cores import give as give_cores
 from playtester.tester.spec import RETIRED, RunSpec
 
 try:  # typer >= 0.16 carries its own copy of click
@@ -32,11 +33,11 @@ except ImportError:  # pragma: no cover - older typer on click
 console = Console()
 
 LAUNCH_FLAGS = {
-    "config": (Optional[Path], typer.Option(None, "--config", help="A YAML file of this run's options, named as in a run's config.yaml (which is one): what the command line does not give is read from it.")),
+    "config": (Optional[Path], option(InFile("YAML file of run options"), None, "--config", help="A YAML file of this run's options, named as in a run's config.yaml (which is one): what the command line does not give is read from it.")),
     "resume": (bool, typer.Option(False, "--resume", help="Continue the run in --out that was interrupted (its options from its config.yaml; the explorer from its last checkpoint); give more --episodes to play on.")),
     "overwrite": (bool, typer.Option(False, "--overwrite", help="Delete an existing run folder first.")),
-    "threads": (int, typer.Option(0, "--threads", min=0, help=THREADS_HELP)),
-    "cluster": (Optional[str], typer.Option(None, "--cluster", help="Run the game instances as Ray actors: ray (a local Ray started for this run), auto (the Ray cluster this machine is part of) or ray://HOST:PORT; this process alone writes the run folder (needs pip install -e \".\\[cluster]\").")),
+    "threads": (int, threads_option()),
+    "cluster": (Optional[str], option(Text(), None, "--cluster", help="Run the game instances as Ray actors: ray (a local Ray started for this run), auto (the Ray cluster this machine is part of) or ray://HOST:PORT; this process alone writes the run folder (needs pip install -e \".\\[cluster]\").")),
 }
 """Options of how a run starts, not of what it does: not saved in its config.yaml."""
 
@@ -55,24 +56,22 @@ class Subcommand:
     launch: tuple[str, ...] = ("config", "resume", "overwrite", "threads")
 
 
-ORACLE_KNOBS = ("assertions", "stuck_steps", "test_steps", "min_score", "max_restarts")
-SPEED_KNOBS = ("track_every",)
-"""The performance option on the command line (with `--threads`; `serve` from --config), its measured reason in its help."""
+ORACLE_KNOBS = ("assertions", "stuck_steps", "test_steps", "track_every", "min_score", "confirm_hits", "confirm_window", "max_restarts")
 SUBCOMMANDS = (
     Subcommand("explore", "Explore a game and test the objects it finds: the PPO explorer (ppgta or inspector) learns as "
                "it plays, the test policy tests every object the detector finds, the oracles watch for crashes, stuck "
                "states, texture bugs and failed assertions; then the report.",
                ("game", "run_dir", "explorer", "preference", "tester", "detector", "texture_reference", "episodes", "steps",
-                "num_envs", "seed", *SPEED_KNOBS), ("rollout", "oracle_labels", "device", "serve", *ORACLE_KNOBS), {"objective": "coverage"},
+                "num_envs", "seed", "rules"), ("rollout", "oracle_labels", "device", "serve", *ORACLE_KNOBS), {"objective": "coverage"},
                ("config", "resume", "overwrite", "threads", "cluster")),
     Subcommand("window", "Test a game in a window of this desktop (or a virtual screen): the same tester, one instance, "
                "with the game's bird's-eye map, telemetry and known objects where its dev build gives them.",
                ("game", "run_dir", "explorer", "preference", "tester", "detector", "episodes", "steps", "launch", "reset",
-                "out_of_play", "telemetry_port", "track_every"), ("map", "map_bounds", "oois", "seed", "rollout", "texture_reference", "device", *ORACLE_KNOBS), {"objective": "coverage"}),
+                "out_of_play", "telemetry_port"), ("map", "map_bounds", "oois", "seed", "rollout", "texture_reference", "device", *ORACLE_KNOBS), {"objective": "coverage"}),
     Subcommand("load", "Load-test a game (RELINE): the PPO explorer is also rewarded for frame-rate drops, measured "
                "against a threshold from random play; the report maps where the game slows down.",
                ("game", "run_dir", "explorer", "preference", "tester", "detector", "episodes", "steps", "num_envs", "seed",
-                "load_threshold", "load_area", *SPEED_KNOBS), ("rollout", "oracle_labels", "texture_reference", "device", "serve", *ORACLE_KNOBS),
+                "load_threshold", "load_area", "rules"), ("rollout", "oracle_labels", "texture_reference", "device", "serve", "frame_clock", *ORACLE_KNOBS),
                {"objective": "load"}, ("config", "resume", "overwrite", "threads")),
     Subcommand("evolve", "Evolve a population of explorers (Wuji): for exploration and for winning, offspring refined "
                "by PPO; crash, stuck and assertion oracles on every evaluation.",
@@ -82,10 +81,8 @@ SUBCOMMANDS = (
 ALL = Subcommand("all", "Run the tester with every option of the subcommands in one command (the `playtester run "
                  "--game ...` of earlier versions; `playtester run explore|window|load|evolve` split them by purpose).",
                  tuple(f.name for f in fields(RunSpec)), (), {}, tuple(LAUNCH_FLAGS))
-PARSE = {"map_bounds": lambda text: parse_bounds(text), "map": lambda path: str(Path(path).resolve()),
-         "oois": lambda path: str(Path(path).resolve()), "out_of_play": lambda paths: [str(Path(p).resolve()) for p in paths],
-         "reset": lambda text: resolve_reset(text)}
-"""Fields whose option text is turned into the field's value."""
+RESOLVED = ("map", "oois", "out_of_play")
+"""Path fields kept as absolute paths (a window game's run may start in another folder)."""
 LISTS = ("assertions", "out_of_play")
 """Fields given by a repeatable option."""
 
@@ -115,23 +112,22 @@ def kept_on_resume() -> tuple[str, ...]:
 
 def command(sub: Subcommand) -> Callable[..., None]:
     """The typer command of `sub`: its options are its `RunSpec` fields' flags and its launch options."""
-    hints = spec_types()
     params = []
     for name in sub.flags:
         f, flag = RunSpec.__dataclass_fields__[name], spec_flag(name)
-        low, high = flag.limits
-        default = None if name in ("game", "run_dir") or f.default_factory is not MISSING else f.default
-        kind = Optional[str] if name in PARSE or name == "game" else hints[name]
-        option = typer.Option(..., flag.name, help=flag.help) if name == "run_dir" else (
-            typer.Option(default, flag.name, help=flag.help, min=low, max=high))
-        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option,
-                                        annotation=List[str] if name in LISTS else kind))
+        default = ... if name == "run_dir" else None if name == "game" or f.default_factory is not MISSING else f.default
+        if isinstance(flag.kind, Switch):
+            param, annotation = typer.Option(default, flag.name, help=flag.help), bool
+        else:
+            param, annotation = option(flag.kind, default, flag.name, help=flag.help), Optional[str]
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=param,
+                                        annotation=List[str] if name in LISTS else annotation))
     for name in sub.launch:
-        kind, option = LAUNCH_FLAGS[name]
+        annotation, param = LAUNCH_FLAGS[name]
         if name == "config" and sub.config_only:
-            option = typer.Option(None, "--config", help=f"{option.help} Also the options this command does not list: "
-                                  f"{', '.join(sub.config_only)}.")
-        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind))
+            param = option(InFile("YAML file of run options"), None, "--config", help=f"{param.help} Also the options "
+                           f"this command does not list: {', '.join(sub.config_only)}.")
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=param, annotation=annotation))
 
     def run_command(**given: Any) -> None:
         launch = {name: given.pop(name, None) for name in LAUNCH_FLAGS}
@@ -156,7 +152,8 @@ def spec_for(sub: Subcommand, on_command_line: dict[str, Any], config: Path | No
     if resume and (out / "config.yaml").is_file():
         values.update({k: v for k, v in saved_options(out).items() if k in names})
     asked = read_run_config(config, names) if config is not None else {}
-    asked.update({k: PARSE[k](v) if k in PARSE and v is not None else v for k, v in on_command_line.items()})
+    asked.update(on_command_line)
+    asked = {k: as_field(k, v) for k, v in asked.items()}
     values.update(asked)
     values["run_dir"] = str(out)
     for key, value in sub.fixed.items():
@@ -184,37 +181,32 @@ def read_run_config(path: Path, names: set[str]) -> dict[str, Any]:
     if unknown:
         raise UserError(f"--config {path}: unknown option {unknown[0]!r}; the options are "
                         f"{', '.join(sorted(names - {'run_dir'}))}")
-    options = {k: v for k, v in doc.items() if k in names and k != "run_dir"}
-    for key, value in options.items():
-        check_config_value(path, key, value)
-    return options
+    return {k: config_option(path, k, v) for k, v in doc.items() if k in names and k != "run_dir"}
 
 
-def check_config_value(path: Path, key: str, value: Any) -> None:
-    """Refuse a --config value of the wrong kind, or a count out of its option's range, in one
-    line (the command line's own options are checked by typer)."""
-    kind = spec_types()[key]
-    allowed = typing.get_args(kind) or (kind,)
-    if value is None and type(None) in allowed:
-        return
-    low, high = spec_flag(key).limits
-    if int in allowed:
-        ok = isinstance(value, int) and not isinstance(value, bool) and (low is None or value >= low) and (high is None or value <= high)
-        what = "a whole number" + (f" from {low}" if low is not None else "") + (f" to {high}" if high is not None else "")
-    elif bool in allowed:
-        ok, what = isinstance(value, bool), "true or false"
-    elif float in allowed:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (low is None or value >= low) and (high is None or value <= high)
-        what = "a number" + (f" from {low}" if low is not None else "") + (f" to {high}" if high is not None else "")
-    elif key == "map_bounds":
-        ok = isinstance(value, list) and len(value) == 4 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
-        what = "four numbers [X0, Y0, X1, Y1]"
-    elif key in LISTS:
-        ok, what = isinstance(value, list) and all(isinstance(v, str) for v in value), "a list of texts"
-    else:
-        ok, what = isinstance(value, str), "a text"
-    if not ok:
-        raise UserError(f"--config {path}: {key} is {value!r}; give {what}")
+def config_option(path: Path, key: str, value: Any) -> Any:
+    """A --config value through its option's type (the same as on the command line): one line
+    naming the file, the key and what to give when it is not one the option takes."""
+    where, kind = f"--config {path}", spec_flag(key).kind
+    if value is None and type(None) in typing.get_args(spec_types()[key]):
+        return None
+    if key in LISTS:
+        if not isinstance(value, list):
+            raise UserError(f"{where}: {key} {value!r}: give a list (one {spec_flag(key).name} each)")
+        return [config_value(kind, key, v, where) for v in value]
+    return config_value(kind, key, value, where)
+
+
+def as_field(key: str, value: Any) -> Any:
+    """A value as `RunSpec` keeps it: paths as text (absolute for `RESOLVED`), so that it saves in
+    config.yaml; a --reset plan file by its absolute path (the run's config.yaml is read from elsewhere)."""
+    if isinstance(value, Path):
+        return str(value.resolve() if key in RESOLVED else value)
+    if isinstance(value, (tuple, list)):
+        return [as_field(key, v) for v in value]
+    if key == "reset" and isinstance(value, str):
+        return resolve_reset(value)
+    return value
 
 
 EVOLUTION_FIELDS = {"reward": "reward", "population_size": "population", "generations": "generations",
@@ -240,7 +232,6 @@ def start(spec: RunSpec, cluster: str | None, resume: bool, overwrite: bool) -> 
     if spec.explorer == "evolve":  # its own loop: no test policy, no detector (playtester/evolution/run.py)
         from playtester.evolution.run import run_evolve_command
 
-        check_out_parent(out)
         check_run_folder(out, resume, overwrite)
         with contextlib.ExitStack() as stack:
             if cluster:
@@ -253,20 +244,21 @@ def start(spec: RunSpec, cluster: str | None, resume: bool, overwrite: bool) -> 
                                log=console.print, on_cluster=cluster is not None)
         console.print(f"wrote {out} (generations, findings) and the report {build_report(out)}")
         return
-    check_out_parent(out)
     check_run_folder(out, resume, overwrite)
     if resume:
         check_same_run(out, spec.to_config())
     check_inputs(spec)  # everything that can be refused is refused before the run folder is written
-    with contextlib.ExitStack() as stack:
+    inputs_checked()
+    played = functools.partial(holds_lines, out / "trajectory.jsonl")
+    with new_folder(out, replace=overwrite and not resume, kept=played), contextlib.ExitStack() as stack:
         if cluster and (not resume or episodes_left(spec) > 0):  # a cluster out of reach too
             from playtester.tester.cluster import ray_session
 
             stack.enter_context(ray_session(cluster, spec.num_envs))
-        if out.exists() and not resume:
-            shutil.rmtree(out)  # --overwrite
         out.mkdir(exist_ok=True)
-        if not resume:
+        if resume:
+            extend_budget(out, spec.episodes)
+        else:
             write_text_atomic(out / "config.yaml", yaml.safe_dump(spec.to_config(), sort_keys=False))
         play(spec, cluster, resume, spec.episodes - episodes_left(spec))
     report = build_report(out)
@@ -279,13 +271,17 @@ def start(spec: RunSpec, cluster: str | None, resume: bool, overwrite: bool) -> 
 
 def play(spec, cluster: str | None, resume: bool, already: int) -> None:
     """Play the run's episodes with its explorer, a progress bar over them."""
+    from playtester.bugs.crashes import CrashNews
     from playtester.tester.runner import episodes_left, explore_at_random, explore_with_ppo
 
     episodes, explorer = spec.episodes, spec.explorer
+    crashes = CrashNews(Path(spec.run_dir))
     with progress() as bar:
         task = bar.add_task(f"episodes ({explorer} explorer)", total=episodes, completed=already)
 
         def advance(ended: int) -> None:
+            for line in crashes.lines():
+                console.print(line, soft_wrap=True)
             bar.update(task, completed=min(episodes, already + ended))
 
         if already >= episodes:
@@ -300,13 +296,25 @@ def play(spec, cluster: str | None, resume: bool, already: int) -> None:
         else:
             result = explore_with_ppo(spec, advance, resume=resume, cluster=cluster is not None)
             console.print(f"explorer: {result.global_step} steps trained, checkpoint {result.checkpoint}")
-        bar.update(task, completed=episodes - episodes_left(spec))
+        advance(episodes - already - episodes_left(spec))
 
 
 TRAJECTORY_BYTES_PER_STEP = 400
 """An upper bound of one trajectory.jsonl line (a step with position, mode and OOI)."""
-FRAME_SIDE = 128
-"""The largest frame side the explorer stores in its rollout buffer (uint8 RGB)."""
+
+
+def check_explorer_memory(spec, preference) -> None:
+    """Refuse a PPO explorer whose rollout and update would not fit (`rollout_memory`): on the
+    preference policy's frames and features (ppgta), else on 64-pixel frames through convolutions."""
+    from playtester.capture.frames import FrameSpec
+    from playtester.exploration.explorer import rollout_memory
+
+    if preference is not None and spec.explorer == "ppgta":
+        frames, features = preference.policy.cfg.frames, preference.policy.cfg.feature_dim
+    else:
+        frames, features = FrameSpec.square(64), None
+    check_memory(rollout_memory(spec.rollout, spec.num_envs, frames, features),
+                 f"--rollout {spec.rollout} × --envs {spec.num_envs} ({frames.width}×{frames.height} frames)")
 
 
 def check_run_folder(out: Path, resume: bool, overwrite: bool) -> None:
@@ -345,8 +353,7 @@ def check_inputs(spec) -> None:
     with about("--tester"):
         live = load_policy(spec.tester) if spec.tester else None
     with about("--preference"):
-        if spec.preference:
-            load_policy(spec.preference)
+        preference = load_policy(spec.preference) if spec.preference else None
     with about("--texture-reference"):
         texture = TextureOracle.from_coco(spec.texture_reference) if spec.texture_reference else None
     with about("--load-threshold"):
@@ -362,9 +369,8 @@ def check_inputs(spec) -> None:
             from playtester.perception.detector import load_detector
 
             model = load_detector(spec.detector)  # even without --tester: a bad checkpoint is refused, not ignored
-    explorer_steps = spec.rollout * spec.num_envs
     if spec.explorer != "random":
-        check_memory(explorer_steps * (3 * FRAME_SIDE**2 + 256), f"--rollout {spec.rollout} × --envs {spec.num_envs}")
+        check_explorer_memory(spec, preference)
     check_free_disk(Path(spec.run_dir), spec.episodes * spec.steps * TRAJECTORY_BYTES_PER_STEP,
                     f"--episodes {spec.episodes} × --steps {spec.steps}")
     game = probe_game(spec.game, **spec.game_options())  # kept: the explorer reads the same probe
@@ -388,19 +394,6 @@ def check_texture_kinds(path: str, texture, kinds: list[str] | None) -> None:
                         f"{', '.join(sorted(set(kinds)))}); give reference labels of those objects")
 
 
-def parse_bounds(text: str | None) -> list[float] | None:
-    """`--map-bounds X0,Y0,X1,Y1` as four numbers."""
-    if text is None:
-        return None
-    try:
-        values = [float(v) for v in text.split(",")]
-    except ValueError:
-        values = []
-    if len(values) != 4:
-        raise UserError(f"--map-bounds {text!r}: give four numbers X0,Y0,X1,Y1")
-    return values
-
-
 def saved_options(out: Path) -> dict[str, Any]:
     """The options the run in `out` was started with, read from its config.yaml as today's
     `RunSpec` names them: a run from before --oracle-labels said `detector: ground-truth`, and an
@@ -417,15 +410,19 @@ def saved_options(out: Path) -> dict[str, Any]:
 
 def check_same_run(out: Path, now: dict) -> None:
     """Refuse a --resume whose options differ from the interrupted run's (except the budget)."""
-    from playtester.tester.runlog import read_config
-
     if not (out / "config.yaml").exists():
         raise UserError(f"--resume: {out} holds no run to continue (no config.yaml)")
-    saved = read_config(out)
     was = saved_options(out)
     for key in kept_on_resume():
         if key in was and was[key] != now[key]:
             raise UserError(f"--resume: {out} was run with {key.replace('_', '-')}={was[key]!r}, now {now[key]!r}; "
                             "give the same options (only --episodes may grow), or start a new run")
-    if now["episodes"] != saved.get("episodes"):
-        write_text_atomic(out / "config.yaml", yaml.safe_dump({**saved, "episodes": now["episodes"]}, sort_keys=False))
+
+
+def extend_budget(out: Path, episodes: int) -> None:
+    """A resumed run's config.yaml with the --episodes it now plays (the only option that may change)."""
+    from playtester.tester.runlog import read_config
+
+    saved = read_config(out)
+    if episodes != saved.get("episodes"):
+        write_text_atomic(out / "config.yaml", yaml.safe_dump({**saved, "episodes": episodes}, sort_keys=False))

@@ -13,7 +13,11 @@ from rich.console import Console
 from rich.table import Table
 
 from playtester.errors import UserError
-from playtester.commands.options import MANY, about, check_free_disk
+from playtester.commands.options import (
+    MANY, RULES_HELP, Choice, Count, FrameSize, InFile, InFolder, NameOrFile, Number, OutFolder, Seed, Text, about, check_free_disk,
+    frame_size, inputs_checked, option,
+)
+from playtester.files import new_folder
 
 console = Console()
 
@@ -27,16 +31,15 @@ def progress():
     )
 
 
-def check_out_parent(out: Path) -> None:
-    if not out.parent.exists():
-        raise UserError(f"--out {out}: its parent folder {out.parent} does not exist; create it first")
-    if not out.parent.is_dir():
-        raise UserError(f"--out {out}: its parent {out.parent} is a file, not a folder; give a path inside a folder")
-
-
-def games() -> None:
-    """List the game specs that --game accepts, with examples."""
+def games(
+    wad: Optional[Path] = option(InFile("WAD file"), None, "--wad", help="List the maps of this WAD file instead, each with its game spec."),
+) -> None:
+    """List the game specs that --game accepts, with examples (and ViZDoom's scenarios); with
+    --wad, the maps of a WAD file."""
     from playtester.capture.games import BACKENDS
+
+    if wad is not None:
+        return _wad_games(wad)
 
     table = Table(title="Game specs (--game)", show_lines=False)
     table.add_column("spec")
@@ -45,43 +48,93 @@ def games() -> None:
     for b in BACKENDS.values():
         table.add_row(b.usage.replace(" | ", "\n"), b.description, b.example)
     console.print(table)
+    from playtester.capture.wads import shipped_scenarios
+
+    console.print(f"ViZDoom's scenarios (doom:scenario:NAME): {', '.join(shipped_scenarios())}", soft_wrap=True)
+
+
+def _wad_games(wad: Path) -> None:
+    """The maps of a WAD, each with the spec that plays it."""
+    from playtester.capture.level_map import wad_kind
+    from playtester.capture.wads import wad_maps
+
+    maps = wad_maps(wad)
+    kind = wad_kind(wad)
+    if not maps:
+        raise UserError(f"--wad {wad}: it holds no map (a WAD of textures or sounds only?); give a WAD with levels")
+    table = Table(title=f"{wad} ({kind}, {len(maps)} maps)")
+    table.add_column("map")
+    table.add_column("game spec (--game)")
+    for name in maps:
+        table.add_row(name, f"doom:wad:{wad}:{name}")
+    console.print(table)
 
 
 def shots(
-    out: Path = typer.Option(..., "--out", help="Folder for images/ and labels.json (COCO)."),
-    game: Optional[str] = typer.Option(None, "--game", help="Auto-label shots in a Doom game: the park, or a stock level with --classes."),
-    classes: Optional[str] = typer.Option(
-        None, "--classes", help="With --game: the object classes to label, comma-separated (a stock level's thing classes, "
+    out: Path = option(OutFolder(), ..., "--out", help="Folder for images/ and labels.json (COCO)."),
+    game: Optional[str] = option(Text(), None, "--game", help="Auto-label shots in a Doom game: the park, or a stock level with --classes."),
+    classes: Optional[str] = option(
+        Text(), None, "--classes", help="With --game: the object classes to label, comma-separated (a stock level's thing classes, "
                                 "e.g. Zombieman,ExplosiveBarrel,Stimpack; on the park a subset of its OOI kinds)."),
-    n: int = typer.Option(2000, "--n", min=1, max=MANY, help="With --game: how many shots."),
-    demos: Optional[Path] = typer.Option(None, "--demos", help="Take frames from demo episodes instead (for labelling)."),
-    every: int = typer.Option(20, "--every", min=1, max=MANY, help="With --demos: keep one frame in this many."),
-    min_box: int = typer.Option(
-        15, "--min-box", min=1, max=4096,
+    n: int = option(Count(1, MANY), 2000, "--n", help="With --game: how many shots."),
+    background: int = option(
+        Count(0, MANY), 0, "--background",
+        help="With --game: this many more shots from free play (random moves, turns and looks from places near the "
+             "objects) in which no object of the classes is in view, as background images: they teach the detector "
+             "what scenery is not an object (docs/benchmarks/real-tests.md)."),
+    demos: Optional[Path] = option(InFolder("folder of demo episodes"), None, "--demos", help="Take frames from demo episodes instead (for labelling)."),
+    every: int = option(Count(1, MANY), 20, "--every", help="With --demos: keep one frame in this many."),
+    prelabel: Optional[Path] = option(
+        InFile("detector checkpoint"), None, "--prelabel", metavar="DETECTOR.ckpt",
+        help="With --demos: a trained detector drafts the labels: its boxes are written as pre-labels (each marked a "
+             "prediction, with its score) for CVAT or Label Studio to import and a person to correct, and the frames come "
+             "most uncertain first (label the start of the file first); then train detector on the corrected file."),
+    min_box: int = option(
+        Count(1, 4096), 15, "--min-box",
         help="Smallest box size, sqrt(width·height) in pixels of the shot, to ask a detector for: smaller objects are "
              "marked crowd (iscrowd), neither trained on nor scored. 15 at 320×240 is 6 px at a 128-px detector's input."),
-    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the shot positions."),
-    resolution: str = typer.Option("320x240", "--resolution", help="Engine resolution with --game."),
+    seed: int = option(Seed(), 0, "--seed", help="Seed of the shot positions."),
+    resolution: str = option(FrameSize(), "320x240", "--resolution", help="Engine resolution with --game."),
+    rules: Optional[str] = option(Choice("immortal", "no-monsters", "play"), None, "--rules", help=RULES_HELP),
 ) -> None:
     """Detection shots as COCO (images/ + labels.json), what CVAT and Label Studio read and write.
 
     With --game the engine labels every shot: the player is placed around objects of the classes
     asked for (the park's OOIs, or a stock level's things read from its map), balanced over the
     classes. With --demos, every N-th frame of the episodes is kept, labelled when the episode
-    carries ground-truth boxes, otherwise ready to label by hand.
+    carries ground-truth boxes, otherwise ready to label by hand; with --prelabel, a detector's
+    boxes are the first draft (docs/labelling.md).
     """
     if (game is None) == (demos is None):
         raise UserError("shots: give exactly one of --game (auto-labelled) or --demos (frames from episodes)")
     if classes is not None and game is None:
         raise UserError("shots --classes: it picks what --game labels; frames from --demos keep the labels they carry")
-    check_out_parent(out)
+    if background and game is None:
+        raise UserError("shots --background: the engine tells which free-play frames are empty only with --game; "
+                        "with --demos, leave the empty frames unlabelled in the labelling tool")
+    if prelabel is not None and demos is None:
+        raise UserError("shots --prelabel: it drafts labels for frames from --demos; --game labels its shots itself")
+    labelled = (out / "labels.json").exists  # until then shots are no use: a refusal leaves no folder
     if game is not None:
+        from playtester.capture.rules import check_rules
+
         wanted = [c.strip() for c in classes.split(",") if c.strip()] if classes is not None else None
-        path, counts = _shots_from_game(game, out, n, min_box, seed, resolution, wanted)
+        rules = check_rules(rules, game)
+        with new_folder(out, kept=labelled):
+            path, counts = _shots_from_game(game, out, n, min_box, seed, resolution, wanted, rules, background)
+    elif rules is not None:
+        raise UserError(f"--rules {rules}: it says how --game is played; frames from --demos were played already")
+    elif prelabel is not None:
+        from playtester.commands.prelabel import prelabelled_shots
+
+        with new_folder(out, kept=labelled):
+            path, counts = prelabelled_shots(demos, out, every, min_box, prelabel, progress)
     else:
-        path, counts = _shots_from_demos(demos, out, every, min_box)
+        with new_folder(out, kept=labelled):
+            path, counts = _shots_from_demos(demos, out, every, min_box)
     summary = ", ".join(f"{k} {v}" for k, v in counts.items())
-    console.print(f"wrote {path} and images in {path.parent / 'images'} (boxes: {summary})")
+    kind = "pre-labels to correct, frames most uncertain first" if prelabel is not None else "boxes"
+    console.print(f"wrote {path} and images in {path.parent / 'images'} ({kind}: {summary})")
 
 
 @dataclass
@@ -173,7 +226,8 @@ def shot_targets(spec: str, layout: Any, classes: list[str] | None):
     return categories, targets, walkable, (64.0, 420.0)
 
 
-def _shots_from_game(spec: str, out: Path, n: int, min_box: int, seed: int, resolution: str, classes: list[str] | None):
+def _shots_from_game(spec: str, out: Path, n: int, min_box: int, seed: int, resolution: str, classes: list[str] | None,
+                     rules: str | None = None, background: int = 0):
     import numpy as np
 
     from playtester.capture.games import make_game
@@ -181,17 +235,18 @@ def _shots_from_game(spec: str, out: Path, n: int, min_box: int, seed: int, reso
 
     if not spec.startswith("doom:"):
         raise UserError(f"shots --game {spec}: only Doom games label their own objects; use --demos and label the frames")
-    env = make_game(spec, resolution=resolution)
+    env = make_game(spec, resolution=resolution, **({"rules": rules} if rules else {}))
     try:
         layout = env.unwrapped.scenario.layout
         categories, targets, walkable, (near, far) = shot_targets(spec, layout, classes)
+        inputs_checked()
         rng = np.random.default_rng(seed)
         writer = CocoWriter(out, categories)
         by_kind = {k: [t for t in targets if t.kind == k] for k in writer.counts}
         by_kind = {k: v for k, v in by_kind.items() if v}
         framing = {k: Framing(near, far, min_box) for k in by_kind}
         with progress() as bar:
-            task = bar.add_task("shots", total=n)
+            task = bar.add_task("shots", total=n + background)
             tries = 0
             while len(writer.images) < n:
                 tries += 1
@@ -216,9 +271,45 @@ def _shots_from_game(spec: str, out: Path, n: int, min_box: int, seed: int, reso
                     continue
                 writer.add(frame, objects, min_box=min_box, game=spec, position=list(info["position"]), angle=info["angle"])
                 bar.advance(task)
-        return writer.close(game=spec, seed=seed), writer.counts
+            if background:
+                _background_shots(env, writer, background, targets, walkable, far, rng, spec, lambda: bar.advance(task))
+        return writer.close(game=spec, seed=seed, background=background), writer.counts
     finally:
         env.close()
+
+
+FREE_PLAY_STEPS = 40
+"""A background shot is taken after up to this many random actions from its start."""
+
+
+def _background_shots(env, writer, count: int, targets: list[ShotTarget], walkable, far: float, rng, spec: str,
+                      advance) -> None:
+    """`count` free-play frames in which the engine labels no object of the writer's classes (none
+    at all, however small), as images without boxes: the player starts within `far` of a random
+    object facing anywhere, plays up to `FREE_PLAY_STEPS` uniform random actions (it turns, walks,
+    looks up and down as the random explorer does), and the last frame is kept if it is empty."""
+    kinds = set(writer.counts)
+    added = tries = 0
+    while added < count:
+        tries += 1
+        if tries > 20 * count + 100:
+            raise UserError(f"shots --game {spec} --background {count}: objects were in view in nearly every free-play frame "
+                            f"({added} empty in {tries} tries); ask for fewer")
+        target = targets[int(rng.integers(len(targets)))]
+        dist, around = float(rng.uniform(0, far)), float(rng.uniform(0, 2 * math.pi))
+        x, y = target.x + dist * math.cos(around), target.y + dist * math.sin(around)
+        if not walkable(x, y):
+            continue
+        frame, info = env.reset(seed=int(rng.integers(2**31 - 1)), options={"start": (x, y, float(rng.uniform(0, 360)))})
+        for _ in range(int(rng.integers(FREE_PLAY_STEPS + 1))):
+            frame, _, terminated, truncated, info = env.step(int(rng.integers(env.action_space.n)))
+            if terminated or truncated:
+                break
+        if any(o["class"] in kinds for o in info.get("objects", [])) or "position" not in info:
+            continue
+        writer.add(frame, (), game=spec, position=list(info["position"]), angle=info["angle"], background=True)
+        added += 1
+        advance()
 
 
 def _shots_from_demos(demos: Path, out: Path, every: int, min_box: int):
@@ -227,6 +318,7 @@ def _shots_from_demos(demos: Path, out: Path, every: int, min_box: int):
 
     with about("--demos"):
         episodes = load_episodes(demos)
+    inputs_checked()
     writer = CocoWriter(out)
     total = sum(len(range(0, len(ep), every)) for ep in episodes)
     with progress() as bar:
@@ -240,10 +332,7 @@ def _shots_from_demos(demos: Path, out: Path, every: int, min_box: int):
 
 def demo_step_bytes(resolution: str) -> int:
     """An upper bound of the disk one demo step takes: its RGB frame and its steps.jsonl line."""
-    try:
-        width, height = (int(v) for v in resolution.lower().split("x"))
-    except ValueError:
-        width, height = 320, 240  # make_game refuses the resolution itself
+    width, height = frame_size(resolution)  # checked by --resolution's type already
     return 3 * width * height + 2000
 
 
@@ -270,31 +359,35 @@ def _first_new_seed(out: Path, seed: int) -> int:
 
 
 def demos(
-    out: Path = typer.Option(..., "--out", help="Folder to write episodes into (created; its parent must exist)."),
-    game: str = typer.Option("doom:park", "--game", help="A game with ground truth, e.g. doom:park or doom:park:7."),
-    behavior: str = typer.Option(..., "--behavior", help="path (follow the pathways) or inspect (circle an OOI 360°)."),
-    episodes: int = typer.Option(10, "--episodes", min=1, max=MANY, help="How many episodes."),
-    steps: int = typer.Option(300, "--steps", min=1, max=MANY, help="Most steps per episode (inspect stops when the circle is done)."),
-    seed: int = typer.Option(0, "--seed", min=0, help="Seed of starts and expert choices; episode i uses seed+i (after the last seed already in --out)."),
-    resolution: str = typer.Option("320x240", "--resolution", help="Engine resolution."),
-    dagger: Optional[Path] = typer.Option(
-        None, "--dagger", metavar="POLICY.ckpt",
+    out: Path = option(OutFolder(), ..., "--out", help="Folder to write episodes into (created; its parent must exist)."),
+    game: str = option(Text(), "doom:park", "--game", help="A game with ground truth, e.g. doom:park or doom:park:7; or a Doom "
+                                                           "level (doom:wad:PATH[:MAP], doom:freedoom2:MAP07, …), or several "
+                                                           "levels separated by commas, the episodes shared between them."),
+    behavior: str = option(Text(), ..., "--behavior", help="path (on the park: follow the pathways; on a level: walk it all, "
+                                                           "frontier first, opening doors) or inspect (circle an OOI 360°); "
+                                                           "with --from-video, any tag."),
+    episodes: int = option(Count(1, MANY), 10, "--episodes", help="How many episodes."),
+    steps: int = option(Count(1, MANY), 300, "--steps", help="Most steps per episode (inspect stops when the circle is done)."),
+    seed: int = option(Seed(), 0, "--seed", help="Seed of starts and expert choices; episode i uses seed+i (after the last seed already in --out)."),
+    resolution: str = option(FrameSize(), "320x240", "--resolution", help="Engine resolution."),
+    dagger: Optional[Path] = option(
+        InFile("policy checkpoint"), None, "--dagger", metavar="POLICY.ckpt",
         help="DAgger: this trained policy drives (from its own training starts) and the expert labels each "
              "state with what it would have done. Write them to a folder of their own, then train on the demos and it "
              "(train policy --demos DEMOS --demos THIS --init POLICY.ckpt).",
     ),
-    beta: float = typer.Option(0.0, "--beta", help="--dagger: the share of steps the expert drives instead of the policy."),
+    beta: float = option(Number(0.0, 1.0), 0.0, "--beta", help="--dagger: the share of steps the expert drives instead of the policy."),
     video: bool = typer.Option(False, "--video", help="Also render each episode to NAME.mp4 beside it: footage whose actions are known."),
-    from_video: Optional[Path] = typer.Option(
-        None, "--from-video", metavar="FILE|FOLDER",
-        help="Label gameplay video instead of playing: each video becomes demo episodes whose actions the --idm model "
+    from_video: Optional[Path] = option(
+        InFile("video file or folder of videos", folder_ok=True), None, "--from-video",         help="Label gameplay video instead of playing: each video becomes demo episodes whose actions the --idm model "
              "infers (--behavior tags them, --steps cuts long ones, --resolution is the stored frame size).",
     ),
-    idm: Optional[Path] = typer.Option(None, "--idm", metavar="ENCODER.ckpt", help="--from-video: the encoder checkpoint whose inverse-dynamics head labels the frames."),
-    fps: float = typer.Option(35 / 4, "--fps", help="--from-video: the control rate to resample to (the encoder's demos': 8.75 on ViZDoom)."),
-    key_map: Optional[str] = typer.Option(None, "--key-map", help="--from-video: the key map YAML of the encoder's actions (default: the default map)."),
-    flag_below: float = typer.Option(0.5, "--flag-below", help="--from-video: flag steps whose label's probability is below this (low_confidence)."),
-    cluster: Optional[str] = typer.Option(None, "--cluster", help="Record the episodes in Ray tasks: ray (a local Ray), auto (this machine's Ray cluster) or ray://HOST:PORT; this process alone writes --out (needs pip install -e \".\\[cluster]\")."),
+    idm: Optional[Path] = option(InFile("encoder checkpoint"), None, "--idm", help="--from-video: the encoder checkpoint whose inverse-dynamics head labels the frames."),
+    fps: float = option(Number(0.0, 1000.0, above=True), 35 / 4, "--fps", help="--from-video: the control rate to resample to (the encoder's demos': 8.75 on ViZDoom)."),
+    key_map: Optional[str] = option(NameOrFile(("default",), "key map YAML"), None, "--key-map", help="--from-video: the key map YAML of the encoder's actions (default: the default map)."),
+    flag_below: float = option(Number(0.0, 1.0), 0.5, "--flag-below", help="--from-video: flag steps whose label's probability is below this (low_confidence)."),
+    cluster: Optional[str] = option(Text(), None, "--cluster", help="Record the episodes in Ray tasks: ray (a local Ray), auto (this machine's Ray cluster) or ray://HOST:PORT; this process alone writes --out (needs pip install -e \".\\[cluster]\")."),
+    rules: Optional[str] = option(Choice("immortal", "no-monsters", "play"), None, "--rules", help=RULES_HELP),
 ) -> None:
     """Record scripted-expert demos: ordinary demo episodes, as if a tester had played them.
 
@@ -320,15 +413,35 @@ def demos(
 
     from playtester.capture.experts import Inspector, PathFollower, inspect_start
     from playtester.capture.games import make_game
-    from playtester.datasets.episodes import EpisodeWriter, next_episode_name
+    from playtester.datasets.episodes import EpisodeWriter, episode_folders, next_episode_name
 
+    from playtester.capture.rules import check_rules, is_level
+
+    levels = [g.strip() for g in game.split(",") if g.strip()]
+    for level in levels:
+        check_rules(rules, level)
+    rules = check_rules(rules, levels[0]) if levels else None
     _check_demo_options(out, behavior, episodes, steps, resolution, dagger, beta)
     seed = _first_new_seed(out, seed)
+
+    def recorded() -> bool:  # until an episode is written, a refusal leaves no folder
+        return out.is_dir() and bool(episode_folders(out))
+
+    if levels and all(is_level(level) for level in levels) and cluster is None:
+        from playtester.commands.level_demos import record_level_demos
+
+        inputs_checked()
+        with new_folder(out, kept=recorded):
+            stats = record_level_demos(levels, out, behavior=behavior, episodes=episodes, steps=steps, seed=seed,
+                                       resolution=resolution, rules=rules, video=video, dagger=dagger, beta=beta)
+        return _say_demo_stats(behavior, episodes, out, stats, dagger=dagger is not None)
     if cluster is not None:
         options = {"game": game, "behavior": behavior, "steps": steps, "resolution": resolution, "video": video,
-                   "fps": fps, "key_map": key_map, "flag_below": flag_below}
-        return _demos_on_cluster(cluster, out, episodes, seed, options)
-    env = make_game(game, resolution=resolution)
+                   "fps": fps, "key_map": key_map, "flag_below": flag_below, "rules": rules}
+        inputs_checked()
+        with new_folder(out, kept=recorded):
+            return _demos_on_cluster(cluster, out, episodes, seed, options)
+    env = make_game(game, resolution=resolution, **({"rules": rules} if rules else {}))
     try:
         layout = getattr(env.unwrapped, "scenario", None) and env.unwrapped.scenario.layout
         if layout is None:
@@ -337,7 +450,8 @@ def demos(
         driver, path_starts, reachable = _starts_and_driver(layout, keymap, game, behavior, dagger, beta, seed)
         extra = {"dagger": {"policy": str(dagger), "beta": beta}} if driver is not None else {}
         stats = []
-        with progress() as bar:
+        inputs_checked()
+        with new_folder(out, kept=recorded), progress() as bar:
             task = bar.add_task(f"{behavior} {'DAgger episodes' if driver else 'demos'}", total=episodes)
             for i in range(episodes):
                 ep_seed = seed + i
@@ -369,10 +483,9 @@ def demos(
 def _check_demo_options(out: Path, behavior: str, episodes: int, steps: int, resolution: str, dagger: Path | None,
                         beta: float) -> None:
     if behavior not in ("path", "inspect"):
-        raise UserError(f"--behavior {behavior!r}: use path or inspect")
+        raise UserError(f"--behavior {behavior!r}: use path or inspect (any tag with --from-video)")
     if beta and dagger is None:
         raise UserError(f"--beta {beta}: it is the expert's share of the driving in DAgger episodes; pass --dagger POLICY.ckpt too")
-    check_out_parent(out)
     check_free_disk(out, episodes * steps * demo_step_bytes(resolution), f"--episodes {episodes} × --steps {steps} at {resolution}")
     if dagger is not None:
         from playtester.perception.training import read_checkpoint
@@ -433,12 +546,15 @@ def _record_expert_episode(env, writer, expert, driver, reset: dict[str, Any], s
                 pitch=info["pitch"], objects=info.get("objects", []), **notes,
                 **({"label": label} if label != action else {}),
             )
-            on_path += layout.on_pathway(*info["position"][:2])
-            cells.add(layout.cell_of(*info["position"][:2]))
+            if layout is not None:  # the park's pathways; a level's walker counts its own cells
+                on_path += layout.on_pathway(*info["position"][:2])
+                cells.add(layout.cell_of(*info["position"][:2]))
             frame, _, terminated, truncated, info = env.step(action)
             if terminated or truncated or expert.done:
                 break
         n = writer.n
+    if behavior == "path" and layout is None:
+        return {"steps": n, "cells": int(expert.visited.sum())}
     if behavior == "path":
         return {"steps": n, "on_path": on_path / n, "cells": len(cells)}
     p = expert.progress
@@ -447,7 +563,10 @@ def _record_expert_episode(env, writer, expert, driver, reset: dict[str, Any], s
 
 def _say_demo_stats(behavior: str, episodes: int, out: Path, stats: list[dict[str, float]], *, dagger: bool) -> None:
     kind = f"{behavior} {'DAgger ' if dagger else ''}episodes"
-    if behavior == "path":
+    if behavior == "path" and "on_path" not in stats[0]:
+        walked = sum(s["cells"] for s in stats) / len(stats)
+        console.print(f"wrote {episodes} {kind} to {out}; {walked:.0f} cells of 64 map units walked on average")
+    elif behavior == "path":
         share = sum(s["on_path"] for s in stats) / len(stats)
         walked = sum(s["cells"] for s in stats) / len(stats)
         console.print(f"wrote {episodes} {kind} to {out}; {share:.0%} of steps on pathways, {walked:.0f} cells walked on average")

@@ -9,20 +9,10 @@ from rich.console import Console
 from rich.table import Table
 
 from playtester.errors import UserError
-from playtester.commands.options import about
+from playtester.commands.options import about, frame_size, inputs_checked
+from playtester.files import new_folder
 
 console = Console()
-
-
-def parse_size(text: str, option: str = "--resolution") -> tuple[int, int]:
-    """`320x240` → (320, 240); anything else is a one-line error naming the option."""
-    try:
-        width, height = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise UserError(f"{option} {text!r}: give WIDTHxHEIGHT, e.g. 320x240") from None
-    if width < 1 or height < 1:
-        raise UserError(f"{option} {text!r}: both sides must be positive")
-    return width, height
 
 
 def demos_from_video(source: Path, idm: Optional[Path], out: Path, *, behavior: str, fps: float, key_map: Optional[str],
@@ -33,14 +23,16 @@ def demos_from_video(source: Path, idm: Optional[Path], out: Path, *, behavior: 
 
     if idm is None:
         raise UserError("--from-video: pass --idm ENCODER.ckpt, the encoder whose inverse-dynamics head labels the frames")
-    if not out.parent.exists():
-        raise UserError(f"--out {out}: its parent folder {out.parent} does not exist; create it first")
-    cfg = VideoLabelConfig(fps=fps, size=parse_size(size), flag_below=flag_below, episode_steps=steps, behavior=behavior)
+    cfg = VideoLabelConfig(fps=fps, size=frame_size(size), flag_below=flag_below, episode_steps=steps, behavior=behavior)
     keymap = load_keymap(key_map)
     with about("--idm"):
         labeller = PairLabeller.load(idm)
-    results = label_videos(source, out, idm, keymap, cfg, labeller=labeller,
-                           say=lambda m: console.print(m, soft_wrap=True, markup=False, highlight=False))
+    inputs_checked()
+    from playtester.datasets.episodes import episode_folders
+
+    with new_folder(out, kept=lambda: out.is_dir() and bool(episode_folders(out))):
+        results = label_videos(source, out, idm, keymap, cfg, labeller=labeller,
+                               say=lambda m: console.print(m, soft_wrap=True, markup=False, highlight=False))
     names = keymap.names
     counts = [sum(r.action_counts[i] for r in results) for i in range(len(names))]
     total = sum(counts)

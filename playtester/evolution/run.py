@@ -15,7 +15,6 @@ it happened in; the first of each is saved, every occurrence is logged in `findi
 
 from __future__ import annotations
 
-import shutil
 from collections import deque
 from dataclasses import asdict
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import yaml
 
-from playtester.files import write_text_atomic
+from playtester.files import holds_lines, new_folder, write_text_atomic
 from playtester.errors import UserError
 from playtester.evolution.evaluation import EvalJob
 from playtester.evolution.population import Evolution, EvolutionConfig
@@ -39,13 +38,16 @@ class OracleWatch:
 
     def __init__(self, run_dir: str | Path, game: str, game_options: dict[str, Any], *,
                  assertions: Sequence[str] = (), stuck_steps: int = 20, clip_frames: int = 32,
-                 coverage: StateCoverageConfig | None = None, clock: Callable[[], int] | None = None):
+                 coverage: StateCoverageConfig | None = None, clock: Callable[[], int] | None = None,
+                 say: Callable[[str], None] = lambda line: None):
         self.run_dir = Path(run_dir)
         self.game, self.game_options = game, dict(game_options)
         self.checks = [load_assertion(a) for a in assertions]
         self.stuck_steps, self.clip_frames = stuck_steps, clip_frames
         self.coverage = coverage or StateCoverageConfig()
         self.clock = clock or (lambda: 0)
+        self.say = say
+        """Says each crash on the console (as every kind of run does)."""
         self.signatures: dict[str, str] = {}
         """Signature → the folder of its first finding."""
         self.count = 0
@@ -74,6 +76,8 @@ class OracleWatch:
                          reset={"seed": job.seed, "options": None}, actions=actions, frames=frames, fps=10.0)
             self.signatures[signature] = folder
         self.count += 1
+        if finding.kind == "crash":
+            self.say(f"the game crashed in generation {job.generation} (policy {job.policy}, seed {job.seed}): {finding.message}")
         log = JsonlWriter(self.run_dir / "findings.jsonl")
         try:
             log.write(finding.to_dict() | {"folder": folder or self.signatures[signature], "new": folder is not None})
@@ -113,25 +117,30 @@ class EpisodeOracles:
 def run_evolve(cfg: EvolutionConfig, *, assertions: Sequence[str] = (), stuck_steps: int = 20,
                overwrite: bool = False, log: Callable[[str], None] = print, on_cluster: bool = False) -> Evolution:
     """The whole `--explorer evolve` run in `cfg.run_dir` (see the module doc)."""
+    from playtester.commands.options import inputs_checked
+
     out = Path(cfg.run_dir)
     if cfg.resume and overwrite:
         raise UserError("--resume and --overwrite contradict each other; give one")
-    if out.exists() and not cfg.resume:
-        if not overwrite:
-            raise UserError(f"--out {out}: the run folder exists; give --resume to continue it or --overwrite to replace it")
-        shutil.rmtree(out)
+    if out.exists() and not cfg.resume and not overwrite:
+        raise UserError(f"--out {out}: the run folder exists; give --resume to continue it or --overwrite to replace it")
     if cfg.resume and not (out / "evolution.ckpt").exists():
         raise UserError(f"--resume: {out} holds no evolution run to continue (no evolution.ckpt)")
     game_options = {**cfg.game_options, "max_steps": cfg.eval_steps}
-    watch = OracleWatch(out, cfg.game, game_options, assertions=assertions, stuck_steps=stuck_steps, coverage=cfg.coverage())
+    watch = OracleWatch(out, cfg.game, game_options, assertions=assertions, stuck_steps=stuck_steps, coverage=cfg.coverage(),
+                        say=log)
     evolution = Evolution(cfg, watch, log, on_cluster)  # checks the game, its reward and the assertions first
     watch.clock = lambda: evolution.steps
-    out.mkdir(parents=True, exist_ok=True)
-    if not cfg.resume:
-        config = {"game": cfg.game, "agent": "evolve explorer", "explorer": "evolve", "assertions": list(assertions),
-                  "stuck_steps": stuck_steps, "evolution": asdict(cfg)}
-        write_text_atomic(out / "config.yaml", yaml.safe_dump(config, sort_keys=False))
-    evolution.run()
+    inputs_checked()
+    # a reward that fails on the game's frames is found by the first evaluation: until generation 0
+    # is recorded, a refusal leaves no run folder (and puts back the one --overwrite replaced)
+    with new_folder(out, replace=overwrite and not cfg.resume, kept=lambda: holds_lines(out / "generations.jsonl")):
+        out.mkdir(parents=True, exist_ok=True)
+        if not cfg.resume:
+            config = {"game": cfg.game, "agent": "evolve explorer", "explorer": "evolve", "assertions": list(assertions),
+                      "stuck_steps": stuck_steps, "evolution": asdict(cfg)}
+            write_text_atomic(out / "config.yaml", yaml.safe_dump(config, sort_keys=False))
+        evolution.run()
     return evolution
 
 

@@ -104,9 +104,13 @@ class LoadThreshold:
             raise UserError(f"load threshold {path}: file not found; measure a baseline first")
         doc = read_json(path, f"load threshold {path}")
         try:
-            return cls.from_dict(doc)
+            threshold = cls.from_dict(doc)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise UserError(f"load threshold {path}: malformed ({type(e).__name__}: {e}); measure the baseline again") from None
+        if not (np.isfinite(threshold.value) and threshold.value > 0):
+            raise UserError(f"load threshold {path}: t = {threshold.value} ms is no frame time; a threshold is a positive number "
+                            "of milliseconds (measure the baseline again, or fix \"base\" and \"shift\")")
+        return threshold
 
 
 @dataclass(frozen=True)

@@ -35,8 +35,14 @@ class RecordConfig:
     """Without telemetry: an object counts as approached once its box is this share of the frame height."""
 
     def __post_init__(self) -> None:
-        if self.every < 1 or self.min_spacing < 0 or self.tolerance <= 0 or not 0 < self.min_size <= 1:
-            raise UserError("plan record: --every must be at least 1, --tolerance positive, --min-size in (0, 1]")
+        if not self.every >= 1:
+            raise UserError(f"plan record --every {self.every}: must be at least 1")
+        if not (self.tolerance > 0 and math.isfinite(self.tolerance)):
+            raise UserError(f"plan record --tolerance {self.tolerance}: must be a positive number of map units")
+        if not (self.min_spacing >= 0 and math.isfinite(self.min_spacing)):
+            raise UserError(f"plan record: min_spacing {self.min_spacing} must be 0 or more map units")
+        if not 0 < self.min_size <= 1:
+            raise UserError(f"plan record: min_size {self.min_size} must be a share of the frame height in (0, 1]")
 
 
 def _timeout(steps_since: int) -> int:

@@ -159,11 +159,11 @@ class PlanRunner:
     def run(self) -> PlanResult:
         from playtester.files import write_text_atomic
 
-        (self.out / "findings").mkdir(parents=True, exist_ok=True)
-        self.trajectory = JsonlWriter(self.out / "trajectory.jsonl")
         options = None if self.plan.start is None else {"start": self.plan.start}
         self.reset_args = {"seed": self.plan.seed, "options": options}
-        self.obs, self.info = self.env.reset(seed=self.plan.seed, options=options)
+        self.obs, self.info = self.env.reset(seed=self.plan.seed, options=options)  # a bad start is refused before --out is made
+        (self.out / "findings").mkdir(parents=True, exist_ok=True)
+        self.trajectory = JsonlWriter(self.out / "trajectory.jsonl")
         self.detections = self.detector(self.obs, self.info)
         self.t, self.actions, self.recent = 0, [], deque(maxlen=self.cfg.clip_frames)
         self.pending: list[tuple[PendingCheck, Record]] = []

@@ -262,7 +262,7 @@ def _build(cls: type, data: dict[str, Any], where: str, **parsed: Any) -> Any:
                 if not isinstance(value, (str, int, float)) or isinstance(value, bool):
                     raise ValueError
                 kwargs[f.name] = str(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise UserError(f"{where}: {f.name} {value!r} should be {want.split(' ')[0]}") from None
     try:
         return cls(**kwargs)
@@ -281,8 +281,10 @@ def _target(value: Any, where: str) -> Target:
             raise UserError(f"{where}: target position should be [x, y]")
         try:
             position = (float(position[0]), float(position[1]))
-        except (TypeError, ValueError):
-            raise UserError(f"{where}: target position {data['position']!r} should be two numbers [x, y]") from None
+        except (TypeError, ValueError, OverflowError):
+            position = (math.nan, math.nan)
+        if not all(map(math.isfinite, position)):
+            raise UserError(f"{where}: target position {data['position']!r} should be two finite numbers [x, y]")
     ooi = data.get("ooi")
     if ooi is not None and (isinstance(ooi, bool) or not isinstance(ooi, int)):
         raise UserError(f"{where}: target ooi {ooi!r} should be a whole number (an OOI id)")
@@ -331,14 +333,20 @@ def parse_plan(data: Any, where: str = "plan") -> Plan:
         rules.append(_build(Rule, {k: v for k, v in raw.items() if k != "when"}, label,
                             name=str(raw.get("name", f"rule {i + 1}")), when=conds))
     start = data.get("start")
+    if isinstance(start, bool) or (isinstance(start, int) and start < 0):
+        raise UserError(f"{where}: start {start!r} should be a start point index (0 or more) or [x, y] / [x, y, angle]")
     if start is not None and not isinstance(start, int):
-        if not isinstance(start, list) or len(start) not in (2, 3):
-            raise UserError(f"{where}: start {start!r} should be a start point index or [x, y] / [x, y, angle]")
-        start = tuple(float(v) for v in start)
+        try:
+            start = tuple(float(v) for v in start) if isinstance(start, list) and len(start) in (2, 3) else None
+        except (TypeError, ValueError, OverflowError):
+            start = None
+        if start is None or not all(map(math.isfinite, start)):
+            raise UserError(f"{where}: start {data['start']!r} should be a start point index or [x, y] / [x, y, angle] "
+                            "(finite numbers)")
     behaviors = _mapping(data.get("behaviors") or {}, where, "behaviors")
     seed = data.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise UserError(f"{where}: seed {seed!r} should be a whole number")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+        raise UserError(f"{where}: seed {seed!r} should be a whole number from 0 to {2**32 - 1}")
     return Plan(name=str(data.get("name", "plan")), nodes=nodes, rules=rules, start=start, seed=seed,
                 behaviors={str(k): str(v) for k, v in behaviors.items()})
 

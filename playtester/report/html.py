@@ -48,8 +48,13 @@ def legend_items(src: MapSource) -> dict[str, list[tuple[str, str]]]:
     else:
         ground = [(swatch((200, 200, 200)), "the studio's map")]
     coverage = [(swatch(TRACE, "line"), "the player's trace, every episode")]
-    if src.walkable_mask is not None:
-        coverage.append((swatch(VISITED), f"walkable cell visited ({src.cell:g} × {src.cell:g} map units)"))
+    walkable = "walkable cell" if src.walkable_mask is not None else "cell"
+    coverage.append((swatch(VISITED), f"{walkable} visited ({src.cell:g} × {src.cell:g} map units)"))
+    if src.graph is not None:
+        from playtester.report.level import DOOR_STATES, UNREACHED
+
+        coverage += [(swatch(s.colour, "line"), s.label) for s in DOOR_STATES]
+        coverage.append((swatch(UNREACHED, "line"), "a sector reachable from the start that no one reached"))
     if src.things:
         coverage.append((swatch(THING, "circle", outline=False), "an object placed on the level"))
     marks = [(swatch(s.colour, s.shape), s.label) for s in STATES]
@@ -68,6 +73,11 @@ def facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
            ("test policy", summary.get("test_policy") or ("not recorded" if summary["tests"] else "none (the run tested no object)")),
            ("preference policy", summary.get("preference_policy") or "none"),
            ("episodes", summary["episodes"]), ("steps", summary["steps"])]
+    if summary.get("rules"):
+        out.insert(1, ("tester rules", summary["rules"]))
+    if "reachable_share" in cov:
+        out.append((f"reachable area covered (walkable cells reachable from the start, doors open, lifts moved)",
+                    f"{cov['reachable_share']:.1%} of {cov['reachable_cells']} cells"))
     if "walkable_share" in cov:
         out.append((f"walkable area covered (cells of {cov['cell_size']:g} map units)",
                     f"{cov['walkable_share']:.1%} of {cov['walkable_cells']} cells"))
@@ -77,11 +87,19 @@ def facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
         out.append(("whole map covered", f"{cov['area_share']:.1%}"))
     if "frame_cells" in cov:
         out.append(("distinct frame cells seen (no positions)", cov["frame_cells"]))
+    if "places" in summary:
+        out.append(("distinct places reached (views clustered by "
+                    f"{'the encoder' if summary['places']['embedding'] == 'encoder' else 'pixels'})",
+                    summary["places"]["places"]))
     if summary.get("map_missing"):
         out.append(("map", f"missing: {summary['map_missing']}"))
     tested = f"{summary['oois_tested']}" + (f" of {summary['oois_total']}" if "oois_total" in summary else "")
     out.append(("objects tested", tested))
-    if summary.get("tests_unmatched"):
+    if summary.get("test_precision") is not None:
+        out.append(("tests of real objects (scored by the game's labels: an object in the tested box)",
+                    f"{summary['tests_matched']} of {summary['tests']} ({summary['test_precision']:.0%}); "
+                    f"{summary['tests_unmatched']} phantom, listed apart below"))
+    elif summary.get("tests_unmatched"):
         out.append(("tests of detections no known object matched (false detections, or objects the list lacks)",
                     summary["tests_unmatched"]))
     if "oois_by_state" in summary:
@@ -89,15 +107,43 @@ def facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
     if summary.get("objects_note"):
         out.append(("objects", summary["objects_note"]))
     out.append(("findings", sum(summary["findings"].values()) if summary["findings"] else 0))
-    if summary["test_success_rate"] is not None:
+    if summary.get("test_success_on_real") is not None:
+        failures = summary.get("test_failures_on_real") or {}
+        why = "; failed: " + ", ".join(f"{k} {v}" for k, v in failures.items()) if failures else ""
+        out.append(("behaviour tests of real objects performed as asked", f"{summary['test_success_on_real']:.0%}{why}"))
+    elif summary["test_success_rate"] is not None:
         out.append(("behaviour tests performed as asked", f"{summary['test_success_rate']:.0%}"))
     if "load" in summary:
         out.append(("low-FPS points (frame time over t = %.2f ms on most visits)" % summary["load"]["threshold_ms"],
                     summary["load"]["points"]))
+    level = summary.get("level")
+    if level:
+        doors = level["doors"]
+        out.append(("doors", f"{doors['opened']} of {doors['total']} opened; used without effect {doors['no effect']}, "
+                             f"used not gone through {doors['pressed']}, reached not used {doors['reached']}, "
+                             f"never reached {doors['never reached']}"))
+        out.append(("sectors reachable in the level's geometry that no one reached", len(level["unreached_sectors"])))
+        if summary.get("rules") in ("play", "no-monsters") or level["deaths"]:
+            out.append(("deaths (each a finding; the level started again)", len(level["deaths"])))
     out += harness_facts(summary)
     if summary.get("stopped_early"):
         out.append(("stopped early", summary["stopped_early"]))
     return out
+
+
+def _level(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """The level section's tables: doors, unreached sectors, deaths."""
+    level = summary.get("level")
+    if not level:
+        return None
+    from playtester.report.level import DOOR_STATE
+
+    doors = [[d["sector"], Markup(f"{swatch(DOOR_STATE[d['state']].colour, 'line')} {escape(d['state'])}"),
+              "by hand" if d["manual"] else "switch or walk-over line", d["key"] or "–", ", ".join(map(str, d["lines"]))]
+             for d in level["doors"]["each"]]
+    unreached = [[u["sector"], u["cells"], f"{u['x']}, {u['y']}", f"{u['floor']:g} / {u['ceiling']:g}"] for u in level["unreached_sectors"]]
+    deaths = [[d["episode"], d["t"], ", ".join(f"{v:.0f}" for v in (d.get("position") or [])[:2]), d["cause"]] for d in level["deaths"]]
+    return {"doors": doors, "unreached": unreached, "deaths": deaths, "exits": level["level_exits"]}
 
 
 def _findings(run: Path, findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -133,24 +179,54 @@ def _objects(src: MapSource, states: dict[Any, str]) -> dict[str, Any]:
 
 
 def _tests(tests: list[dict[str, Any]]) -> list[list[Any]]:
+    """The executed tests' rows, phantom tests left out (`_phantoms` lists them)."""
     rows = []
     for t in tests:
+        if t.get("target") == "phantom":
+            continue
         bug = (t.get("texture") or {}).get("bug")
         outcome = "bug found by the texture oracle" if bug else ("passed" if t.get("success", True) else "behaviour test failed")
-        rows.append([t["episode"], t["step"], t["ooi"], t.get("kind", ""), f"{t.get('jsd', float('nan')):.3f}",
+        if t.get("failure") and not t.get("success", True):
+            outcome += f" ({t['failure']})"
+        rows.append([t["episode"], t["step"], t.get("target_ooi", t["ooi"]), t.get("kind", ""), f"{t.get('jsd', float('nan')):.3f}",
                      "yes" if t.get("success") else "no", bug or "–", outcome])
     return rows
 
 
-def _coverage_rows(cov: dict[str, Any]) -> list[list[Any]]:
-    per, cumulative = cov.get("walkable_share_per_episode"), cov.get("walkable_share_cumulative")
+def _phantoms(tests: list[dict[str, Any]]) -> list[list[Any]]:
+    """The tests the game's labels found no object for: where, what the detector took it for."""
+    return [[t["episode"], t["step"], t.get("kind", ""), "–" if t.get("score") is None else f"{t['score']:.2f}",
+             ", ".join(f"{v:.0f}" for v in t.get("box", ()))] for t in tests if t.get("target") == "phantom"]
+
+
+def _coverage_rows(cov: dict[str, Any]) -> tuple[str, list[list[Any]]]:
+    """What the coverage table counts (the walkable area, or a studio's whole map) and its rows."""
+    key = "walkable_share" if "walkable_share_per_episode" in cov else "area_share"
+    per, cumulative = cov.get(f"{key}_per_episode"), cov.get(f"{key}_cumulative")
     if not per:
-        return []
-    return [[i, f"{p:.1%}", f"{c:.1%}"] for i, (p, c) in enumerate(zip(per, cumulative))]
+        return "", []
+    what = "walkable area" if key == "walkable_share" else "map"
+    reach = cov.get("reachable_share_per_episode")
+    if reach:
+        return what, [[i, f"{p:.1%}", f"{c:.1%}", f"{r:.1%}", f"{rc:.1%}"]
+                      for i, (p, c, r, rc) in enumerate(zip(per, cumulative, reach, cov["reachable_share_cumulative"]))]
+    return what, [[i, f"{p:.1%}", f"{c:.1%}"] for i, (p, c) in enumerate(zip(per, cumulative))]
+
+
+def _places(places: Any, by_name: dict[str, tuple[str, bytes]]) -> dict[str, Any] | None:
+    """The places view's grid and curve (`playtester.report.places`), or None for a run without places."""
+    if places is None:
+        return None
+    from playtester.report.places import EMBEDDINGS
+
+    shown = places.shown
+    caption, png = by_name["places.png"]
+    return {"count": len(places.cards), "shown": shown, "hidden": len(places.cards) - len(shown),
+            "embedding": EMBEDDINGS.get(places.embedding, places.embedding), "curve": _figure(png, caption)}
 
 
 def page(run: Path, summary: dict[str, Any], tests: list[dict[str, Any]], findings: list[dict[str, Any]],
-         pictures: list[tuple[str, str, bytes]], src: MapSource | None, states: dict[Any, str]) -> str:
+         pictures: list[tuple[str, str, bytes]], src: MapSource | None, states: dict[Any, str], places: Any = None) -> str:
     """The report's HTML: templates/report.html filled in (Jinja2, every value escaped)."""
     by_name = {name: (caption, png) for name, caption, png in pictures}
     maps: dict[str, Any] = {"missing": None, "coverage": None, "objects": None}
@@ -160,15 +236,18 @@ def page(run: Path, summary: dict[str, Any], tests: list[dict[str, Any]], findin
         legends = legend_items(src)
         if "coverage.png" in by_name:
             caption, png = by_name["coverage.png"]
-            maps["coverage"] = {**_figure(png, caption), "legend": legends["coverage.png"],
-                                "rows": _coverage_rows(summary.get("coverage", {}))}
+            what, rows = _coverage_rows(summary.get("coverage", {}))
+            maps["coverage"] = {**_figure(png, caption), "legend": legends["coverage.png"], "rows": rows, "what": what}
         if "ooi_map.png" in by_name:
             caption, png = by_name["ooi_map.png"]
             maps["objects"] = {**_figure(png, caption), "legend": legends["ooi_map.png"], **_objects(src, states),
                                "missed_count": summary.get("oois_missed", 0)}
-    others = [_figure(png, caption) for name, (caption, png) in by_name.items() if name not in ("coverage.png", "ooi_map.png")]
+    others = [_figure(png, caption) for name, (caption, png) in by_name.items()
+              if name not in ("coverage.png", "ooi_map.png", "places.png")]
     return template("report.html").render(title=run.name, facts=facts(summary), findings=_findings(run, findings), maps=maps,
-                              tests=_tests(tests), others=others)
+                              places=_places(places, by_name), tests=_tests(tests), phantoms=_phantoms(tests),
+                              others=others, level=_level(summary),
+                              reachable="reachable_share_per_episode" in summary.get("coverage", {}))
 
 
 def template(name: str):

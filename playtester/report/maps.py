@@ -65,6 +65,10 @@ class MapSource:
     """World bounds of the coverage grid; default: the picture's."""
     walkable_mask: np.ndarray | None = None
     """Walkable cells of the coverage grid, when known."""
+    reachable_mask: np.ndarray | None = None
+    """Walkable cells reachable from the start (a Doom level's geometry: doors open, lifts move), when known."""
+    graph: Any = None
+    """A Doom level's `LevelGraph`, for its doors and sectors."""
     things: list[dict[str, Any]] = field(default_factory=list)
     """Every object placed on the level (drawn small on the coverage map)."""
     note: str = ""
@@ -145,8 +149,15 @@ def level_source(game: str, config: dict[str, Any]) -> tuple[MapSource | None, s
     else:
         present = sorted({o["kind"] for o in oois})
         note = f"objects under test: the {len(oois)} things of this level the detector knows ({', '.join(present)})"
-    return MapSource(view, oois, None, LEVEL_CELL, grid_bounds=level.bounds,
-                     walkable_mask=level.walkable_cells(LEVEL_CELL), things=things, note=note), ""
+    from playtester.capture.level_graph import LevelGraph
+
+    graph = LevelGraph(level)
+    try:
+        reachable = graph.reachable_cells(LEVEL_CELL)
+    except UserError:  # no player start: nothing is reachable from it
+        reachable = None
+    return MapSource(view, oois, None, LEVEL_CELL, grid_bounds=level.bounds, walkable_mask=level.walkable_cells(LEVEL_CELL),
+                     reachable_mask=reachable, graph=graph, things=things, note=note), ""
 
 
 # -- coverage ------------------------------------------------------------------------------------
@@ -167,35 +178,44 @@ def grid_of(src: MapSource, points: list[tuple[float, float]]) -> OccupancyGrid:
 
 
 def coverage_summary(src: MapSource, trajectory: list[dict[str, Any]], episodes: int) -> dict[str, Any]:
-    """Shares of the map visited: the whole grid, the pathways, and the walkable cells per
-    episode and cumulated over the episodes."""
+    """Shares of the map visited: the whole grid, the pathways, the walkable cells and (on a Doom
+    level) the walkable cells reachable from the start, per episode and cumulated over the episodes."""
     by_episode = positions_by_episode(trajectory)
     grid = grid_of(src, [p for pts in by_episode.values() for p in pts])
     out: dict[str, Any] = {"cell_size": src.cell, "area_share": grid.share()}
     if src.pathway_mask is not None:
         out["pathway_share"] = grid.share(src.pathway_mask)
-    if src.walkable_mask is not None:
-        out["walkable_cells"] = int(src.walkable_mask.sum())
-        out["walkable_share"] = grid.share(src.walkable_mask)
-        seen = np.zeros_like(src.walkable_mask)
+    # per episode and over the run: of the walkable cells (and of those reachable from the start)
+    # where the map knows them, else (a studio's map) of the whole map
+    visits = [grid_of(src, by_episode.get(e, [])).visited for e in range(episodes)]
+    masks = ((("walkable", src.walkable_mask), ("reachable", src.reachable_mask)) if src.walkable_mask is not None
+             else (("area", np.ones_like(grid.visited)),))
+    for name, mask in masks:
+        if mask is None:
+            continue
+        if name != "area":
+            out[f"{name}_cells"] = int(mask.sum())
+            out[f"{name}_share"] = grid.share(mask)
+        seen = np.zeros_like(mask)
         per, cumulative = [], []
-        for e in range(episodes):
-            visited = grid_of(src, by_episode.get(e, [])).visited
-            per.append(float((visited & src.walkable_mask).sum() / max(1, src.walkable_mask.sum())))
+        for visited in visits:
+            per.append(float((visited & mask).sum() / max(1, mask.sum())))
             seen |= visited
-            cumulative.append(float((seen & src.walkable_mask).sum() / max(1, src.walkable_mask.sum())))
-        out["walkable_share_per_episode"] = per
-        out["walkable_share_cumulative"] = cumulative
+            cumulative.append(float((seen & mask).sum() / max(1, mask.sum())))
+        out[f"{name}_share_per_episode"] = per
+        out[f"{name}_share_cumulative"] = cumulative
     return out
 
 
 def coverage_map(src: MapSource, trajectory: list[dict[str, Any]]) -> np.ndarray:
-    """The map with visited walkable cells shaded yellow, every episode's trace in red and the
-    level's objects as small blue dots."""
+    """The map with visited walkable cells (every visited cell on a studio's map) shaded yellow,
+    every episode's trace in red and the level's objects as small blue dots."""
     img = src.view.image.copy()
     by_episode = positions_by_episode(trajectory)
+    visited = grid_of(src, [p for pts in by_episode.values() for p in pts]).visited
     if src.walkable_mask is not None:
-        visited = grid_of(src, [p for pts in by_episode.values() for p in pts]).visited & src.walkable_mask
+        visited &= src.walkable_mask
+    if visited.any():
         overlay = img.copy()
         x0, y0 = src.bounds[:2]
         for row, col in np.argwhere(visited):
@@ -223,19 +243,25 @@ def passed(test: dict[str, Any]) -> bool:
 
 def object_states(tests: list[dict[str, Any]], findings: list[dict[str, Any]]) -> dict[Any, str]:
     """The state (`STATES` key) of every tested object known by id: a bug any oracle found wins,
-    then a test that passed, else the behaviour test failed."""
+    then a test that passed, else the behaviour test failed. Where the game's labels scored a
+    test, it counts for the object they saw in the tested box, and a phantom test for none."""
     states: dict[Any, str] = {}
     for t in tests:
-        if isinstance(t["ooi"], str) and "@" in t["ooi"]:
-            continue  # told apart by sight: no place on the map
-        ooi = t["ooi"]
+        if t.get("target") == "phantom":
+            continue  # the game's labels say no object stood in the tested box
+        ooi = t.get("target_ooi", t["ooi"])  # scored by the labels: the object really tested
+        if isinstance(ooi, str) and ("@" in ooi or "#" in ooi):
+            continue  # told apart by sight, or an object the level's list lacks: no place on the map
         if (t.get("texture") or {}).get("bug"):
             states[ooi] = "bug"
         elif states.get(ooi) != "bug":
             states[ooi] = "passed" if t.get("success", True) or states.get(ooi) == "passed" else "failed"
     for f in findings:
-        ooi = (f.get("details") or {}).get("ooi")
-        if ooi is not None and not (isinstance(ooi, str) and "@" in ooi):
+        details = f.get("details") or {}
+        if details.get("target") == "phantom":
+            continue
+        ooi = details.get("target_ooi", details.get("ooi"))
+        if ooi is not None and not (isinstance(ooi, str) and ("@" in ooi or "#" in ooi)):
             states[ooi] = "bug"
     return states
 

@@ -158,6 +158,11 @@ class RunMirror:
             if chunk:
                 self.offsets[path.name] = start + len(chunk)
                 up.setdefault("lines", {})[path.name] = self._tag(chunk) if path.name == "trajectory.jsonl" else chunk
+        places = self.dir / "places"  # a run with no map: the thumbnails of new places
+        for thumb in places.glob("*.png") if places.is_dir() else ():
+            if thumb.name not in self.shipped:
+                up.setdefault("places", {})[thumb.name] = thumb.read_bytes()
+                self.shipped.add(thumb.name)
         for folder in (self.dir / "findings").iterdir():
             if folder.is_dir() and folder.name not in self.shipped and not folder.name.endswith(".partial"):
                 up.setdefault("findings", {})[folder.name] = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
@@ -202,6 +207,9 @@ class RunLink:
         mine = [r for r in read_jsonl(self.run_dir / "trajectory.jsonl") if r.get("env", 0) == i]
         if mine:  # where this instance's episodes got to (`TesterEnv.continue_run`)
             seed["trajectory.jsonl"] = (json.dumps(max(mine, key=lambda r: r["episode"])) + "\n").encode()
+        places = [r for r in read_jsonl(self.run_dir / "places.jsonl") if r.get("env", 0) == i]
+        if places:  # its places so far, so that their ids go on (`PlaceLog`)
+            seed["places.jsonl"] = b"".join((json.dumps(r) + "\n").encode() for r in places)
         prefix = f"e{i}-" if i else ""
         findings = [p.name for p in (self.run_dir / "findings").glob(f"{prefix}*") if not p.name.endswith(".partial")
                     and (i or not p.name.startswith("e"))] if (self.run_dir / "findings").is_dir() else []
@@ -219,6 +227,10 @@ class RunLink:
         return out or None
 
     def receive(self, i: int, up: dict[str, Any]) -> None:
+        if up.get("places"):
+            (self.run_dir / "places").mkdir(exist_ok=True)
+        for name, data in up.get("places", {}).items():
+            write_bytes_atomic(self.run_dir / "places" / name, data)
         for name, data in up.get("lines", {}).items():
             with open(self.run_dir / name, "ab") as f:
                 f.write(data)
@@ -361,10 +373,7 @@ def explore_at_random_on_cluster(spec: Any, progress: Callable[[int], None] = la
         _, infos = envs.reset()
         while not (all_idle(infos) or run_stopped(infos)):
             _, _, _, _, infos = envs.step(rng.integers(envs.single_action_space.n, size=1))
-            if "_final_info" in infos and infos["_final_info"][0]:
-                final = infos["final_info"]
-                if final.get("crashed") is not None and final["crashed"][0]:
-                    say(f"the game crashed: {final.get('crash_reason', ['the game is gone'])[0] or 'the game is gone'}")
+            if "_final_info" in infos and infos["_final_info"][0]:  # a crash is said from crashes.jsonl, as for every run
                 ended += 1
                 progress(ended)
         if run_stopped(infos):

@@ -43,12 +43,17 @@ from playtester.report.coverage import frame_cell
 from playtester.tester.identity import appearance_signature, best_overlap, nearest_box, same_object
 from playtester.imitation.jsd import action_distribution, jsd
 from playtester.imitation.live import LivePolicy
+from playtester.perception.candidates import CONFIRM_HITS, CONFIRM_WINDOW, Candidate, ConfirmConfig, ConfirmTracker
 from playtester.perception.tracker import BoxTracker
+from playtester.datasets.negatives import NegativeLog
+from playtester.tester.scoring import TestWitness, labelled, move_actions, object_key, real_object
 from playtester.bugs.oracles import Finding, TextureOracle
 from playtester.tester.runlog import JsonlWriter, read_jsonl
 
 VIEWS_PER_TEST = 6
 """Appearance signatures kept from each test of an OOI no telemetry names."""
+MIN_SCORE = 0.6
+"""The confidence a detection needs where neither `--min-score` nor the detector's checkpoint says."""
 
 Detection = dict[str, Any]
 """`box` [x0, y0, x1, y1] pixels, `class`, `score`, and `ooi` (the matched known OOI id, or None)."""
@@ -60,8 +65,9 @@ class TesterConfig:
 
     detect_every: int = 4
     """Run the detector every this many explorer steps."""
-    min_score: float = 0.6
-    """Detections below this confidence are ignored."""
+    min_score: float | None = None
+    """Detections below this confidence are ignored; None: the detector's per-class thresholds
+    (`thresholds`, kept in its checkpoint), else `MIN_SCORE`."""
     min_box_height: int = 28
     """An OOI is tested once its box is at least this tall (close enough to circle)."""
     test_steps: int | None = None
@@ -74,6 +80,15 @@ class TesterConfig:
     """During a test, look for the OOI under test (a detector call) every this many steps; in
     between the box tracker follows the detector's last box (`playtester.perception.tracker`),
     and only the detector's boxes give the texture oracle crops. 1: the detector every step."""
+    confirm_hits: int = CONFIRM_HITS
+    """k: a detection becomes a test target once it was found in k of the last `confirm_window`
+    detector passes (`playtester.perception.candidates`); 1 tests every detection at once."""
+    confirm_window: int = CONFIRM_WINDOW
+    """n: the passes counted. While a candidate close enough to test waits for confirmation the
+    detector looks on every step."""
+    negatives: bool = True
+    """Write the frames of rejected detections, and of tests that found nothing, to
+    `negatives/` in the run folder: candidate negatives for the detector's next training."""
     seed: int = 0
 
 
@@ -103,12 +118,20 @@ class NoDetector:
 class ModelDetector:
     """A trained detector; detections are matched to known OOIs by telemetry when there is some."""
 
-    def __init__(self, detector, oois: Sequence[Any] = (), hfov: float = 90.0, description: str = "a trained detector") -> None:
+    def __init__(self, detector, oois: Sequence[Any] = (), hfov: float = 90.0, description: str = "a trained detector",
+                 thresholds: dict[str, float] | None = None) -> None:
         self.detector = detector
         self.oois = list(oois)
+        self.thresholds = dict(thresholds or {})
+        """Per-class score thresholds from the checkpoint (`playtester.perception.calibration`)."""
         self.hfov = hfov
         self.description = description
         """What the run's report says found the objects (`playtester.tester.object_source.describe_detector`)."""
+
+    @property
+    def classes(self) -> list[str]:
+        """The classes it finds (the run's tests are scored against labelled objects of these)."""
+        return list(self.detector.classes)
 
     def __call__(self, frame: np.ndarray, info: dict[str, Any]) -> list[Detection]:
         boxes, labels, scores = self.detector.predict([frame])[0]
@@ -118,6 +141,21 @@ class ModelDetector:
             out.append({"box": [float(v) for v in box], "class": kind, "score": float(score),
                         "ooi": match_ooi(self.oois, info, box, kind, frame.shape[1], self.hfov)})
         return out
+
+
+def level_events(info: dict[str, Any]) -> dict[str, Any]:
+    """What a Doom level's step told (`capture/level_play.py`) as a trajectory line keeps it:
+    `used` (the line a USE press worked), `death` (where, and what killed the player), `level_exit`."""
+    out: dict[str, Any] = {}
+    if "used" in info:
+        out["used"] = info["used"]["line"]
+    if "death" in info:
+        position = info["death"]["position"]
+        out["death"] = {"position": None if position is None else [round(float(v), 1) for v in position],
+                        "cause": info["death"]["cause"]}
+    if "level_exit" in info:
+        out["level_exit"] = True
+    return out
 
 
 def match_ooi(oois: Sequence[Any], info: dict[str, Any], box: Sequence[float], kind: str, width: int,
@@ -202,8 +240,10 @@ class TesterEnv(gym.Wrapper):
         self, env: gym.Env, *, tester: LivePolicy | None, detector: Callable[[np.ndarray, dict], list[Detection]] | None,
         oracles: Sequence[Any], run_dir: str | Path, game: str, game_options: dict[str, Any] | None = None,
         texture: TextureOracle | None = None, config: TesterConfig | None = None, env_index: int = 0, n_envs: int = 1,
-        episodes: int | None = None, max_restarts: int | None = None,
+        episodes: int | None = None, max_restarts: int | None = None, places: Any = None,
     ) -> None:
+        """`places`: a `PlaceLog` (`playtester/tester/runlog.py`) that puts every step in a place
+        (a run with no map: the report's places view); None: none kept."""
         super().__init__(env)
         self.tester = tester
         self.detector = detector
@@ -225,6 +265,20 @@ class TesterEnv(gym.Wrapper):
         self.harness: JsonlWriter | None = None
         """`harness.jsonl`, opened on a window game harness's first reset: launches and reset recipes."""
         self.claims = ClaimLog(self.run_dir / "claims.jsonl")
+        self.rejected = JsonlWriter(self.run_dir / "rejected.jsonl")
+        self.negatives = NegativeLog(self.run_dir) if self.cfg.negatives else None
+        self.confirm = ConfirmTracker(ConfirmConfig(self.cfg.confirm_hits, self.cfg.confirm_window))
+        self.confirming = False
+        """A candidate close enough to test waits for confirmation: the detector looks every step."""
+        self.pending: dict[int, dict[str, Any]] = {}
+        """What the loop keeps of each candidate: `testable` (was ever close enough), and the frame
+        of its most confident testable detection (`frame`, `score`, `detection`)."""
+        self.thresholds: dict[str, float] = dict(getattr(detector, "thresholds", None) or {})
+        """Per-class score thresholds the detector's checkpoint keeps (used when `min_score` is None)."""
+        self.classes = getattr(detector, "classes", None)
+        """The detector's classes: tests are scored against labelled objects of these (scoring only)."""
+        self.known = list(getattr(detector, "oois", ()))
+        self.move_actions = move_actions(env)
         self.episodes = episodes
         self.max_restarts = max_restarts
         """Crashes in the run after which the game is not started again; None: no limit."""
@@ -240,6 +294,7 @@ class TesterEnv(gym.Wrapper):
         prefix = self._finding_prefix()  # this instance's numbered findings (not, e.g., a lost worker's)
         self.n_findings = len([p for p in (self.run_dir / "findings").glob(f"{prefix}*") if p.name[len(prefix):].isdigit()])
         self.fps = float(env.metadata.get("render_fps", 10))
+        self.places = places
 
     # -- episode bookkeeping ------------------------------------------------------------------
     @property
@@ -281,6 +336,7 @@ class TesterEnv(gym.Wrapper):
         self.idle = self.episodes is not None and self.episode >= self.episodes
         self.detections = []
         self.following = {}
+        self._forget_candidates()
         self.t = 0
         self.actions: list[int] = []
         self.recent: deque[np.ndarray] = deque(maxlen=self.cfg.clip_frames)
@@ -342,8 +398,13 @@ class TesterEnv(gym.Wrapper):
             obs, reward, terminated, truncated, info = self.env.step(int(action))
             return obs, reward, terminated, truncated, self._annotate(info)
         obs, reward, terminated, truncated, info = self._step(int(action), "explore", None)
+        if info.get("keys_ignored"):  # nothing can be tested in a game that does not play: the run ends, saying why
+            self._stop(f"the picture has not changed in the {info['keys_ignored']} steps of key presses since the game "
+                       "was opened: the game ignores the keys (does its window take the keyboard? does it accept "
+                       "synthetic key events? is it waiting on a menu or a dialog?)")
+            return obs, reward, terminated, True, self._annotate(info)
         testing = self.tester is not None and self.detector is not None
-        if testing and not (terminated or truncated) and self.t % self.cfg.detect_every == 0:
+        if testing and not (terminated or truncated) and (self.t % self.cfg.detect_every == 0 or self.confirming):
             self.detections = self._follow(self.detector(obs, info))
             target = self._pick_target(obs, self.detections)
             if target is not None:
@@ -363,9 +424,12 @@ class TesterEnv(gym.Wrapper):
             row["frame_cell"] = hashlib.blake2b(frame_cell(obs), digest_size=8).hexdigest()
         if "frame_time_ms" in info:
             row["frame_time_ms"] = round(float(info["frame_time_ms"]), 3)
+        row.update(level_events(info))
         if info.get("out_of_play"):  # game over or a menu: the episode ends here
             row["out_of_play"] = str(info["out_of_play"])
             row["out_of_play_steps"] = int(info.get("out_of_play_steps", 1))
+        if self.places is not None:
+            row["place"] = self.places.visit(obs, self.episode, self.t)
         self.trajectory.write(row)
         for oracle in self.oracles:
             for finding in oracle.observe(obs, info, action, self.episode, self.t):
@@ -398,24 +462,69 @@ class TesterEnv(gym.Wrapper):
         return out
 
     def _pick_target(self, obs: np.ndarray, detections: list[Detection]) -> Detection | None:
-        """The most confident untested OOI close enough to test. A detection no telemetry names
-        is judged by appearance against the tested OOIs' views (`playtester.tester.identity`)."""
+        """The most confident confirmed detection close enough to test that is no tested OOI.
+
+        Detections at `min_score` or more are followed from pass to pass (`ConfirmTracker`); one
+        becomes a target once confirmed (found in `confirm_hits` of the last `confirm_window`
+        passes), at least `min_box_height` tall, and not an OOI tested already: by its telemetry
+        name where the game has one, else by appearance against the tested OOIs' views
+        (`playtester.tester.identity`). Candidates that end unconfirmed go to `rejected.jsonl`."""
         best = None
         tested = self.tested  # one look at the claims for the whole pick (views too)
-        for d in detections:
-            if d["score"] < self.cfg.min_score or d["box"][3] - d["box"][1] < self.cfg.min_box_height:
+        for c in self.confirm.update([d for d in detections if d["score"] >= self._min_score(d["class"])]):
+            d = c.detection
+            kept = self.pending.setdefault(c.id, {"testable": False})
+            if d["box"][3] - d["box"][1] < self.cfg.min_box_height:
                 continue
-            key = d.get("ooi")
-            if key is None:
-                sig = appearance_signature(obs, d["box"])
-                if sig is None or same_object(sig, self.claims.views(d["class"])):
-                    continue
-                d = {**d, "ooi": f"{d['class']}@{self.episode}:{self.t}", "view": sig}
-            elif key in tested:
+            kept["testable"] = True
+            if not c.confirmed:
+                if self.negatives is not None and d["score"] > kept.get("score", -1.0):
+                    kept.update(frame=obs.copy(), score=d["score"], detection=d)
                 continue
-            if best is None or d["score"] > best["score"]:
+            d = self._untested(obs, d, tested)
+            if d is not None and (best is None or d["score"] > best["score"]):
                 best = d
+        self.confirming = any(not c.confirmed and c.height >= self.cfg.min_box_height for c in self.confirm.candidates)
+        for c in self.confirm.take_ended():
+            self._rejected(c)
         return best
+
+    def _min_score(self, kind: str) -> float:
+        """The confidence a detection of `kind` needs: `min_score` when set, else the class's
+        calibrated threshold (`playtester.perception.calibration`), else `MIN_SCORE`."""
+        if self.cfg.min_score is not None:
+            return self.cfg.min_score
+        return self.thresholds.get(kind, MIN_SCORE)
+
+    def _untested(self, obs: np.ndarray, d: Detection, tested: set[Any]) -> Detection | None:
+        """`d` named for its test, or None when it is an OOI tested already: by its telemetry name,
+        else by its appearance against the tested OOIs' views (with that view kept)."""
+        key = d.get("ooi")
+        if key is not None:
+            return None if key in tested else d
+        sig = appearance_signature(obs, d["box"])
+        if sig is None or same_object(sig, self.claims.views(d["class"])):
+            return None
+        return {**d, "ooi": f"{d['class']}@{self.episode}:{self.t}", "view": sig}
+
+    def _rejected(self, c: Candidate) -> None:
+        """Log a candidate that ended unconfirmed after it was close enough to test; its most
+        confident frame is a candidate negative, unless it shows an OOI tested already."""
+        kept = self.pending.pop(c.id, {})
+        if c.confirmed or not kept.get("testable"):
+            return
+        record = {"env": self.env_index, "episode": self.episode, "step": self.t, "kind": c.kind, "passes": c.passes,
+                  "found": c.found, "hits_needed": self.cfg.confirm_hits, "window": self.cfg.confirm_window,
+                  "boxes": [{"pass": p, "box": b, "score": sc} for p, b, sc in c.boxes]}
+        if self.negatives is not None and "frame" in kept and self._untested(kept["frame"], kept["detection"], self.tested):
+            record["negative"] = self.negatives.write(kept["frame"], self.episode, self.t, "unconfirmed", [kept["detection"]])
+        self.rejected.write(record)
+
+    def _forget_candidates(self) -> None:
+        """Drop every candidate unlogged: the view moved on (a test, a new episode), not the detector."""
+        self.confirm.reset()
+        self.pending = {}
+        self.confirming = False
 
     def _track(self, obs: np.ndarray, info: dict[str, Any], target: Detection, previous: Sequence[float] | None) -> list[float] | None:
         """The OOI under test in this frame: by its id, else by overlap with where it just was."""
@@ -428,14 +537,31 @@ class TesterEnv(gym.Wrapper):
         i = best_overlap(previous, [d["box"] for d in detections])
         return None if i is None else detections[i]["box"]
 
+    def _score_start(self, info: dict[str, Any], target: Detection) -> tuple[dict[str, Any], TestWitness | None]:
+        """Scoring only: what the game's labels say of the tested box (`playtester.tester.scoring`)."""
+        objects = labelled(info, self.classes)
+        if objects is None:
+            return {}, None
+        real = real_object(target["box"], objects)
+        if real is None:
+            return {"target": "phantom"}, None
+        key = object_key(real, self.known)
+        witness = TestWitness(key, self.known, self.move_actions)
+        witness.start(info)
+        return {"target": "matched", "target_ooi": key}, witness
+
     def _run_test(self, obs: np.ndarray, info: dict[str, Any], target: Detection):
         ooi, kind = target["ooi"], target["class"]
         by_sight = "view" in target  # no telemetry named it: remember how it looks
         self.claims.claim(ooi, self.episode, kind, [target["view"]] if by_sight else ())
+        self._forget_candidates()
+        scored, witness = self._score_start(info, target)
+        start_frame = obs
         self.tester.reset()
         box: list[float] | None = target["box"]
         last_seen = box
         crops, actions, frames = [], [], []
+        found = []  # what each detector pass of the test said: found its object again (1) or not (0)
         start = self.t
         total = 0.0
         terminated = truncated = False
@@ -451,6 +577,7 @@ class TesterEnv(gym.Wrapper):
             frames.append(obs)
             if terminated or truncated or len(actions) % self.cfg.track_every == 0:
                 box = self._track(obs, info, target, box if box is not None else last_seen)
+                found.append("1" if box is not None else "0")
                 last_seen = box if box is not None else last_seen
                 if tracker is not None:
                     tracker.anchor(obs, box)
@@ -459,6 +586,8 @@ class TesterEnv(gym.Wrapper):
             elif tracker is not None and tracker.patch is not None:
                 box = tracker.follow(obs)
             self.detections = [] if box is None else [{**target, "box": box}]
+            if witness is not None:
+                witness.step(a, info, box)
             if terminated or truncated:
                 break
         if by_sight and last_seen is not None:
@@ -469,16 +598,23 @@ class TesterEnv(gym.Wrapper):
             self.claims.claim(ooi, self.episode, kind, views)
         score = jsd(action_distribution(actions, len(self.expert)), self.expert)
         verdict = self.texture.judge(kind, crops) if self.texture is not None else None
+        success = score <= self.threshold
         record = {"env": self.env_index, "episode": self.episode, "step": start, "ooi": ooi, "kind": kind,
-                  "box": [round(float(v), 1) for v in target["box"]],
-                  "steps": len(actions), "jsd": score, "success": score <= self.threshold, "crops": len(crops),
+                  "box": [round(float(v), 1) for v in target["box"]], "score": round(float(target["score"]), 3),
+                  "steps": len(actions), "jsd": score, "success": success, "crops": len(crops), "found": "".join(found),
                   "texture": None if verdict is None else {"bug": verdict.bug, "aspect_ratio": verdict.aspect_ratio,
-                                                           "texel_ratio": verdict.texel_ratio, "crops": verdict.crops}}
+                                                           "texel_ratio": verdict.texel_ratio, "crops": verdict.crops},
+                  **scored}
+        if witness is not None and not success:
+            record["failure"] = witness.failure()
+        if self.negatives is not None and found and not crops:
+            # no detector pass of the test found it again: its first frame is a candidate negative
+            record["negative"] = self.negatives.write(start_frame, self.episode, start, "test found nothing", [target])
         self.tests.write(record)
         if verdict is not None and verdict.bug:
             self._save(Finding("texture", f"{kind} OOI {ooi} looks {verdict.bug} (aspect ×{verdict.aspect_ratio:.2f}, "
                                           f"texel ×{verdict.texel_ratio:.2f})", self.episode, self.t - 1,
-                               {"ooi": ooi, "kind": kind, "bug": verdict.bug}))
+                               {"ooi": ooi, "kind": kind, "bug": verdict.bug, **scored}))
         return obs, total, terminated, truncated, info
 
     # -- findings -----------------------------------------------------------------------------
@@ -499,4 +635,9 @@ class TesterEnv(gym.Wrapper):
         if self.harness is not None:
             self.harness.close()
         self.claims.close()
+        if self.places is not None:
+            self.places.close()
+        self.rejected.close()
+        if self.negatives is not None:
+            self.negatives.close()
         super().close()

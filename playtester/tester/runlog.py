@@ -96,3 +96,47 @@ class JsonlWriter:
 
     def close(self) -> None:
         self._f.close()
+
+
+class PlaceLog:
+    """The places a game instance reached (`playtester.perception.places`), kept in the run folder:
+    `places.jsonl` gets a line for each new place (`env`, `place`, `episode`, `t`, `embedding`,
+    `vector`: its exemplar, `thumb`) and `places/[eK-]NNNN.png` its picture. A resumed run reads
+    its places back, so the ids go on."""
+
+    def __init__(self, run_dir: Path, env_index: int, embedding) -> None:
+        from playtester.perception.places import Places
+
+        self.run_dir = Path(run_dir)
+        self.env_index = env_index
+        self.embedding = embedding
+        self.places = Places(embedding.threshold)
+        (self.run_dir / "places").mkdir(parents=True, exist_ok=True)
+        for record in read_jsonl(self.run_dir / "places.jsonl"):
+            if record.get("env", 0) == env_index and record.get("embedding") == embedding.name:
+                self.places.add(record["vector"], int(record.get("first_step", 0)))
+        self.places.steps = sum(1 for r in read_jsonl(self.run_dir / "trajectory.jsonl")
+                                if r.get("env", 0) == env_index and "place" in r)
+        self._writer = JsonlWriter(self.run_dir / "places.jsonl")
+
+    def visit(self, frame, episode: int, t: int) -> int:
+        """The place of `frame`; a new one is written down with its picture."""
+        import cv2
+
+        from playtester.perception.places import thumbnail
+
+        place, new = self.places.visit(self.embedding(frame))
+        if new:
+            prefix = "" if self.env_index == 0 else f"e{self.env_index}-"
+            thumb = f"places/{prefix}{place:04d}.png"
+            ok, buf = cv2.imencode(".png", cv2.cvtColor(thumbnail(frame), cv2.COLOR_RGB2BGR))
+            write_bytes_atomic(self.run_dir / thumb, buf.tobytes())
+            vector = self.places.places[place].vector
+            self._writer.write({"env": self.env_index, "place": place, "episode": episode, "t": t,
+                                "first_step": self.places.places[place].first_step, "embedding": self.embedding.name,
+                                "threshold": self.embedding.threshold,
+                                "thumb": thumb, "vector": [round(float(v), 4) for v in vector]})
+        return place
+
+    def close(self) -> None:
+        self._writer.close()

@@ -49,10 +49,12 @@ def make_detector(spec: RunSpec, layout: Any, served: "ServedModels | None" = No
     from playtester.perception.detector import load_detector
     from playtester.tester.serving import ServedDetector
 
+    from playtester.perception.calibration import read_thresholds
+
     model = ServedDetector(served) if served is not None else load_detector(spec.detector, map_location=spec.device)
     # the objects it can place by telemetry: the park's OOIs, --oois, or a Doom level's things of its classes
     known = layout.oois if layout else load_known_oois(spec.oois) if spec.oois else level_objects(spec.game, model.classes)
-    return ModelDetector(model, known)
+    return ModelDetector(model, known, thresholds=read_thresholds(spec.detector))
 
 
 class RunThreads(NamedTuple):
@@ -105,16 +107,33 @@ def tester_env(spec: RunSpec, env: gym.Env, index: int = 0, served: "ServedModel
         if live is not None and spec.acting == "int8":
             live.quantise()
     texture = TextureOracle.from_coco(spec.texture_reference) if spec.texture_reference else None
-    oracles = [CrashOracle(), StuckOracle(spec.stuck_steps), AssertionOracle([load_assertion(a) for a in spec.assertions])]
+    from playtester.bugs.level_oracles import level_oracles
+
+    oracles = [CrashOracle(), StuckOracle(spec.stuck_steps), AssertionOracle([load_assertion(a) for a in spec.assertions]),
+               *level_oracles(spec.game, getattr(env.unwrapped, "keymap", None), getattr(env.unwrapped, "graph", None))]
     layout = getattr(getattr(env.unwrapped, "scenario", None), "layout", None)
     wrapped = TesterEnv(
         env, tester=live, detector=make_detector(spec, layout, served), oracles=oracles, run_dir=spec.run_dir, game=spec.game,
         game_options=spec.game_options(), texture=texture,
-        config=TesterConfig(test_steps=spec.test_steps, seed=spec.seed, track_every=spec.track_every, min_score=spec.min_score), env_index=index, n_envs=spec.num_envs,
-        episodes=spec.episodes, max_restarts=spec.max_restarts,
+        config=TesterConfig(test_steps=spec.test_steps, seed=spec.seed, track_every=spec.track_every, min_score=spec.min_score,
+                            confirm_hits=spec.confirm_hits, confirm_window=spec.confirm_window),
+        env_index=index, n_envs=spec.num_envs,
+        episodes=spec.episodes, max_restarts=spec.max_restarts, places=place_log(spec, index),
     )
     wrapped.continue_run()
     return wrapped
+
+
+def place_log(spec: RunSpec, index: int):
+    """A `PlaceLog` for a run with no map (a window game given no map, a Gymnasium game): its
+    steps clustered into places by the pixel embedding (`playtester/perception/places.py` says why
+    not the encoder). None for a run drawn on a map (the park, a Doom level, a window game's map)."""
+    from playtester.perception.places import PixelEmbedding
+    from playtester.tester.runlog import PlaceLog
+
+    if spec.game.startswith("doom:") or spec.map:
+        return None
+    return PlaceLog(Path(spec.run_dir), index, PixelEmbedding())
 
 
 def _wrap(spec: RunSpec, env: gym.Env, index: int, served: "ServedModels | None" = None) -> gym.Env:
@@ -133,7 +152,7 @@ def explore_at_random(spec: RunSpec, progress: Callable[[int], None] = lambda n:
                       say: Callable[[str], None] = print) -> None:
     """The random baseline on one game instance; `progress(n)` after each episode. A crashed
     game is started again (`TesterEnv`) until `max_restarts` is spent; then the run ends here,
-    and says why."""
+    and says why (the crash itself is said from crashes.jsonl, as for every run)."""
     from playtester.capture.games import make_game
     from playtester.bugs.crashes import clear_stop
 
@@ -151,8 +170,6 @@ def explore_at_random(spec: RunSpec, progress: Callable[[int], None] = lambda n:
                 return
             for _ in range(spec.steps):
                 _, _, terminated, truncated, info = env.step(int(rng.integers(env.action_space.n)))
-                if info.get("crashed"):
-                    say(f"the game crashed in episode {env.episode}: {info.get('crash_reason') or 'the game is gone'}")
                 if terminated or truncated:
                     break
             progress(env.episode + 1 - first)

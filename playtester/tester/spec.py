@@ -7,6 +7,7 @@ options from it.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import MISSING, asdict, dataclass, field
 from pathlib import Path
@@ -14,7 +15,10 @@ from typing import Any, Callable, NamedTuple
 
 from playtester.errors import UserError
 from playtester.files import read_json
-from playtester.commands.options import MANY
+from playtester.commands.options import (
+    MANY, Bounds, Choice, Count, InFile, Number, OptionType, OutFolder, Seed, Size, Switch, Text,
+)
+from playtester.perception.candidates import CONFIRM_HITS, CONFIRM_WINDOW
 from playtester.tester.object_source import FOUND_BY_KEY, NO_OBJECTS, check_object_source, object_source
 
 EXPLORERS = ("ppgta", "inspector", "random")
@@ -39,16 +43,16 @@ class Flag:
     name: str
     """The option, e.g. `--envs`."""
     help: str
+    kind: OptionType
+    """What it takes (`playtester/commands/options.py`), on the command line and in a --config file."""
     kept: bool = False
     """A resumed run must keep it: the logs and the explorer's checkpoint were made with it."""
-    limits: tuple[int | None, int | None] = (None, None)
-    """`min`, `max` of a count."""
 
 
-def flag(name: str, help: str, default: Any = MISSING, *, kept: bool = False, limits: tuple[int | None, int | None] = (None, None),
+def flag(name: str, kind: OptionType, help: str, default: Any = MISSING, *, kept: bool = False,
          factory: Callable[[], Any] | None = None) -> Any:
     """A `RunSpec` field with its command-line option."""
-    metadata = {"flag": Flag(name, help, kept, limits)}
+    metadata = {"flag": Flag(name, help, kind, kept)}
     if factory is not None:
         return field(default_factory=factory, metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -60,42 +64,49 @@ class RunSpec:
     and its resume check (the `kept` flags). Everything a game instance needs to build its tester
     loop: paths and options only, so that it pickles into the game workers."""
 
-    game: str = flag("--game", "Game spec (see `playtester games`).", kept=True)
-    tester: str | None = flag("--tester", "Test policy checkpoint (e.g. the inspect policy), with --detector to find the OOIs it tests; without it the run explores and watches the oracles, testing no OOI.", None, kept=True)
-    run_dir: str = flag("--out", "Run folder, e.g. runs/r1 (refused if it exists, unless --resume or --overwrite).")
-    explorer: str = flag("--explorer", "ppgta (PPO with RND novelty + the path policy's preference, trained online), inspector (PPO with single-predictor RND, the baseline) or random; evolve is `playtester run evolve`.", "ppgta", kept=True)
-    preference: str | None = flag("--preference", "Path-following policy checkpoint: the explorer starts from it and is rewarded for keeping its style (needed by --explorer ppgta).", None, kept=True)
-    detector: str | None = flag("--detector", "Detector checkpoint that finds the OOIs to test (from `playtester train detector`); a run with --tester refuses to start without it or --oracle-labels.", None, kept=True)
-    oracle_labels: bool = flag("--oracle-labels", "Find the OOIs through the engine's labels instead of a detector (the built-in park only): an ablation, and the report says so.", False, kept=True)
-    episodes: int = flag("--episodes", "Episodes in the whole run, each from a random start.", 3, limits=(1, MANY))
-    steps: int = flag("--steps", "Game steps per episode (test steps included).", 500, kept=True, limits=(1, MANY))
-    num_envs: int = flag("--envs", "Game instances played at once, one process each (the PPO explorer and evolve; random and window games play one).", 2, kept=True, limits=(1, 64))
-    rollout: int = flag("--rollout", "PPO steps per game instance between updates.", 64, kept=True, limits=(1, MANY))
-    texture_reference: str | None = flag("--texture-reference", "COCO labels of healthy OOIs for the texture oracle.", None)
-    assertions: list[str] = flag("--assert", "A user assertion, module:function or file.py:function (repeatable).", factory=list)
-    stuck_steps: int = flag("--stuck-steps", "Steps of unchanged picture under input that count as stuck.", 40, limits=(1, MANY))
-    test_steps: int | None = flag("--test-steps", "Steps of one OOI test (default: the test policy's demo length).", None, limits=(1, MANY))
-    min_score: float = flag("--min-score", "Detections below this confidence are not tested: each false detection tested costs a test's steps (docs/benchmarks/agents.md).", 0.6, limits=(0, 1))
-    track_every: int | None = flag("--track-every", "During an OOI test, the detector looks for the OOI every this many steps and a tracker follows it in between. Default: 4 (a test step in about 0.6 of the time at 1, the whole loop ×1.7 at one instance), or 1 with --texture-reference: only the detector's passes give the texture oracle its crops, and at 4 it gets a quarter of a test's frames.", None, limits=(1, MANY))
-    seed: int = flag("--seed", "Seed of starts, action sampling and PPO.", 0, kept=True, limits=(0, None))
-    device: str = flag("--device", "Where the networks run: cpu, or cuda (the explorer, its rewards, and every game instance's detector and test policy on the GPU; the games stay on CPU workers).", "cpu")
-    serve: bool = flag("--serve", "Serve every game instance's detector and test policy from one process, batched across the instances (on by itself with --device cuda and more than one instance).", False)
-    map: str | None = flag("--map", "Bird's-eye map image of a game without built-in ground truth (a window game with telemetry).", None)
-    map_bounds: list[float] | None = flag("--map-bounds", "X0,Y0,X1,Y1: the world area (telemetry units) the --map image shows.", None)
-    oois: str | None = flag("--oois", "JSON list of the known OOIs ({id, kind, x, y}): detections are matched to them by telemetry and the report draws them.", None)
-    telemetry_port: int | None = flag("--telemetry-port", "A window game's UDP port for JSON-line telemetry from its dev build (pos, angle, fps).", None, limits=(1, 65535))
-    launch: str | None = flag("--launch", "The command that starts a window game, e.g. \"./MyGame -windowed\": playtester starts it, waits for its window (the title after window:), ends it with the run (also when playtester is killed) and starts it again after a crash (a crash finding; the run goes on).", None)
-    reset: str | None = flag("--reset", "A window game's reset recipe, played before every episode and after a game over, outside the episode's steps: a reset plan (YAML: keys, waits, until a screenshot matches) or the keys themselves, e.g. \"y 10 down enter 20\" (a number waits that many steps). See docs/your-own-game.md.", None)
-    out_of_play: list[str] = flag("--out-of-play", "A screenshot of a window game's screen that is not play (game over, a menu; repeatable): a frame that matches one ends the episode, and the reset recipe runs. Without one, with --reset, a picture no key changes for 20 steps does.", factory=list)
-    objective: str = flag("--objective", "coverage (the explorer's own reward) or load (plus RELINE's reward for frame-rate drops: load testing).", "coverage", kept=True)
-    load_threshold: str | None = flag("--load-threshold", "With --objective load: a threshold file (load_threshold.json of an earlier run); default: measured by random play first.", None)
-    load_area: str = flag("--load-area", "With --objective load: where frame-rate drops are rewarded, everywhere or pathways.", "everywhere")
-    max_restarts: int = flag("--max-restarts", "Game crashes to restart from (each is a crash finding); at one more the run stops, and the report says why.", 3, limits=(0, 1000))
-    reward: str | None = flag("--reward", "evolve: the winning score's reward, module:function or file.py:function over (frame, info); needed where the game has none (a window, the park).", None)
-    population: int = flag("--population", "evolve: policies in the population.", 30, limits=(2, 10_000))
-    generations: int = flag("--generations", "evolve: generations to run.", 10, limits=(1, MANY))
+    game: str = flag("--game", Text(), "Game spec (see `playtester games`).", kept=True)
+    tester: str | None = flag("--tester", InFile("policy checkpoint"), "Test policy checkpoint (e.g. the inspect policy), with --detector to find the OOIs it tests; without it the run explores and watches the oracles, testing no OOI.", None, kept=True)
+    run_dir: str = flag("--out", OutFolder(), "Run folder, e.g. runs/r1 (refused if it exists, unless --resume or --overwrite).")
+    explorer: str = flag("--explorer", Choice(*EXPLORERS, "evolve"), "ppgta (PPO with RND novelty + the path policy's preference, trained online), inspector (PPO with single-predictor RND, the baseline) or random; evolve is `playtester run evolve`.", "ppgta", kept=True)
+    preference: str | None = flag("--preference", InFile("path policy checkpoint"), "Path-following policy checkpoint: the explorer starts from it and is rewarded for keeping its style (needed by --explorer ppgta).", None, kept=True)
+    detector: str | None = flag("--detector", InFile("detector checkpoint"), "Detector checkpoint that finds the OOIs to test (from `playtester train detector`); a run with --tester refuses to start without it or --oracle-labels.", None, kept=True)
+    oracle_labels: bool = flag("--oracle-labels", Switch(), "Find the OOIs through the engine's labels instead of a detector (the built-in park only): an ablation, and the report says so.", False, kept=True)
+    episodes: int = flag("--episodes", Count(1, MANY), "Episodes in the whole run, each from a random start.", 3)
+    steps: int = flag("--steps", Count(1, MANY), "Game steps per episode (test steps included).", 500, kept=True)
+    num_envs: int = flag("--envs", Count(1, 64), "Game instances played at once, one process each (the PPO explorer and evolve; random and window games play one).", 2, kept=True)
+    rollout: int = flag("--rollout", Size(MANY), "PPO steps per game instance between updates.", 64, kept=True)
+    texture_reference: str | None = flag("--texture-reference", InFile("COCO labels.json"), "COCO labels of healthy OOIs for the texture oracle.", None)
+    assertions: list[str] = flag("--assert", Text(), "A user assertion, module:function or file.py:function (repeatable).", factory=list)
+    stuck_steps: int = flag("--stuck-steps", Count(1, MANY), "Steps of unchanged picture under input that count as stuck.", 40)
+    test_steps: int | None = flag("--test-steps", Count(1, MANY), "Steps of one OOI test (default: the test policy's demo length).", None)
+    min_score: float | None = flag("--min-score", Number(0.0, 1.0), "Detections below this confidence are not tested, whatever their class (each false detection tested costs a test's steps); default: the per-class thresholds the detector's checkpoint keeps (picked by `train detector` for precision 0.9 on its held-out shots), else 0.6 (docs/benchmarks/real-tests.md).", None)
+    confirm_hits: int = flag("--confirm-hits", Count(1, MANY), "A detection is tested once it was found in this many of the last --confirm-window detector passes, of the same class, in about the same place and size (1: every detection at once); the others are logged in rejected.jsonl (docs/benchmarks/real-tests.md).", CONFIRM_HITS)
+    confirm_window: int = flag("--confirm-window", Count(1, MANY), "The detector passes --confirm-hits counts; while a detection close enough to test waits for confirmation, the detector looks every step.", CONFIRM_WINDOW)
+    track_every: int | None = flag("--track-every", Count(1, MANY), "During an OOI test, the detector looks for the OOI every this many steps and a tracker follows it in between. Default: 4 (a test step in about 0.6 of the time at 1, the whole loop ×1.7 at one instance), or 1 with --texture-reference: only the detector's passes give the texture oracle its crops, and at 4 it gets a quarter of a test's frames.", None)
+    seed: int = flag("--seed", Seed(), "Seed of starts, action sampling and PPO.", 0, kept=True)
+    rules: str | None = flag("--rules", Choice("immortal", "no-monsters", "play"), "How a Doom level is played while tested: immortal (god mode; the default for stock levels, WADs and scenarios), no-monsters, or play (as shipped: each death a finding with its place and what killed it; the level starts again). A level that ends early starts again within the episode.", None, kept=True)
+    device: str = flag("--device", Choice(*DEVICES), "Where the networks run: cpu, or cuda (the explorer, its rewards, and every game instance's detector and test policy on the GPU; the games stay on CPU workers).", "cpu")
+    serve: bool = flag("--serve", Switch(), "Serve every game instance's detector and test policy from one process, batched across the instances (on by itself with --device cuda and more than one instance).", False)
+    map: str | None = flag("--map", InFile("map image (PNG or JPEG)"), "Bird's-eye map image of a game without built-in ground truth (a window game with telemetry).", None)
+    map_bounds: list[float] | None = flag("--map-bounds", Bounds(), "X0,Y0,X1,Y1: the world area (telemetry units) the --map image shows.", None)
+    oois: str | None = flag("--oois", InFile("JSON list of OOIs"), "JSON list of the known OOIs ({id, kind, x, y}): detections are matched to them by telemetry and the report draws them.", None)
+    telemetry_port: int | None = flag("--telemetry-port", Count(1, 65535), "A window game's UDP port for JSON-line telemetry from its dev build (pos, angle, fps).", None)
+    launch: str | None = flag("--launch", Text(), "The command that starts a window game, e.g. \"./MyGame -windowed\": playtester starts it, waits for its window (the title after window:), ends it with the run (also when playtester is killed) and starts it again after a crash (a crash finding; the run goes on).", None)
+    reset: str | None = flag("--reset", Text(), "A window game's reset recipe, played before every episode and after a game over, outside the episode's steps: a reset plan (YAML: keys, waits, until a screenshot matches) or the keys themselves, e.g. \"y 10 down enter 20\" (a number waits that many steps). See docs/your-own-game.md.", None)
+    out_of_play: list[str] = flag("--out-of-play", InFile("screenshot (PNG or JPEG)"), "A screenshot of a window game's screen that is not play (game over, a menu; repeatable): a frame that matches one ends the episode, and the reset recipe runs. Without one, with --reset, a picture no key changes for 20 steps does.", factory=list)
+    objective: str = flag("--objective", Choice(*OBJECTIVES), "coverage (the explorer's own reward) or load (plus RELINE's reward for frame-rate drops: load testing).", "coverage", kept=True)
+    load_threshold: str | None = flag("--load-threshold", InFile("load threshold JSON"), "With --objective load: a threshold file (load_threshold.json of an earlier run); default: measured by random play first.", None)
+    load_area: str = flag("--load-area", Choice("everywhere", "pathways"), "With --objective load: where frame-rate drops are rewarded, everywhere or pathways.", "everywhere")
+    frame_clock: str = flag("--frame-clock", Choice("cpu", "wall"), "A ViZDoom step's frame time: cpu (the engine's and the game thread's CPU time, which other work on the machine does not change) or wall.", "cpu", kept=True)
+    max_restarts: int = flag("--max-restarts", Count(0, 1000), "Game crashes to restart from (each is a crash finding); at one more the run stops, and the report says why.", 3)
+    reward: str | None = flag("--reward", Text(), "evolve: the winning score's reward, module:function or file.py:function over (frame, info); needed where the game has none (a window, the park).", None)
+    population: int = flag("--population", Count(2, 10_000), "evolve: policies in the population.", 30)
+    generations: int = flag("--generations", Count(1, MANY), "evolve: generations to run.", 10)
 
     def __post_init__(self) -> None:
+        from playtester.capture.rules import check_rules
+
+        self.rules = check_rules(self.rules, self.game)
         if self.track_every is None:
             self.track_every = 1 if self.texture_reference else TRACK_EVERY
         if self.objective not in OBJECTIVES:
@@ -103,6 +114,8 @@ class RunSpec:
         if self.objective == "load" and self.explorer == "random":
             raise UserError("--objective load trains the PPO explorer; use --explorer inspector or ppgta "
                             "(a random run's report shows its frame times anyway)")
+        if self.frame_clock not in ("cpu", "wall"):
+            raise UserError(f"--frame-clock {self.frame_clock!r}: use cpu or wall")
         if self.load_area not in ("everywhere", "pathways"):
             raise UserError(f"--load-area {self.load_area!r}: use everywhere or pathways")
         if self.explorer == "evolve":  # its own loop (playtester/evolution/run.py), its own checks
@@ -115,7 +128,10 @@ class RunSpec:
         for name in ("episodes", "steps", "num_envs", "rollout", "stuck_steps", "track_every"):
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")
-        if not 0.0 <= self.min_score <= 1.0:
+        if not 1 <= self.confirm_hits <= self.confirm_window:
+            raise UserError(f"--confirm-hits {self.confirm_hits} of --confirm-window {self.confirm_window}: "
+                            "the hits must be at least 1 and at most the window")
+        if self.min_score is not None and not 0.0 <= self.min_score <= 1.0:
             raise UserError(f"--min-score {self.min_score}: a detector confidence, between 0 and 1")
         if self.device not in DEVICES:
             raise UserError(f"--device {self.device!r}: use {' or '.join(DEVICES)}")
@@ -151,6 +167,15 @@ class RunSpec:
     def game_options(self) -> dict[str, Any]:
         """What `make_game` takes for this run's game."""
         options: dict[str, Any] = {"max_steps": self.steps}
+        if self.rules is not None:
+            options["rules"] = self.rules
+        from playtester.capture.rules import is_level
+
+        keymap = policy_keymap(self.tester, self.preference) if is_level(self.game) else None
+        if keymap is not None:  # a level plays with the key map its policies were trained with
+            options["keymap"] = keymap
+        if self.game.startswith("doom:") and self.frame_clock != "cpu":
+            options["frame_clock"] = self.frame_clock
         if self.telemetry_port is not None:
             options["telemetry_port"] = self.telemetry_port
         return options | harness_options(self.launch, self.reset, self.out_of_play)
@@ -163,6 +188,34 @@ class RunSpec:
             config["agent"] += " + load reward"
         config[FOUND_BY_KEY] = object_source(self.detector, self.oracle_labels) if self.tester else NO_OBJECTS
         return config
+
+
+def policy_keymap(*paths: str | None) -> dict[str, Any] | None:
+    """The key map (as a dict) the run's policies were trained with, None without policies; a
+    Doom level plays with it (a policy trained on the park's 9 actions keeps them, without USE).
+    Refused when two policies were trained with different key maps."""
+    maps = {}
+    for path in paths:
+        if path:
+            maps[path] = _checkpoint_keymap(str(path), Path(path).stat().st_mtime_ns if Path(path).exists() else 0)
+    known = {p: m for p, m in maps.items() if m is not None}
+    actions = {json.dumps([a["keys"] for a in m["actions"]]) for m in known.values()}
+    if len(actions) > 1:
+        sizes = "; ".join(f"{p}: {len(m['actions'])} actions" for p, m in known.items())
+        raise UserError(f"the run's policies were trained with different key maps ({sizes}); train them on demos of one key map")
+    return next(iter(known.values()), None)
+
+
+@functools.lru_cache(maxsize=16)
+def _checkpoint_keymap(path: str, stamp: int) -> dict[str, Any] | None:
+    from playtester.perception.training import read_checkpoint
+
+    try:
+        config, _ = read_checkpoint(path, "policy")
+    except UserError:
+        return None  # refused, with its reason, where the run loads it
+    keymap = (config.get("policy") or {}).get("keymap")
+    return keymap if isinstance(keymap, dict) else None
 
 
 class KnownOOI(NamedTuple):
@@ -195,8 +248,13 @@ def load_known_oois(path: str | Path) -> list[KnownOOI]:
 def check_map(image: str, bounds: list[float] | None) -> None:
     """Refuse an unreadable `--map` image or `--map-bounds` that enclose no area."""
     import cv2
+    import numpy as np
 
-    if cv2.imread(str(image)) is None:
+    try:  # decoded from its bytes: cv2.imread prints a warning of its own for a missing file
+        data = np.fromfile(str(image), dtype=np.uint8)
+    except OSError:
+        data = np.zeros(0, np.uint8)
+    if data.size == 0 or cv2.imdecode(data, cv2.IMREAD_COLOR) is None:
         raise UserError(f"--map {image}: missing or not an image (PNG or JPEG)")
     if bounds is None or len(bounds) != 4 or not (bounds[2] > bounds[0] and bounds[3] > bounds[1]):
         raise UserError(f"--map-bounds {bounds}: give X0,Y0,X1,Y1 (world units) with X1 > X0 and Y1 > Y0")

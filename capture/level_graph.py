@@ -1,0 +1,324 @@
+"""Where a player can go on a Doom level: the level's sectors as a directed graph, read from its
+geometry, and the cells reachable from the start.
+
+Each sector is a node. A `Passage` leads from one sector to a neighbour across a two-sided line
+that does not block the player outright, when the player fits: the floor ahead is at most
+`MAX_STEP` (24) units higher, and there is `PLAYER_HEIGHT` (56) of room between the higher floor
+and the lower ceiling. A passage down more than a step is a one-way `DROP` (no passage leads
+back up it). What the level's specials move is taken into account (`capture/level_specials.py`):
+a door's sector opens to its lowest neighbour's ceiling less 4; a lift's floor stands at its own
+height or its lowest neighbour's; a floor mover's at its own or the one it moves to; a
+teleporter's line leads to its destination's sector. A special only counts once the player can
+set it off: a door worked by hand from a sector already reached, a switch or a walk-over line in
+a reached sector, a locked one only with its key, which is picked up where it lies once its
+sector is reached. `reachable()` grows the reached sectors to a fixed point over all of these.
+
+So the same graph answers "which cells can a tester reach from the start, doors opened and lifts
+ridden" (`reachable_cells`, the share coverage is measured against), "which sectors did no one
+reach" (the report), and, for a softlock oracle, which passages are one way (`DROP`,
+`TELEPORT`), which doors close for good (`CLOSE`), and from which sectors the start cannot be
+reached again (`can_return`).
+
+`NavGrid` is the same knowledge at 16 map units a cell, for the scripted level-walk expert: free
+cells, and moves between neighbouring cells that the graph allows (walls drawn as barriers).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from playtester.errors import UserError
+from playtester.capture.level_map import MAX_STEP, PLAYER_HEIGHT, LevelMap
+from playtester.capture.level_specials import (CLOSE, CROSS, DOOR, EXIT, FLOOR, KEY_THINGS, LIFT, SHOOT, TELEPORT, USE,
+                                                LineAction, describe)
+
+WALK, DROP, DOOR_PASSAGE, LIFT_PASSAGE = "walk", "drop", "door", "lift"
+"""Kinds of `Passage`: level ground or a step, a drop down more than a step (one way), through a
+door's sector, onto or off a lift or a moved floor; teleports are `TELEPORT`."""
+RASTER_UNITS = 8.0
+"""Map units per pixel of the sector raster that places points in sectors."""
+DOOR_GAP = 4.0
+"""A door opens to this far below its lowest neighbouring ceiling."""
+PLAYER_START = 1
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A way from sector `source` to sector `target`: across `line`, or through its teleporter."""
+
+    source: int
+    target: int
+    kind: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Door:
+    """A door: its sector, the lines that open it (its own faces, or switches and walk-over lines
+    elsewhere), and the key it needs."""
+
+    sector: int
+    lines: tuple[int, ...]
+    manual: bool
+    """Opened by hand on its own faces (USE), not from a switch elsewhere."""
+    key: str | None
+
+
+@dataclass
+class SectorState:
+    """The heights a sector can have once the specials reached so far have been set off."""
+
+    floors: set[float]
+    ceiling: float
+
+
+@dataclass
+class LevelGraph:
+    """The sectors of a `LevelMap` as a directed graph; see the module's docstring."""
+
+    level: LevelMap
+    actions: list[LineAction | None] = field(init=False)
+    """Each linedef's special, described (None: it moves nothing the graph models)."""
+
+    def __post_init__(self) -> None:
+        self._reached: frozenset[int] | None = None
+        self.actions = [describe(ld.special, udmf=self.level.udmf, args=ld.args, flags=ld.flags) for ld in self.level.linedefs]
+        self.neighbours: list[set[int]] = [set() for _ in self.level.sectors]
+        for ld in self.level.linedefs:
+            if ld.front is not None and ld.back is not None and ld.front != ld.back:
+                self.neighbours[ld.front].add(ld.back)
+                self.neighbours[ld.back].add(ld.front)
+
+    # -- places --------------------------------------------------------------------------------
+    @cached_property
+    def line_ends(self) -> np.ndarray:
+        """`N × 4`: each linedef's `x1, y1, x2, y2`."""
+        v = self.level.vertices
+        return np.array([[*v[ld.v1], *v[ld.v2]] for ld in self.level.linedefs], dtype=float).reshape(-1, 4)
+
+    @cached_property
+    def raster(self) -> np.ndarray:
+        """Sector index of every `RASTER_UNITS` pixel over the level's bounds (row 0 north), -1 outside."""
+        return self.level.sector_raster(RASTER_UNITS)
+
+    def sector_at(self, x: float, y: float) -> int | None:
+        """The sector a point lies in, or None outside every sector."""
+        x0, _, _, y1 = self.level.bounds
+        row, col = int((y1 - y) // RASTER_UNITS), int((x - x0) // RASTER_UNITS)
+        h, w = self.raster.shape
+        if not (0 <= row < h and 0 <= col < w):
+            return None
+        s = int(self.raster[row, col])
+        return None if s < 0 else s
+
+    def near_sector(self, x: float, y: float, slack: int = 1) -> bool:
+        """Whether a point lies in a sector or within `slack` raster pixels of one (the raster's
+        edges are a pixel off the lines)."""
+        x0, _, _, y1 = self.level.bounds
+        row, col = int((y1 - y) // RASTER_UNITS), int((x - x0) // RASTER_UNITS)
+        h, w = self.raster.shape
+        patch = self.raster[max(0, row - slack):max(0, row + slack + 1), max(0, col - slack):max(0, col + slack + 1)]
+        return 0 <= row < h and 0 <= col < w and bool((patch >= 0).any())
+
+    def start(self) -> tuple[float, float, float]:
+        """The player's start `(x, y, angle)`; a `UserError` when the map has none."""
+        for t in self.level.things:
+            if t.type == PLAYER_START:
+                return t.x, t.y, t.angle
+        raise UserError(f"map {self.level.name}: it has no player start (a thing of type 1)")
+
+    def start_sector(self) -> int:
+        x, y, _ = self.start()
+        s = self.sector_at(x, y)
+        if s is None:
+            raise UserError(f"map {self.level.name}: its player start ({x:.0f}, {y:.0f}) lies outside every sector")
+        return s
+
+    # -- what specials move --------------------------------------------------------------------
+    def targets(self, line: int) -> list[int]:
+        """The sectors line `line`'s special moves: its back sector when worked by hand, else the
+        sectors tagged like it (none for a teleport or an exit)."""
+        action, ld = self.actions[line], self.level.linedefs[line]
+        if action is None or action.kind in (TELEPORT, EXIT):
+            return []
+        if action.manual:
+            return [ld.back] if ld.back is not None else []
+        if not ld.tag:
+            return []
+        return [i for i, s in enumerate(self.level.sectors) if s.tag == ld.tag]
+
+    @cached_property
+    def doors(self) -> list[Door]:
+        """Every door sector, with the lines that open it."""
+        by_sector: dict[int, list[int]] = {}
+        for i, action in enumerate(self.actions):
+            if action is not None and action.kind == DOOR:
+                for s in self.targets(i):
+                    by_sector.setdefault(s, []).append(i)
+        out = []
+        for s, lines in sorted(by_sector.items()):
+            manual = all(self.actions[i].manual for i in lines)
+            keys = {self.actions[i].key for i in lines}
+            out.append(Door(s, tuple(lines), manual, keys.pop() if len(keys) == 1 else None))
+        return out
+
+    @cached_property
+    def _door_sectors(self) -> frozenset[int]:
+        return frozenset(d.sector for d in self.doors)
+
+    def door_sectors(self) -> frozenset[int]:
+        return self._door_sectors
+
+    def _trigger_sectors(self, line: int) -> list[int]:
+        """Where the player stands to set a line off: its front (a switch's face, a door's face), or
+        either side of a walk-over line."""
+        ld, action = self.level.linedefs[line], self.actions[line]
+        sides = [ld.front] if action is not None and action.trigger in (USE, SHOOT) else [ld.front, ld.back]
+        return [s for s in sides if s is not None]
+
+    def states(self, active: set[int]) -> list[SectorState]:
+        """Each sector's possible floors and highest ceiling once the lines `active` have been set off."""
+        sectors = self.level.sectors
+        out = [SectorState({s.floor}, s.ceiling) for s in sectors]
+        for line in sorted(active):
+            action = self.actions[line]
+            for s in self.targets(line):
+                near = [sectors[n] for n in self.neighbours[s]] or [sectors[s]]
+                if action.kind == DOOR:
+                    out[s].ceiling = max(out[s].ceiling, min(n.ceiling for n in near) - DOOR_GAP)
+                elif action.kind == LIFT:
+                    out[s].floors.add(min(n.floor for n in near))
+                elif action.kind == FLOOR:
+                    out[s].floors.add(_floor_target(action.floor, sectors[s], near))
+        return out
+
+    # -- passages and reach --------------------------------------------------------------------
+    def passages(self, active: set[int] | None = None) -> list[Passage]:
+        """Every passage once the lines `active` (default: every line with a special) are set off."""
+        active = set(i for i, a in enumerate(self.actions) if a is not None) if active is None else active
+        states = self.states(active)
+        doors = self.door_sectors()
+        moved = {s for line in active for s in self.targets(line) if self.actions[line].kind in (LIFT, FLOOR)}
+        out = []
+        for i, ld in enumerate(self.level.linedefs):
+            if ld.front is None or ld.back is None or ld.front == ld.back or ld.blocking:
+                continue
+            for a, b in ((ld.front, ld.back), (ld.back, ld.front)):
+                kind = self._passage_kind(a, b, states, doors, moved)
+                if kind is not None:
+                    out.append(Passage(a, b, kind, i))
+        for i in sorted(active):
+            if self.actions[i].kind == TELEPORT and not self.actions[i].monsters_only:
+                target = self.teleport_target(i)
+                if target is not None and self.level.linedefs[i].front is not None:
+                    out.append(Passage(self.level.linedefs[i].front, target, TELEPORT, i))
+        return out
+
+    def _passage_kind(self, a: int, b: int, states: list[SectorState], doors: set[int], moved: set[int]) -> str | None:
+        sa, sb = states[a], states[b]
+        base_a, base_b = self.level.sectors[a].floor, self.level.sectors[b].floor
+        fits = [(fa, fb) for fa in sa.floors for fb in sb.floors
+                if fb - fa <= MAX_STEP and min(sa.ceiling, sb.ceiling) - max(fa, fb) >= PLAYER_HEIGHT and sb.ceiling - fb >= PLAYER_HEIGHT]
+        if not fits:
+            return None
+        if a in doors or b in doors:
+            return DOOR_PASSAGE
+        if (base_a, base_b) not in fits and (a in moved or b in moved):
+            return LIFT_PASSAGE
+        if base_b - base_a < -MAX_STEP:
+            return DROP
+        return WALK
+
+    def teleport_target(self, line: int) -> int | None:
+        """The sector a teleporter line sends the player to (its destination thing's)."""
+        ld = self.level.linedefs[line]
+        destinations = [t for t in self.level.things if t.type == 14]
+        if self.level.udmf:
+            tid, tag = (ld.args + (0, 0))[:2]
+            picks = [t for t in destinations if (tid and t.tid == tid) or
+                     (not tid and tag and self._tag_of(t) == tag)]
+        else:
+            picks = [t for t in destinations if ld.tag and self._tag_of(t) == ld.tag]
+        for t in picks:
+            s = self.sector_at(t.x, t.y)
+            if s is not None:
+                return s
+        return None
+
+    def _tag_of(self, thing) -> int | None:
+        s = self.sector_at(thing.x, thing.y)
+        return None if s is None else self.level.sectors[s].tag
+
+    def reachable(self, start: int | None = None) -> set[int]:
+        """The sectors the player can reach from `start` (default: the player start's), setting
+        off every special it can reach and picking up every key it finds, to a fixed point."""
+        if start is None:
+            if self._reached is None:
+                self._reached = frozenset(self.reachable(self.start_sector()))
+            return set(self._reached)
+        reached = {start}
+        keys: set[str] = set()
+        while True:
+            active = {i for i, a in enumerate(self.actions) if a is not None and (a.key is None or a.key in keys)
+                      and a.kind != EXIT and any(s in reached for s in self._trigger_sectors(i))}
+            grown = self._bfs(start, self.passages(active))
+            found = keys | {KEY_THINGS[t.type] for t in self.level.things if t.type in KEY_THINGS and self.sector_at(t.x, t.y) in grown}
+            if grown == reached and found == keys:
+                return reached
+            reached, keys = grown, found
+
+    @staticmethod
+    def _bfs(start: int, passages: list[Passage]) -> set[int]:
+        out: dict[int, list[int]] = {}
+        for p in passages:
+            out.setdefault(p.source, []).append(p.target)
+        seen = {start}
+        queue = deque([start])
+        while queue:
+            for nxt in out.get(queue.popleft(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    queue.append(nxt)
+        return seen
+
+    def can_return(self, sector: int, to: int | None = None) -> bool:
+        """Whether the player can get back from `sector` to `to` (default: the start's sector)
+        with every special set off: False in a pit or beyond a one-way drop."""
+        to = self.start_sector() if to is None else to
+        return to in self._bfs(sector, self.passages())
+
+    # -- cells -------------------------------------------------------------------------------
+    def walkable_sectors(self) -> np.ndarray:
+        """Per sector: whether the player can stand in it, once its specials have moved it."""
+        states = self.states({i for i, a in enumerate(self.actions) if a is not None})
+        return np.array([min(st.floors) <= st.ceiling - PLAYER_HEIGHT for st in states])
+
+    def reachable_cells(self, cell: float, sectors: set[int] | None = None) -> np.ndarray:
+        """Cells of an `OccupancyGrid` over the level's bounds (row 0 south) of which at least a
+        quarter is walkable ground in a reachable sector (`sectors`; default: `reachable()`)."""
+        sectors = self.reachable() if sectors is None else sectors
+        keep = np.zeros(len(self.level.sectors) + 1, dtype=bool)
+        keep[list(sectors)] = True
+        keep[:-1] &= self.walkable_sectors() | np.array([self.level.walkable_sector(i) for i in range(len(self.level.sectors))])
+        return self.level.cells_of(lambda raster: keep[raster], cell)
+
+
+def _floor_target(where: str, sector, near: list) -> float:
+    """The height a floor special moves `sector`'s floor to (`LineAction.floor`)."""
+    floors = [n.floor for n in near]
+    if where == "lowest":
+        return min(floors + [sector.floor])
+    if where == "highest":
+        return max(floors)
+    if where == "highest+8":
+        return max(floors) + 8
+    if where == "+24":
+        return sector.floor + 24
+    if where == "ceiling":
+        return min(n.ceiling for n in near)
+    higher = [f for f in floors if f > sector.floor]
+    return min(higher) if higher else sector.floor  # next

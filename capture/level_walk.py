@@ -1,0 +1,523 @@
+"""The level-walk expert: a scripted tester that walks a whole Doom level, frontier first.
+
+`NavGrid` is a level's `LevelGraph` at `NAV_UNITS` (16) map units a cell: the cells a player can
+stand in among the sectors reachable from the start, walls drawn between them as barriers, and
+moves between neighbouring cells where the graph allows them (a step up of at most 24 units, a
+drop, a door's sector, a lift, across a teleporter to its destination). Shortest routes come from
+Dijkstra over it (SciPy), cells beside a wall costing more, so that routes keep off the walls.
+
+`LevelWalker` plays from telemetry and the level's geometry, as a human tester would walk a
+level they know the map of: it goes to the nearest coverage cell (`CELL`, 64 units, the report's)
+it has not been in yet, or to a switch within reach of the route that it has not pressed; it
+presses USE facing a door on its way and walks through, waits at a lift, and when it is stuck
+(a door that needs a switch elsewhere, a lift that does not come) it leaves that sector aside
+until it next presses a switch. It remembers where it has been across episodes (`remember`) or
+per episode. Like the park's experts it adds a little jitter and labels jittered steps with the
+action meant, so that its demos teach a policy to walk a level like a tester.
+
+It uses geometry and telemetry: a stand-in for a human tester making training data, never the
+agent under test (which sees only pixels).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import cv2
+import numpy as np
+
+from playtester.capture.doom import wrap_angle
+from playtester.capture.experts import _Actions, _Expert, _Steering, bearing
+from playtester.capture.keymap import KeyMap
+from playtester.capture.level_graph import RASTER_UNITS, LevelGraph
+from playtester.capture.level_specials import CROSS, DOOR, EXIT, FLOOR, LIFT, TELEPORT, USE
+from playtester.errors import UserError
+
+NAV_UNITS = 16.0
+CELL = 64.0
+"""Coverage cells, in map units (the report's `LEVEL_CELL`)."""
+STUCK_PATIENCE = 30
+"""Steps stuck (USE pressed after 4, and whenever a door, lift or switch is in reach) before the
+walker leaves the sector ahead aside: a door opens and a lift comes down within it."""
+GIVE_UP_STEPS = 40
+NO_PROGRESS = 30
+"""Steps without a new coverage cell after which the walker routes around the way it was taking."""
+"""Steps after which the walker gives up a cell it has not got into (a lift that needs a switch
+it cannot find, a ledge that looks walkable)."""
+TURN_COST = 10.0
+"""Degrees of turning that cost as much as walking one nav cell when choosing where to go next."""
+DOOR_REACH = 96.0
+ROOMY = 28.0
+LOOKAHEAD = 72.0
+"""The walker heads for the first node of its route at least this far away."""
+PLAYER_RADIUS = 16.0
+CLEARANCE = 10.0
+"""Map units a free nav cell's centre keeps from a wall: less than the player's radius, so that a
+passage of 32 units still has cells (the player slides along the walls to them)."""
+SOLID_THINGS = {2035: 10, 70: 16, 2028: 16, 30: 16, 31: 16, 32: 16, 33: 16, 36: 16, 37: 16, 41: 16, 42: 16, 43: 16, 44: 16,
+                45: 16, 46: 16, 55: 16, 56: 16, 57: 16, 47: 16, 48: 16, 35: 16, 54: 32, 85: 16, 86: 16, 25: 16, 26: 16,
+                27: 16, 28: 16, 29: 16, 49: 16, 50: 16, 51: 16, 52: 16, 53: 16, 73: 16, 74: 16, 75: 16, 76: 16, 77: 16,
+                78: 16}
+"""Doom's solid decorations by editor number, with their radius in map units."""
+"""Within this far of a door's sector on its route the walker presses USE."""
+
+
+@dataclass
+class NavGrid:
+    """Free cells of a level at `NAV_UNITS` and the moves between them; see the module's docstring."""
+
+    graph: LevelGraph
+    blocked: frozenset[int] = frozenset()
+    """Sectors left aside (stuck there)."""
+    active: frozenset[int] | None = None
+    """The lines set off so far (None: every line): what they move is where it moved to."""
+
+    def __post_init__(self) -> None:
+        level = self.graph.level
+        step = int(NAV_UNITS // RASTER_UNITS)
+        self.sectors = self.graph.raster[step // 2::step, step // 2::step]  # row 0 north
+        h, w = self.sectors.shape
+        x0, _, _, y1 = level.bounds
+        self.origin = (x0, y1)
+        reached = self.graph.reachable()
+        passages = self.graph.passages(None if self.active is None else set(self.active))
+        stand = self.graph.walkable_sectors()
+        ok = np.zeros(len(level.sectors) + 1, dtype=bool)
+        for s in reached:
+            ok[s] = stand[s] and s not in self.blocked
+        free = ok[self.sectors]
+        allowed = np.zeros((len(level.sectors) + 1, len(level.sectors) + 1), dtype=bool)
+        for p in passages:
+            if p.kind != TELEPORT:
+                allowed[p.source, p.target] = True
+        for sector in range(len(level.sectors) + 1):
+            allowed[sector, sector] = True
+        # a 16-unit cell may skip a thin sector between two others (a door, a step): two passages in a row count
+        direct = allowed
+        allowed = (allowed.astype(np.uint8) @ allowed.astype(np.uint8)) > 0
+        # walls (lines passable neither way) and solid things, at the raster's 8 units: the player's
+        # centre keeps its radius (16 units) from a wall, and a thing's radius more from a thing
+        barrier = np.zeros(self.graph.raster.shape, dtype=np.uint8)
+        things = np.zeros_like(barrier)
+        to_raster = lambda x, y: (int((x - x0) // RASTER_UNITS), int((y1 - y) // RASTER_UNITS))  # noqa: E731
+        for i, ld in enumerate(level.linedefs):
+            open_line = ld.front is not None and ld.back is not None and not ld.blocking and (
+                ld.front == ld.back or direct[ld.front, ld.back] or direct[ld.back, ld.front])
+            if not open_line:
+                cv2.line(barrier, to_raster(*self.graph.line_ends[i][:2]), to_raster(*self.graph.line_ends[i][2:]), 1, 1)
+        for t in level.things:
+            radius = SOLID_THINGS.get(t.type)
+            if radius is not None:
+                cv2.circle(things, to_raster(t.x, t.y), int(math.ceil((radius + PLAYER_RADIUS) / RASTER_UNITS)), 1, -1)
+        clearance = cv2.distanceTransform((barrier == 0).astype(np.uint8), cv2.DIST_L2, 3) * RASTER_UNITS
+        free &= (clearance >= CLEARANCE)[step // 2::step, step // 2::step][:h, :w]
+        free &= (things == 0)[step // 2::step, step // 2::step][:h, :w]
+        self.free = free
+        roomy = (clearance >= ROOMY)[step // 2::step, step // 2::step][:h, :w]
+        near_wall = cv2.distanceTransform(free.astype(np.uint8), cv2.DIST_L2, 3) < 2.0
+        ids = -np.ones((h, w), dtype=np.int64)
+        ids[free] = np.arange(int(free.sum()))
+        self.ids, self.cells = ids, np.argwhere(free)  # cells: (row, col) of each node
+        self.roomy = roomy[free]
+        """Per node: at least `ROOMY` units from a wall (a better place to head for than a wall's foot)."""
+        rows, cols, costs = [], [], []
+        for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+            a = free[max(0, -dr):h - max(0, dr), max(0, -dc):w - max(0, dc)]
+            r0, c0 = np.nonzero(a)
+            r0, c0 = r0 + max(0, -dr), c0 + max(0, -dc)
+            r1, c1 = r0 + dr, c0 + dc
+            inside = (r1 >= 0) & (r1 < h) & (c1 >= 0) & (c1 < w)
+            r0, c0, r1, c1 = r0[inside], c0[inside], r1[inside], c1[inside]
+            keep = free[r1, c1]
+            if dr and dc:  # no cutting a wall's corner
+                keep &= free[r0, c1] & free[r1, c0]
+            r0, c0, r1, c1 = r0[keep], c0[keep], r1[keep], c1[keep]
+            s0, s1 = self.sectors[r0, c0], self.sectors[r1, c1]
+            length = math.hypot(dr, dc)
+            cost = length * (1.0 + 2.0 * (near_wall[r0, c0] | near_wall[r1, c1]))
+            for fwd, (a0, a1) in enumerate(((s0, s1), (s1, s0))):
+                ok_move = allowed[a0, a1]
+                src = (ids[r0, c0], ids[r1, c1])[fwd]
+                dst = (ids[r1, c1], ids[r0, c0])[fwd]
+                rows.append(src[ok_move])
+                cols.append(dst[ok_move])
+                costs.append(cost[ok_move])
+        self.teleports: dict[tuple[int, int], int] = {}
+        """`(node before the teleporter line, node of its destination)` → the line."""
+        for p in passages:
+            if p.kind == TELEPORT and p.source not in self.blocked:
+                line = self.graph.line_ends[p.line]
+                before = self._node_near(*self._in_front(line, 20.0))
+                dest = next((t for t in level.things if t.type == 14 and self.graph.sector_at(t.x, t.y) == p.target), None)
+                after = None if dest is None else self._node_near(dest.x, dest.y)
+                if before is not None and after is not None:
+                    self.teleports[before, after] = p.line
+                    rows.append(np.array([before]))
+                    cols.append(np.array([after]))
+                    costs.append(np.array([4.0]))
+        self.edges = (np.concatenate(rows), np.concatenate(cols), np.concatenate(costs))
+        self.matrix = self._matrix(set())
+
+    def _matrix(self, without: set[int]):
+        from scipy.sparse import csr_matrix
+
+        src, dst, cost = self.edges
+        keep = ~np.isin(dst, list(without)) if without else np.ones(len(dst), dtype=bool)
+        n = len(self.cells)
+        return csr_matrix((cost[keep], (src[keep], dst[keep])), shape=(n, n))
+
+    def avoid(self, nodes: set[int]) -> None:
+        """Route around `nodes` from now on (the walker got stuck there)."""
+        self.matrix = self._matrix(nodes)
+
+    # -- places --------------------------------------------------------------------------------
+    def pixel(self, x: float, y: float) -> tuple[int, int]:
+        """`(col, row)` of a point."""
+        return int((x - self.origin[0]) // NAV_UNITS), int((self.origin[1] - y) // NAV_UNITS)
+
+    def centre(self, node: int) -> tuple[float, float]:
+        row, col = self.cells[node]
+        return self.origin[0] + (col + 0.5) * NAV_UNITS, self.origin[1] - (row + 0.5) * NAV_UNITS
+
+    def node_at(self, x: float, y: float) -> int | None:
+        col, row = self.pixel(x, y)
+        h, w = self.ids.shape
+        return int(self.ids[row, col]) if 0 <= row < h and 0 <= col < w and self.ids[row, col] >= 0 else None
+
+    def _node_near(self, x: float, y: float, radius: int = 3) -> int | None:
+        """The free node nearest a point, within `radius` cells."""
+        col, row = self.pixel(x, y)
+        h, w = self.ids.shape
+        best, best_d = None, None
+        for r in range(max(0, row - radius), min(h, row + radius + 1)):
+            for c in range(max(0, col - radius), min(w, col + radius + 1)):
+                if self.ids[r, c] >= 0 and (best_d is None or (r - row) ** 2 + (c - col) ** 2 < best_d):
+                    best, best_d = int(self.ids[r, c]), (r - row) ** 2 + (c - col) ** 2
+        return best
+
+    @staticmethod
+    def _in_front(line: np.ndarray, distance: float) -> tuple[float, float]:
+        """The point `distance` units in front of a line's middle (its front is on its right)."""
+        x1, y1, x2, y2 = line
+        length = math.hypot(x2 - x1, y2 - y1) or 1.0
+        return (x1 + x2) / 2 + (y2 - y1) / length * distance, (y1 + y2) / 2 - (x2 - x1) / length * distance
+
+    def routes(self, start: int) -> tuple[np.ndarray, np.ndarray]:
+        """Distances (in cells) and predecessors from node `start` to every node."""
+        from scipy.sparse.csgraph import dijkstra
+
+        dist, pred = dijkstra(self.matrix, directed=True, indices=start, return_predecessors=True)
+        return dist, pred
+
+    @staticmethod
+    def path(pred: np.ndarray, goal: int) -> list[int]:
+        out = [goal]
+        while pred[out[-1]] >= 0:
+            out.append(int(pred[out[-1]]))
+        return out[::-1]
+
+
+def coverage_cell(bounds: tuple[float, float, float, float], x: float, y: float) -> tuple[int, int]:
+    """`(row, col)` of a point in the report's coverage grid over a level's bounds (row 0 south)."""
+    return int((y - bounds[1]) // CELL), int((x - bounds[0]) // CELL)
+
+
+class LevelWalker(_Expert):
+    """Walks a level frontier first, opening doors and pressing switches; see the module's docstring."""
+
+    behavior = "path"
+
+    def __init__(self, graph: LevelGraph, keymap: KeyMap, rng: np.random.Generator, *, jitter: float = 0.05,
+                 remember: bool = False, replan_every: int = 24) -> None:
+        if "use" not in keymap.names:
+            raise UserError(f"key map {keymap.name!r}: the level-walk expert presses USE; play the level with the level key map")
+        self.graph = graph
+        self.actions = _Actions(keymap)
+        self.use = keymap.index("use")
+        self.rng = rng
+        self.steer = _Steering(self.actions, rng, jitter, turn_tolerance=30.0)
+        self.remember = remember
+        self.replan_every = replan_every
+        self.bounds = graph.level.bounds
+        self.targets_mask = graph.reachable_cells(CELL)
+        """Coverage cells to visit: the reachable ones."""
+        lines = graph.level.linedefs
+        self.at_hand = frozenset(
+            i for i, a in enumerate(graph.actions) if a is not None and a.kind != EXIT and (
+                a.manual or a.kind == TELEPORT or (a.kind == LIFT and {lines[i].front, lines[i].back} & set(graph.targets(i)))))
+        """Lines the walker works where it meets them: doors by hand, lifts on their own faces, teleporters."""
+        reached = graph.reachable()
+        self.switches = [i for i, a in enumerate(graph.actions) if a is not None and i not in self.at_hand
+                         and a.trigger in (USE, CROSS) and a.kind in (DOOR, LIFT, FLOOR) and lines[i].front in reached]
+        """Switches and walk-over lines that move something elsewhere: places to go and set off."""
+        self.nav = NavGrid(graph, active=self.at_hand)
+        self.moving = {s for i in range(len(graph.actions)) for s in graph.targets(i)}
+        self.lifts = {s for i, a in enumerate(graph.actions) if a is not None and a.kind == LIFT for s in graph.targets(i)}
+        """Sectors a special moves (doors, lifts, floors): the ones set aside when stuck at them."""
+        self.visited = np.zeros_like(self.targets_mask)
+        self.done = False
+        self.reset({})
+
+    def reset(self, info: dict[str, Any]) -> None:
+        if not self.remember:
+            self.visited = np.zeros_like(self.targets_mask)
+        self.pressed: set[int] = set()
+        """Switches and walk-over lines set off in this episode."""
+        self.route: list[int] = []
+        self.goal_switch: int | None = None
+        self.since_plan = 0
+        self.last_use = -100
+        self.t = 0
+        self.track: list[tuple[float, float]] = []
+        self.stuck_steps = 0
+        self.last_action = -1
+        self.avoided: set[int] = set()
+        self.given_up = np.zeros_like(self.targets_mask)
+        """Coverage cells the walker tried for `GIVE_UP_STEPS` without getting in (this episode)."""
+        self.goal_cell: tuple[int, int] | None = None
+        self.goal_since = 0
+        self.last_new = 0
+        if self.nav.blocked or self.nav.active != self.at_hand:
+            self.nav = NavGrid(self.graph, active=self.at_hand)
+        else:
+            self.nav.avoid(self.avoided)
+
+    # -- choosing ------------------------------------------------------------------------------
+    def _choose(self, info: dict[str, Any]) -> int:
+        x, y, _ = info["position"]
+        self.t += 1
+        self._visit(x, y)
+        self.track.append((x, y))
+        self._crossed()
+        if self._stuck():
+            return self._unstick(info, x, y)
+        if self.t - self.last_new > NO_PROGRESS and self.route:  # sliding along a wall the grid thinks open
+            self.avoided |= set(self.route[:6])
+            self.nav.avoid(self.avoided)
+            if self.goal_cell is not None:
+                self.given_up[min(self.goal_cell[0], self.given_up.shape[0] - 1), min(self.goal_cell[1], self.given_up.shape[1] - 1)] = True
+            self.last_new, self.route = self.t, []
+        self.since_plan += 1
+        if not self.route or self.since_plan >= self.replan_every:
+            self._plan(x, y, float(info["angle"]))
+        if self.goal_switch is not None and len(self.route) <= 1:
+            return self._press_switch(info, x, y)
+        self._advance(x, y)
+        if self.route and self.goal_switch is None and self._reached_goal():
+            self._plan(x, y, float(info["angle"]))
+        if not self.route:
+            if self.goal_switch is not None:
+                return self._press_switch(info, x, y)
+            # nothing to walk to from this cell (walled in, as far as the grid knows): wander a little
+            return int(self.rng.choice([self.actions.forward, self.actions.forward, self.actions.turn_left,
+                                        self.actions.strafe_left, self.actions.strafe_right, self.actions.backward]))
+        heading = self._heading(x, y)
+        if self._riding_lift(x, y, float(info["position"][2])):  # wait for it to take the player up
+            return self.actions.turn_left if self.t % 2 else self.actions.turn_right
+        if self._door_ahead(x, y) is not None and self._facing_usable(x, y, info) and self.t - self.last_use > 16:
+            self.last_use = self.t
+            return self.use
+        return self.steer.toward(info, heading)
+
+    def _riding_lift(self, x: float, y: float, z: float) -> bool:
+        """On a lift, with the route going on to a floor more than a step above the player."""
+        here = self.graph.sector_at(x, y)
+        if here not in self.lifts:
+            return False
+        for node in self.route[:6]:
+            s = int(self.nav.sectors[tuple(self.nav.cells[node])])
+            if s != here:
+                return self.graph.level.sectors[s].floor > z + 24.0
+        return False
+
+    def _facing_usable(self, x: float, y: float, info: dict[str, Any]) -> bool:
+        """Whether USE now would work a door, lift or switch (the engine's own reach and rule)."""
+        from playtester.capture.level_play import used_line
+
+        line = used_line(self.graph, x, y, float(info["angle"]))
+        return line is not None and self.graph.actions[line].kind in (DOOR, LIFT, FLOOR)
+
+    def _heading(self, x: float, y: float) -> float:
+        """Toward the next waypoint a few cells on (through a teleporter: over its line)."""
+        route = self.route
+        for a, b in zip(route, route[1:4]):
+            line = self.nav.teleports.get((a, b))
+            if line is not None:
+                tx, ty = NavGrid._in_front(self.graph.line_ends[line], -24.0)
+                return bearing(x, y, tx, ty)
+        target = next((n for n in route[:10] if math.hypot(*np.subtract(self.nav.centre(n), (x, y))) >= LOOKAHEAD), route[min(9, len(route) - 1)])
+        return bearing(x, y, *self.nav.centre(target))
+
+    def _advance(self, x: float, y: float) -> None:
+        """Drop the route's nodes up to the one nearest the player (a running player passes nodes
+        wide of them; they are behind it)."""
+        ahead = self.route[:12]
+        if len(ahead) > 1:
+            gaps = [math.hypot(*np.subtract(self.nav.centre(n), (x, y))) for n in ahead]
+            near = int(np.argmin(gaps))
+            passed = near + 1 if gaps[near] < 48.0 else near  # the nearest is reached too when close
+            del self.route[:min(passed, len(self.route) - 1)]
+
+    def _reached_goal(self) -> bool:
+        """Whether the coverage cell the route leads to has been visited already (on the way)."""
+        row, col = coverage_cell(self.bounds, *self.nav.centre(self.route[-1]))
+        return bool(self.visited[min(row, self.visited.shape[0] - 1), min(col, self.visited.shape[1] - 1)])
+
+    def _visit(self, x: float, y: float) -> None:
+        row, col = coverage_cell(self.bounds, x, y)
+        if 0 <= row < self.visited.shape[0] and 0 <= col < self.visited.shape[1]:
+            if not self.visited[row, col]:
+                self.last_new = self.t
+            self.visited[row, col] = True
+
+    def _plan(self, x: float, y: float, angle: float | None = None) -> None:
+        """Route to the nearest unvisited reachable cell, or to a switch not far beyond it; a
+        target that needs turning counts as farther (a turn of `TURN_COST` degrees as one cell)."""
+        self.since_plan = 0
+        start = self.nav.node_at(x, y) or self.nav._node_near(x, y, radius=4)
+        self.route, self.goal_switch = [], None
+        if start is None:
+            return
+        dist, pred = self.nav.routes(start)
+        rows, cols = self.nav.cells[:, 0], self.nav.cells[:, 1]
+        cx = self.nav.origin[0] + (cols + 0.5) * NAV_UNITS
+        cy = self.nav.origin[1] - (rows + 0.5) * NAV_UNITS
+        crow = ((cy - self.bounds[1]) // CELL).astype(int).clip(0, self.visited.shape[0] - 1)
+        ccol = ((cx - self.bounds[0]) // CELL).astype(int).clip(0, self.visited.shape[1] - 1)
+        wanted = self.targets_mask[crow, ccol] & ~(self.visited | self.given_up)[crow, ccol] & np.isfinite(dist)
+        if angle is not None:
+            turn = np.abs((np.degrees(np.arctan2(cy - y, cx - x)) - angle + 180.0) % 360.0 - 180.0)
+            dist = dist + turn / TURN_COST
+        best, best_d = None, np.inf
+        if (wanted & self.nav.roomy).any():
+            wanted &= self.nav.roomy
+        if wanted.any():
+            best = int(np.flatnonzero(wanted)[np.argmin(dist[wanted])])
+            best_d = dist[best]
+        for line in self.switches:
+            if line in self.pressed:
+                continue
+            node = self._switch_node(line)
+            if node is not None and np.isfinite(dist[node]) and dist[node] - 12 < best_d:
+                best, best_d, self.goal_switch = node, dist[node] - 12, line
+        if best is None:
+            if self.avoided or self.given_up.any():  # walled in by what it set aside: forget it and look again
+                self.avoided.clear()
+                self.given_up[:] = False
+                self.nav.avoid(self.avoided)
+                return self._plan(x, y, angle)
+            self.done = not self.remember
+            return
+        if self.goal_switch is not None and best != self._switch_node(self.goal_switch):
+            self.goal_switch = None
+        self.route = NavGrid.path(pred, best)[1:]
+        goal = coverage_cell(self.bounds, *self.nav.centre(best))
+        if goal == self.goal_cell:  # still after the same cell: give it up after a while
+            if self.t - self.goal_since > GIVE_UP_STEPS:
+                self.given_up[min(goal[0], self.given_up.shape[0] - 1), min(goal[1], self.given_up.shape[1] - 1)] = True
+                self.goal_cell = None
+                self._plan(x, y, angle)
+        else:
+            self.goal_cell, self.goal_since = goal, self.t
+
+    def _switch_node(self, line: int) -> int | None:
+        """Where to go to set a line off: in front of a switch, just past a walk-over line."""
+        ends = self.graph.line_ends[line]
+        if self.graph.actions[line].trigger == CROSS:
+            return self.nav._node_near(*NavGrid._in_front(ends, -20.0), radius=1) or self.nav._node_near(*NavGrid._in_front(ends, 20.0))
+        return self.nav._node_near(*NavGrid._in_front(ends, 24.0))
+
+    def _set_off(self, line: int) -> None:
+        """A switch or walk-over line worked: what it moves has moved; look at the level again."""
+        self.pressed.add(line)
+        self.nav = NavGrid(self.graph, frozenset(), frozenset(self.at_hand | self.pressed))
+        self.nav.avoid(self.avoided)
+        self.route, self.goal_switch = [], None
+
+    def _crossed(self) -> None:
+        """Walk-over lines crossed by the last step."""
+        if len(self.track) < 2:
+            return
+        (ax, ay), (bx, by) = self.track[-2], self.track[-1]
+        for line in self.switches:
+            if line in self.pressed or self.graph.actions[line].trigger != CROSS:
+                continue
+            x1, y1, x2, y2 = self.graph.line_ends[line]
+            d1 = (x2 - x1) * (ay - y1) - (y2 - y1) * (ax - x1)
+            d2 = (x2 - x1) * (by - y1) - (y2 - y1) * (bx - x1)
+            d3 = (bx - ax) * (y1 - ay) - (by - ay) * (x1 - ax)
+            d4 = (bx - ax) * (y2 - ay) - (by - ay) * (x2 - ax)
+            if d1 * d2 < 0 and d3 * d4 < 0:
+                self._set_off(line)
+
+    def _press_switch(self, info: dict[str, Any], x: float, y: float) -> int:
+        if self.graph.actions[self.goal_switch].trigger == CROSS:  # on its far side already, or about to be
+            x1, y1, x2, y2 = self.graph.line_ends[self.goal_switch]
+            tx, ty = NavGrid._in_front(self.graph.line_ends[self.goal_switch], -24.0)
+            self.goal_switch = None
+            return self.steer.toward(info, bearing(x, y, tx, ty))
+        x1, y1, x2, y2 = self.graph.line_ends[self.goal_switch]
+        heading = bearing(x, y, (x1 + x2) / 2, (y1 + y2) / 2)
+        if abs(wrap_angle(heading - float(info["angle"]))) > 12:
+            return self.actions.turn_left if wrap_angle(heading - float(info["angle"])) > 0 else self.actions.turn_right
+        self.goal_switch = None
+        self.last_use = self.t
+        return self.use
+
+    def _door_ahead(self, x: float, y: float) -> int | None:
+        """The door's or lift's sector the next stretch of the route enters, when the player is near it."""
+        here = self.graph.sector_at(x, y)
+        for node in self.route[:8]:
+            s = int(self.nav.sectors[tuple(self.nav.cells[node])])
+            if s in self.moving and s != here:
+                cx, cy = self.nav.centre(node)
+                return s if math.hypot(cx - x, cy - y) < DOOR_REACH else None
+            if math.hypot(*np.subtract(self.nav.centre(node), (x, y))) > DOOR_REACH:
+                return None
+        return None
+
+    # -- stuck ---------------------------------------------------------------------------------
+    def _stuck(self) -> bool:
+        """Walking forward and not moving for a few steps (turning on the spot is not being stuck)."""
+        if len(self.track) >= 2:
+            (x0, y0), (x1, y1) = self.track[-2], self.track[-1]
+            if math.hypot(x1 - x0, y1 - y0) >= 4.0:
+                self.stuck_steps = 0
+            elif self.last_action in (self.actions.forward, self.use) or self.stuck_steps:
+                self.stuck_steps += 1
+        return self.stuck_steps >= 4
+
+    def _unstick(self, info: dict[str, Any], x: float, y: float) -> int:
+        """Press USE ahead (a lift's or a door's face), wait for a lift, then leave the sector aside."""
+        if (self.stuck_steps == 4 or self._facing_usable(x, y, info)) and self.t - self.last_use > 16:
+            self.last_use = self.t
+            return self.use
+        if self.stuck_steps < STUCK_PATIENCE:
+            return self.steer.toward(info, self._heading(x, y)) if self.route else self.actions.turn_left
+        ahead = [int(self.nav.sectors[tuple(self.nav.cells[n])]) for n in self.route[:6]]
+        here = self.graph.sector_at(x, y)
+        aside = {s for s in ahead if s != here and s in self.moving}  # a door or a lift that did not open or come
+        if aside:
+            self.nav = NavGrid(self.graph, frozenset(self.nav.blocked | aside), self.nav.active)
+            self.nav.avoid(self.avoided)
+        else:  # stuck in its own sector (a thing, a corner): route around the cells ahead
+            self.avoided |= set(self.route[:4])
+            self.nav.avoid(self.avoided)
+        self.route, self.stuck_steps, self.track = [], 0, []
+        return int(self.rng.choice([self.actions.backward, self.actions.strafe_left, self.actions.strafe_right]))
+
+    def act(self, info: dict[str, Any]) -> int:
+        action = super().act(info)
+        self.last_action = self.intended
+        if action == self.use and "position" in info:
+            from playtester.capture.level_play import used_line
+
+            line = used_line(self.graph, info["position"][0], info["position"][1], float(info["angle"]))
+            if line is not None and line in self.switches and line not in self.pressed:
+                self._set_off(line)
+        return action
+
+    def annotations(self, info: dict[str, Any]) -> dict[str, Any]:
+        return {"cells_visited": int(self.visited.sum())}

@@ -1,0 +1,234 @@
+"""Small Doom levels drawn as text, written as a UDMF PWAD: test levels with doors, lifts,
+teleporters, steps, pits and deliberate bugs, for the level tools' own tests.
+
+A plan is rows of characters, north at the top, each a square cell of `cell` map units. `#` (or
+a space) is solid rock; any other character is a cell of the sector of that name (`Room`: its
+floor and ceiling heights, textures, light, tag). Lines are drawn where two sectors meet and
+around the rock, joined along straight runs as the park's are. What a line between two sectors
+does is a `Join`: a special (a door worked by hand, a lift, a teleporter, an exit), how the
+player sets it off, whether it blocks, and which of its textures are left out (a missing lower
+texture on a step is a hall of mirrors in the engine's renderer). The line is turned so that
+its front faces the first sector named in the join: a door's special is used from the room
+into the door sector behind.
+
+    plan = LevelPlan(cell=64, rows=[
+        "#########",
+        "#aaaDbbb#",
+        "#aaa#bbb#",
+        "#########"],
+        rooms={"a": Room(), "b": Room(), "D": Room(ceiling=0)},
+        joins={("a", "D"): Join(special=DOOR_RAISE, args=(0, 32, 100)), ("b", "D"): Join(special=DOOR_RAISE, args=(0, 32, 100))},
+        start="a")
+    write_bytes(path, level_wad(plan))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from playtester.errors import UserError
+from playtester.capture.park.wad import merged_lines, pwad
+
+DOOR_RAISE, PLAT_DOWN_WAIT_UP_STAY, TELEPORT, EXIT_NORMAL = 12, 62, 70, 243
+"""ZDoom action specials the test levels use: `Door_Raise(tag, speed, delay)` (tag 0: the door
+behind the line), `Plat_DownWaitUpStay(tag, speed, delay)`, `Teleport(tid, tag)`, `Exit_Normal`."""
+WALL_TEXTURE, FLOOR_TEXTURE, CEILING_TEXTURE, DOOR_TEXTURE = "STARTAN2", "FLOOR4_8", "CEIL3_5", "BIGDOOR2"
+SOLID = "# "
+
+
+@dataclass(frozen=True)
+class Room:
+    """One sector: every cell of its character."""
+
+    floor: int = 0
+    ceiling: int = 128
+    floor_texture: str = FLOOR_TEXTURE
+    ceiling_texture: str = CEILING_TEXTURE
+    light: int = 192
+    tag: int = 0
+    """Its sector tag (UDMF `id`), by which tagged specials find it."""
+    special: int = 0
+
+
+@dataclass(frozen=True)
+class Join:
+    """The line between two sectors (or a sector and the rock, with `"#"` as the second)."""
+
+    special: int = 0
+    args: tuple[int, ...] = ()
+    use: bool = True
+    """Set off by pressing USE on its front (else by walking over it)."""
+    repeat: bool = True
+    blocking: bool = False
+    missing: tuple[str, ...] = ()
+    """Textures left out: `lower`, `upper` or `middle`."""
+    texture: str = WALL_TEXTURE
+
+
+@dataclass(frozen=True)
+class _Edge:
+    front: str
+    back: str | None
+    join: Join
+
+
+@dataclass
+class LevelPlan:
+    """A level as text; see the module's docstring."""
+
+    rows: list[str]
+    rooms: dict[str, Room]
+    start: str | None
+    """The room whose first cell (from the north-west) holds the player's start (None: no start,
+    a broken level)."""
+    cell: int = 64
+    joins: dict[tuple[str, str], Join] = field(default_factory=dict)
+    things: list[tuple[int, str, dict[str, int]]] = field(default_factory=list)
+    """More things: `(doomednum, room, fields)`, placed at the room's last cell (from the north-west)
+    unless `fields` gives `x` and `y`; other fields (`id`, `angle`) are written as they are."""
+    start_angle: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.rows or len({len(r) for r in self.rows}) != 1:
+            raise UserError("level plan: give rows of one length")
+        unknown = sorted({ch for row in self.rows for ch in row if ch not in SOLID} - set(self.rooms))
+        if unknown:
+            raise UserError(f"level plan: no room for {', '.join(map(repr, unknown))}; name it in rooms")
+        if self.start is not None and self.start not in self.rooms:
+            raise UserError(f"level plan: the start room {self.start!r} is not in rooms")
+
+    def key(self, col: int, row: int) -> str | None:
+        """The room at cell `(col, row)`, row 0 at the south; None for rock and outside."""
+        rows = len(self.rows)
+        if not (0 <= row < rows and 0 <= col < len(self.rows[0])):
+            return None
+        ch = self.rows[rows - 1 - row][col]
+        return None if ch in SOLID else ch
+
+    def cells(self, room: str) -> list[tuple[int, int]]:
+        """The cells of a room, from the north-west, row by row."""
+        rows = len(self.rows)
+        return [(c, rows - 1 - r) for r, line in enumerate(self.rows) for c, ch in enumerate(line) if ch == room]
+
+    def centre(self, col: int, row: int) -> tuple[float, float]:
+        return (col + 0.5) * self.cell, (row + 0.5) * self.cell
+
+    def join(self, a: str, b: str | None) -> tuple[Join, bool]:
+        """The join between two rooms and whether it is named the other way round."""
+        other = b if b is not None else "#"
+        if (a, other) in self.joins:
+            return self.joins[a, other], False
+        if (other, a) in self.joins:
+            return self.joins[other, a], True
+        return Join(), False
+
+
+def _edges(plan: LevelPlan) -> dict[tuple[int, int, int, int], _Edge]:
+    """Every unit grid edge that needs a line, turned so that its front is on its right."""
+    rows, cols = len(plan.rows), len(plan.rows[0])
+    edges: dict[tuple[int, int, int, int], _Edge] = {}
+
+    def add(key: tuple[int, int, int, int], right: str | None, left: str | None) -> None:
+        if right == left:
+            return
+        if right is None:
+            right, left, key = left, None, (key[2], key[3], key[0], key[1])
+        if left is None:
+            edges[key] = _Edge(right, None, plan.join(right, None)[0])
+            return
+        join, reverse = plan.join(right, left)
+        if reverse:  # the join names `left` first: its front faces `left`
+            right, left, key = left, right, (key[2], key[3], key[0], key[1])
+        edges[key] = _Edge(right, left, join)
+
+    for r in range(rows + 1):  # horizontal edges going east have the cell below on their right
+        for c in range(cols):
+            add((c, r, c + 1, r), plan.key(c, r - 1), plan.key(c, r))
+    for c in range(cols + 1):  # vertical edges going north have the cell to the east on their right
+        for r in range(rows):
+            add((c, r, c, r + 1), plan.key(c, r), plan.key(c - 1, r))
+    return edges
+
+
+def level_textmap(plan: LevelPlan) -> str:
+    """The UDMF TEXTMAP of a plan."""
+    order = [k for k in plan.rooms if plan.cells(k)]
+    index = {k: i for i, k in enumerate(order)}
+    out = ['namespace = "zdoom";']
+    for k in order:
+        r = plan.rooms[k]
+        tag = f" id = {r.tag};" if r.tag else ""
+        special = f" special = {r.special};" if r.special else ""
+        out.append(f'sector {{ heightfloor = {r.floor}; heightceiling = {r.ceiling}; texturefloor = "{r.floor_texture}"; '
+                   f'textureceiling = "{r.ceiling_texture}"; lightlevel = {r.light};{tag}{special} }}')
+    vertices: dict[tuple[int, int], int] = {}
+    vertex_lines, side_lines, line_lines = [], [], []
+
+    def vertex(p: tuple[int, int]) -> int:
+        if p not in vertices:
+            vertices[p] = len(vertices)
+            vertex_lines.append(f"vertex {{ x = {p[0] * plan.cell}.0; y = {p[1] * plan.cell}.0; }}")
+        return vertices[p]
+
+    def sidedef(room: str, join: Join, *, one_sided: bool, door_face: bool) -> int:
+        texture = DOOR_TEXTURE if door_face else join.texture
+        parts = {"middle": texture if one_sided else "-", "upper": texture, "lower": texture}
+        for name in join.missing:
+            parts[name] = "-"
+        side_lines.append(f'sidedef {{ sector = {index[room]}; texturemiddle = "{parts["middle"]}"; '
+                          f'texturetop = "{parts["upper"]}"; texturebottom = "{parts["lower"]}"; }}')
+        return len(side_lines) - 1
+
+    for a, b, edge in merged_lines(_edges(plan)):
+        v1, v2, join = vertex(a), vertex(b), edge.join
+        door_face = join.special == DOOR_RAISE
+        fields = [f"v1 = {v1}; v2 = {v2};", f"sidefront = {sidedef(edge.front, join, one_sided=edge.back is None, door_face=door_face)};"]
+        if edge.back is not None:
+            fields.append(f"sideback = {sidedef(edge.back, join, one_sided=False, door_face=False)}; twosided = true;")
+        if edge.back is None or join.blocking:
+            fields.append("blocking = true;")
+        if join.special:
+            fields.append(f"special = {join.special};")
+            fields += [f"arg{i} = {v};" for i, v in enumerate(join.args) if v]
+            fields.append("playeruse = true;" if join.use else "playercross = true;")
+            if join.repeat:
+                fields.append("repeatspecial = true;")
+        line_lines.append(f"linedef {{ {' '.join(fields)} }}")
+    out += vertex_lines + side_lines + line_lines
+    everyone = "skill1 = true; skill2 = true; skill3 = true; skill4 = true; skill5 = true; single = true; coop = true; dm = true;"
+    if plan.start is not None:
+        sx, sy = plan.centre(*plan.cells(plan.start)[0])
+        out.append(f"thing {{ x = {sx:.1f}; y = {sy:.1f}; type = 1; angle = {plan.start_angle}; {everyone} }}")
+    for doomednum, room, extra in plan.things:
+        x, y = plan.centre(*plan.cells(room)[-1])
+        extra = dict(extra)
+        x, y = float(extra.pop("x", x)), float(extra.pop("y", y))
+        more = " ".join(f"{k} = {v};" for k, v in extra.items())
+        out.append(f"thing {{ x = {x:.1f}; y = {y:.1f}; type = {doomednum}; {more} {everyone} }}")
+    return "\n".join(out) + "\n"
+
+
+def level_wad(plan: LevelPlan, map_name: str = "MAP01") -> bytes:
+    """A PWAD holding the plan as map `map_name` (the engine builds its nodes)."""
+    return pwad([(map_name, b""), ("TEXTMAP", level_textmap(plan).encode("ascii")), ("ENDMAP", b"")])
+
+
+def door_lift_hom_level() -> LevelPlan:
+    """A test level: a closet `a` (the start, facing east) with a door `D` to a hall `b`; in the
+    hall's east wall a niche `m` whose walls have no texture (a hall of mirrors), a barrel in the
+    hall, and a lift `L` (tag 1, raised) up to a gallery `c`, which only the lift reaches. Every
+    room is reachable: through the door, then up the lift."""
+    door = Join(special=DOOR_RAISE, args=(0, 32, 120))
+    lift = Join(special=PLAT_DOWN_WAIT_UP_STAY, args=(1, 32, 105))
+    return LevelPlan(
+        rows=["###############",
+              "#aDbbbbbbbbbbbm",
+              "##Dbbbbbbbbbbbm",
+              "##bbbbbbbbbbbb#",
+              "##bbbbbbLLcccc#",
+              "##bbbbbbLLcccc#",
+              "###############"],
+        rooms={"a": Room(), "D": Room(ceiling=0), "b": Room(ceiling=160), "m": Room(ceiling=160, floor_texture="FLAT14"),
+               "L": Room(floor=64, ceiling=160, tag=1, floor_texture="FLAT20"), "c": Room(floor=64, ceiling=160)},
+        joins={("a", "D"): door, ("b", "D"): door, ("b", "L"): lift, ("m", "#"): Join(missing=("middle",))},
+        start="a", things=[(2035, "b", {"x": 352, "y": 160})])  # a barrel in the hall, to inspect

@@ -1,0 +1,106 @@
+"""Where a player can go on a level: the sector graph read from a built WAD's geometry, against
+levels drawn by hand for each rule (steps, drops, doors, lifts, keys, switches, teleporters)."""
+
+from __future__ import annotations
+
+import pytest
+
+from playtester.capture.level_graph import DOOR_PASSAGE, DROP, LIFT_PASSAGE, TELEPORT, WALK, LevelGraph
+from playtester.capture.level_map import parse_udmf
+from playtester.capture.park.level_builder import (DOOR_RAISE, PLAT_DOWN_WAIT_UP_STAY, LevelPlan, Join, Room,
+                                                   door_lift_hom_level, level_textmap)
+
+DOOR = Join(special=DOOR_RAISE, args=(0, 32, 100))
+
+
+def graph_of(plan: LevelPlan) -> tuple[LevelGraph, dict[str, int]]:
+    """The graph of a plan, and each room's sector index by its character."""
+    level = parse_udmf("MAP01", level_textmap(plan))
+    order = [k for k in plan.rooms if plan.cells(k)]
+    return LevelGraph(level), {k: i for i, k in enumerate(order)}
+
+
+def kinds(graph: LevelGraph, a: int, b: int) -> set[str]:
+    return {p.kind for p in graph.passages() if (p.source, p.target) == (a, b)}
+
+
+def test_steps_up_to_24_units_are_walked_and_higher_ledges_are_one_way_drops():
+    plan = LevelPlan(rows=["######", "#abcp#", "######"],
+                     rooms={"a": Room(), "b": Room(floor=24), "c": Room(floor=56), "p": Room(floor=-64)}, start="a")
+    graph, s = graph_of(plan)
+    assert kinds(graph, s["a"], s["b"]) == {WALK} and kinds(graph, s["b"], s["a"]) == {WALK}
+    assert kinds(graph, s["b"], s["c"]) == set(), "32 units up is no step"
+    assert kinds(graph, s["c"], s["b"]) == {DROP}
+    assert graph.reachable() == {s["a"], s["b"]}, "the ledge c (and the pit beyond it) cannot be climbed to"
+    assert graph.can_return(s["c"]), "from the ledge the player drops back to the start"
+    assert kinds(graph, s["c"], s["p"]) == {DROP} and not graph.can_return(s["p"]), "the pit is a dead end"
+
+
+def test_a_low_ceiling_stops_the_player():
+    plan = LevelPlan(rows=["#####", "#abc#", "#####"], rooms={"a": Room(), "b": Room(ceiling=50), "c": Room()}, start="a")
+    graph, s = graph_of(plan)
+    assert graph.reachable() == {s["a"]}
+
+
+def test_a_door_opened_by_hand_lets_the_player_through():
+    plan = LevelPlan(rows=["#####", "#aDb#", "#####"], rooms={"a": Room(), "D": Room(ceiling=0), "b": Room()},
+                     joins={("a", "D"): DOOR, ("b", "D"): DOOR}, start="a")
+    graph, s = graph_of(plan)
+    assert [d.sector for d in graph.doors] == [s["D"]] and graph.doors[0].manual
+    assert kinds(graph, s["a"], s["D"]) == {DOOR_PASSAGE}
+    assert graph.reachable() == {s["a"], s["D"], s["b"]}
+    shut = LevelPlan(rows=plan.rows, rooms=plan.rooms, start="a")  # the same door sector without its special
+    assert graph_of(shut)[0].reachable() == {0}
+
+
+def test_a_locked_door_opens_only_once_its_key_is_reachable():
+    locked = Join(special=13, args=(0, 32, 100, 2))  # Door_LockedRaise, lock 2: the blue key
+    rooms = {"a": Room(), "D": Room(ceiling=0), "b": Room()}
+    joins = {("a", "D"): locked, ("b", "D"): locked}
+    without = LevelPlan(rows=["#####", "#aDb#", "#####"], rooms=rooms, joins=joins, start="a")
+    graph, s = graph_of(without)
+    assert graph.doors[0].key == "blue" and graph.reachable() == {s["a"]}
+    with_key = LevelPlan(rows=without.rows, rooms=rooms, joins=joins, start="a", things=[(5, "a", {})])  # a blue keycard
+    assert graph_of(with_key)[0].reachable() == {0, 1, 2}
+
+
+def test_a_switch_opens_a_door_elsewhere_once_the_player_reaches_it():
+    switch = Join(special=DOOR_RAISE, args=(7, 32, 100))  # on a wall of a: opens the doors tagged 7
+    plan = LevelPlan(rows=["######", "#aaDb#", "######"],
+                     rooms={"a": Room(), "D": Room(ceiling=0, tag=7), "b": Room()}, joins={("a", "#"): switch}, start="a")
+    graph, s = graph_of(plan)
+    assert not graph.doors[0].manual and graph.reachable() == {s["a"], s["D"], s["b"]}
+
+
+def test_the_test_level_every_room_reachable_through_the_door_and_up_the_lift():
+    graph, s = graph_of(door_lift_hom_level())
+    assert graph.reachable() == set(s.values())
+    assert kinds(graph, s["b"], s["L"]) == {LIFT_PASSAGE} and kinds(graph, s["L"], s["c"]) == {WALK}
+    assert kinds(graph, s["c"], s["b"]) == {DROP}
+    cells = graph.reachable_cells(64.0)
+    assert cells.sum() == graph.level.walkable_cells(64.0).sum() > 40
+
+
+def test_a_lift_without_its_special_leaves_the_gallery_unreachable():
+    plan = door_lift_hom_level()
+    plan.joins = {k: v for k, v in plan.joins.items() if v.special != PLAT_DOWN_WAIT_UP_STAY}
+    graph, s = graph_of(plan)
+    assert s["c"] not in graph.reachable() and s["L"] not in graph.reachable()
+    assert 0 < graph.reachable_cells(64.0).sum() < graph.level.walkable_cells(64.0).sum()
+
+
+def test_a_teleporter_leads_to_its_destination_and_is_one_way():
+    tele = Join(special=70, args=(0, 3), use=False)  # Teleport(tid 0, sector tag 3), walked over
+    plan = LevelPlan(rows=["######", "#aT#b#", "######"],
+                     rooms={"a": Room(), "T": Room(), "b": Room(tag=3)}, joins={("a", "T"): tele}, start="a",
+                     things=[(14, "b", {})])  # the teleport destination in b
+    graph, s = graph_of(plan)
+    assert kinds(graph, s["a"], s["b"]) == {TELEPORT}
+    assert graph.reachable() == {s["a"], s["T"], s["b"]}
+    assert not graph.can_return(s["b"])
+
+
+@pytest.mark.parametrize("x, y, inside", [(96.0, 96.0, True), (-300.0, -300.0, False), (2000.0, 96.0, False)])
+def test_points_are_placed_in_their_sectors(x, y, inside):
+    graph, _ = graph_of(LevelPlan(rows=["####", "#aa#", "####"], rooms={"a": Room()}, start="a"))
+    assert (graph.sector_at(x, y) is not None) == inside
