@@ -166,8 +166,11 @@ def test_a_quantised_test_policy_steps_as_the_fp32_one(tiny_inspect_policy, park
 
 
 def test_explorer_trains_on_the_park_and_logs_every_term(path_policy, small_park, tmp_path, park_frames, capsys):
+    # in fp32: the shared encoder's int8 (the default on a CPU) has its own test above, and here the
+    # preference policy's logits are compared with the path policy's to the last bit
     explorer = build_explorer(small_park, path_policy, "ppgta", run_dir=str(tmp_path / "run"), total_timesteps=48,
-                              num_envs=2, num_steps=8, num_minibatches=1, update_epochs=2, rnd=SMALL_RND, checkpoint_every=0)
+                              num_envs=2, num_steps=8, num_minibatches=1, update_epochs=2, rnd=SMALL_RND, checkpoint_every=0,
+                              acting="fp32")
     agent = explorer.agent
     assert isinstance(agent, ImitationActorCritic) and explorer.cfg.vector_env == "async"
     preference = explorer.hook.preference_policy
