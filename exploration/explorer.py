@@ -100,6 +100,27 @@ class Explorer(NamedTuple):
     """One factory for every instance, or one per instance."""
 
 
+SEQ_LEN = 8
+"""The explorer's update takes each instance's rollout as sequences of this many steps, several side
+by side in a minibatch (`PPOConfig.seq_len`): at the paper's shape (global GRU 1024) the update in
+×0.45 the time of whole rollouts, with no measured cost to coverage or the OOIs tested
+(docs/benchmarks/ppo-and-loop.md). A rollout whose length it does not divide is taken whole."""
+
+
+def explorer_options(num_envs: int, num_steps: int, accelerator: str) -> dict[str, Any]:
+    """The explorer's `PPOConfig` settings besides CleanRL's defaults: one instance plays in this
+    process, several in worker processes; the game's own reward ignored (`env_reward_coef=0`:
+    novelty and style only); decisions in int8 on a CPU (`acting`: ×0.48 the time of fp32's, the
+    same action 98 % of the time), fp32 on a GPU; the update on sequences of `SEQ_LEN` steps."""
+    # One game instance plays in this process: a worker process would only wait while the explorer
+    # decides and make the explorer wait while it tests, and a forked worker must keep to one torch
+    # thread (OpenMP's threads do not survive a fork), where in here the test policy and detector
+    # use every core the explorer leaves idle during a test.
+    return {"vector_env": "async" if num_envs > 1 else "sync", "env_reward_coef": 0.0, "encoder": "conv",
+            "num_minibatches": math.gcd(num_envs, 4), "acting": "int8" if accelerator == "cpu" else "fp32",
+            "seq_len": SEQ_LEN if num_steps % SEQ_LEN == 0 and num_steps > SEQ_LEN else 0}
+
+
 def rollout_memory(num_steps: int, num_envs: int, frames: FrameSpec, features: int | None = None) -> int:
     """Bytes of the PPO explorer's rollout and of its update, estimated from the run's options
     before anything is built (`run` refuses a --rollout × --envs the machine has no room for):
@@ -138,7 +159,6 @@ def build_explorer(
     novelty_scale: str = "return",
     game_options: dict[str, Any] | None = None,
     wrap: GameWrapper | None = None,
-    overlap_rnd: bool = False,
     **ppo_options: Any,
 ) -> Explorer:
     """The explorer of `mode` on `game`, every check done before training (see the module doc).
@@ -147,8 +167,8 @@ def build_explorer(
     by default the games run in separate processes (`async`) and the game's own reward is ignored
     (`env_reward_coef=0`: the explorer is rewarded for novelty and style only). `game_options`
     go to `make_game` (e.g. `max_steps`); `wrap` puts a wrapper on each instance (see
-    `GameWrapper`); the game is probed unwrapped. `overlap_rnd`: RND's predictors train while
-    the next rollout is collected (`ExplorationReward.overlap_training`). `rnd_weight` and
+    `GameWrapper`); the game is probed unwrapped. The explorer's own defaults (`explorer_options`)
+    make it play in int8 on a CPU and update on sequences of `SEQ_LEN` steps. `rnd_weight` and
     `episodic_weight` replace the mode's weights of its two novelties (`modes.NOVELTY_WEIGHTS`);
     `novelty_scale` is what each novelty is divided by (`ExplorationRewardConfig.novelty_scale`).
     """
@@ -165,12 +185,8 @@ def build_explorer(
         policy = load_policy(preference_ckpt).policy
     frames = policy.cfg.frames if policy is not None else FrameSpec.square(64)  # a policy's frames are its encoder's
 
-    # One game instance plays in this process: a worker process would only wait while the explorer
-    # decides and make the explorer wait while it tests, and a forked worker must keep to one torch
-    # thread (OpenMP's threads do not survive a fork), where in here the test policy and detector
-    # use every core the explorer leaves idle during a test.
-    options: dict[str, Any] = {"vector_env": "async" if num_envs > 1 else "sync", "env_reward_coef": 0.0, "encoder": "conv",
-                               "num_minibatches": math.gcd(num_envs, 4), **ppo_options}
+    options = {**explorer_options(num_envs, ppo_options.get("num_steps", PPOConfig.num_steps), ppo_options.get("accelerator", "cpu")),
+               **ppo_options}
     try:
         cfg = PPOConfig(env_id=game, run_dir=run_dir, total_timesteps=total_timesteps, num_envs=num_envs,
                         frame_size=frames.side, **options)
@@ -210,8 +226,7 @@ def build_explorer(
             if preset.needs_preference_policy:
                 preference = ImitationActorCritic.from_policy(policy, num_values=1, source=str(preference_ckpt))
                 preference.share_encoder(agent)
-        hook = ExplorationReward(preset.reward, num_envs, preference_policy=preference,  # on PPO's Fabric once training starts
-                                 overlap_training=overlap_rnd)
+        hook = ExplorationReward(preset.reward, num_envs, preference_policy=preference)  # on PPO's Fabric once training starts
     hook.check_game(observation_space, action_space, game)
     return Explorer(cfg, agent, hook, env_fn)
 

@@ -20,8 +20,9 @@ While the rollout is collected the explorer decides on one torch thread: its dec
 overlap the games' test passes, and two OpenMP threads that wait on each other while a game
 worker holds one of the cores lose to one (the update, when every game waits, gets them all back).
 
-Only for `AsyncVectorEnv` with more than one instance (`free_running`); a single instance, a
-`SyncVectorEnv` or Ray's instances keep `collect_rollout`. `PPOConfig.lockstep` forces it back.
+Only for several instances in worker processes (`free_running`): `AsyncVectorEnv`'s, or Ray's
+actors (`ray_env.RayWorkers`, the same protocol over remote calls); a single instance or a
+`SyncVectorEnv` keeps `collect_rollout`. `PPOConfig.lockstep` forces it back.
 """
 
 from __future__ import annotations
@@ -50,7 +51,9 @@ FINAL_KEYS = ("final_obs", "final_info")
 
 def free_running(cfg: "PPOConfig", envs: gym.vector.VectorEnv) -> bool:
     """Whether `train` collects its rollouts with `collect_rollout_free`."""
-    return not cfg.lockstep and cfg.num_envs > 1 and isinstance(envs, gym.vector.AsyncVectorEnv)
+    from playtester.exploration.ray_env import RayVectorEnv
+
+    return not cfg.lockstep and cfg.num_envs > 1 and isinstance(envs, (gym.vector.AsyncVectorEnv, RayVectorEnv))
 
 
 class Answer:
@@ -130,7 +133,7 @@ def collect_rollout_free(
 
     device, N, T = rollout.device, cfg.num_envs, cfg.num_steps
     rollout.initial_state = games.next_state.clone()
-    workers = Workers(envs)
+    workers = envs.workers() if hasattr(envs, "workers") else Workers(envs)
     t = np.zeros(N, dtype=np.int64)  # each instance's next step in the rollout
     taken_on: list[list[np.ndarray | None]] = [[None] * N for _ in range(T)]
     answers: list[list[Answer | None]] = [[None] * N for _ in range(T)]
@@ -183,7 +186,7 @@ def collect_rollout_free(
     return Episodes(returns, lengths)
 
 
-def act(cfg: "PPOConfig", agent: nn.Module, module: nn.Module, rollout: "Rollout", games: "Games", workers: Workers,
+def act(cfg: "PPOConfig", agent: nn.Module, module: nn.Module, rollout: "Rollout", games: "Games", workers: Any,
         ready: list[int], t: np.ndarray, taken_on: list[list[np.ndarray | None]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One decision for the instances in `ready` (batched), their actions sent; the decision's
     rollout steps and instances, and its logits."""

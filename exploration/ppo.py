@@ -19,10 +19,10 @@ Rewards come in two streams, each with its own value head and GAE (as in CleanRL
 The advantages of the two streams are added with weights `ext_coef` and `int_coef`.
 
 `train` is the loop; its phases are `collect_rollout` (or, with several game processes,
-`free_rollout.collect_rollout_free`, each game stepping as soon as it answers), `compute_advantages`,
-`update` and `metrics` (both through `Updates`, which with `overlap_update` runs each update in a
-thread while the next rollout plays), and `RunControl` does what happens around it (checkpoints,
-Ctrl-C, early stop).
+`free_rollout.collect_rollout_free`, each game stepping as soon as it answers), the hook's rewards,
+`compute_advantages`, `update` and `metrics` (all but the collection through `Updates`, which with
+`overlap_update` runs a rollout's rewards, advantages and update in a thread while the next rollout
+plays), and `RunControl` does what happens around it (checkpoints, Ctrl-C, early stop).
 Everything trained runs on one Fabric: the actor-critic, and the reward hook's own models (its
 `setup(fabric)`); Fabric seeds the run, saves the checkpoints and restores them on resume.
 With `acting="int8"` the frozen encoder runs in int8 for the whole run and the rollouts are
@@ -49,6 +49,7 @@ from torch.distributions import Categorical
 
 from playtester.errors import UserError
 from playtester.exploration.acting import fp32_actor, int8_actor, int8_frozen_encoder
+from playtester.exploration.background import BackgroundJob
 from playtester.exploration.actor_critic import GRUActorCritic, GRUActorCriticConfig
 from playtester.exploration.checkpoints import load_checkpoint, load_into, rng_state, save_checkpoint, set_rng_state
 from playtester.exploration.free_rollout import collect_rollout_free, free_running
@@ -93,7 +94,9 @@ class RewardHook(Protocol):
 
     Optional: `setup(fabric)`, called once before any step, to train the hook's own models on the
     run's Fabric; `checkpoint_spec()`, what the checkpoint keeps to rebuild the hook from the file
-    alone (`checkpoints.load_explorer`).
+    alone (`checkpoints.load_explorer`); `hand_off()`, the rollout just recorded taken (the hook
+    records the next one from then on) as the work that returns its rewards, which `train` runs in
+    the update's thread while the games play on (`rollout_rewards`).
     """
 
     non_episodic: bool
@@ -206,9 +209,9 @@ def train(
         if resuming:
             fabric.print(f"resumed from {checkpoint_path} at step {global_step}")
 
-        # With `overlap_update` the update of one rollout runs while the next is collected into
-        # the other of two buffers; each rollout then plays with the weights from before the update
-        # running beside it (one update behind, as asynchronous PPO does).
+        # With `overlap_update` the rewards, advantages and update of one rollout run while the next
+        # is collected into the other of two buffers; each rollout then plays with the weights from
+        # before the update running beside it (one update behind, as asynchronous PPO does).
         rollouts = [Rollout(cfg, num_values, fabric.device) for _ in range(2 if cfg.overlap_update else 1)]
         collect = collect_rollout_free if free_running(cfg, envs) else collect_rollout
         games = Games(cfg, envs, module, start_iteration, global_step, fabric.device)
@@ -221,20 +224,15 @@ def train(
             for iteration in range(start_iteration, cfg.num_iterations + 1):
                 rollout = rollouts[iteration % len(rollouts)]
 
-                # 1. Rollout, then the hook's rewards for the whole of it.
+                # 1. Rollout. What follows (the hook's rewards for the whole of it; advantages, GAE
+                # per stream; minibatch epochs: `Updates.work`) starts from what it left here, then
+                # the log, the checkpoint and early stop (`Updates.finish`).
                 episodes = collect(cfg, envs, actor, module, rollout, games, reward_hook, stop)
                 if episodes.stopped:  # by `stop`: the rollout in progress is dropped
                     run.stopped = True
                     break
-                hook_logs = add_hook_rewards(rollout, reward_hook)
-
-                # 2. Advantages: GAE per stream; the non-episodic stream ignores episode ends. The
-                # games' next values come from the network that played the rollout, as its values did.
-                batch = compute_advantages(cfg, actor, module, rollout, games)
-
-                # 3. Minibatch epochs over whole environment sequences (`update`), then the log,
-                # the checkpoint and early stop (`Updates.finish`).
-                done = Pending(iteration, games.global_step, batch, rollout, hook_logs, episodes)
+                done = Pending(iteration, games.global_step, rollout, actor, rollout_rewards(reward_hook),
+                               RolloutEnd.of(games, module, rollout.device), episodes)
                 if cfg.overlap_update:
                     if updates.finish(games.global_step):  # the update that ran beside this rollout
                         break
@@ -315,35 +313,71 @@ class UpdateStats(NamedTuple):
     clipfracs: list[float]
 
 
+class RolloutEnd(NamedTuple):
+    """Where the games stood when a rollout ended (taken before the next rollout moves them): what
+    its advantages bootstrap from."""
+
+    next_input: Tensor
+    """The next observations, prepared (`N×…`)."""
+    next_state: Tensor
+    next_done: Tensor
+
+    @classmethod
+    def of(cls, games: Games, module: nn.Module, device: torch.device) -> "RolloutEnd":
+        with torch.no_grad():  # prepared here, where the encoder's last features are kept
+            next_input = module.prepare(torch.as_tensor(games.next_obs, device=device))
+        return cls(next_input, games.next_state.clone(), games.next_done.clone())
+
+
 class Pending(NamedTuple):
-    """A collected rollout on its way through the update, with what its log needs."""
+    """A collected rollout on its way through the update, with what its rewards, advantages and
+    log need."""
 
     iteration: int
     global_step: int
     """The games' steps when the rollout ended."""
-    batch: RolloutBatch
     rollout: Rollout
-    hook_logs: dict[str, float]
+    actor: nn.Module
+    """The network that played it (its values and the games' next values come from it)."""
+    rewards: Callable[[], ShapedRewards] | None
+    """The reward hook's work for the rollout (`rollout_rewards`), or None without a hook."""
+    end: RolloutEnd
     episodes: Episodes
 
 
-class Updates:
-    """PPO's update of each rollout and what follows it: the log, the run's last completed update,
-    the checkpoint and early stop.
+class Updated(NamedTuple):
+    """What `Updates.work` made of a rollout: its batch, the update's figures and the hook's scalars."""
 
-    `start` runs the update here and now, or, with `cfg.overlap_update`, in a thread of its own on
-    the process's torch threads (a thread's count is its own: the rollout's decisions keep theirs);
-    `finish` waits for it and does the rest. One update at a time. Each update draws its minibatches
-    from a generator seeded by the run's seed and the iteration, so that which thread draws first
-    never changes a run, and a resumed run draws what the uninterrupted one would have.
+    batch: RolloutBatch
+    stats: UpdateStats
+    hook_logs: dict[str, float]
+
+
+class Updates:
+    """What follows each rollout's collection: the hook's rewards, the advantages and PPO's update
+    (`work`), then the log, the run's last completed update, the checkpoint and early stop.
+
+    `start` does the work here and now, or, with `cfg.overlap_update`, in a `BackgroundJob`
+    (`ppo-update`) while the games play the next rollout; `finish` waits for it and does the rest.
+    One update at a time. Each update draws its minibatches from a generator seeded by the run's
+    seed and the iteration, so that which thread draws first never changes a run, and a resumed run
+    draws what the uninterrupted one would have.
     """
 
     def __init__(self, cfg: PPOConfig, fabric: Any, agent: nn.Module, optimizer: torch.optim.Optimizer, run: "RunControl"):
         self.cfg, self.fabric, self.agent, self.optimizer, self.run = cfg, fabric, agent, optimizer, run
-        self.threads = torch.get_num_threads()
         self.pending: Pending | None = None
-        self.thread: threading.Thread | None = None
-        self.outcome: list[UpdateStats | BaseException] = []
+        self.job = BackgroundJob("ppo-update")
+        self.outcome: Updated | None = None
+
+    def work(self, done: Pending, generator: torch.Generator) -> Updated:
+        """The rollout's rewards added to its streams, its advantages and the update."""
+        hook_logs = add_hook_rewards(done.rollout, done.rewards)
+        # GAE per stream (the non-episodic stream ignores episode ends); the games' next values come
+        # from the network that played the rollout, as its values did.
+        batch = compute_advantages(self.cfg, done.actor, done.rollout, done.end)
+        stats = update(self.cfg, self.fabric, self.agent, self.optimizer, batch, generator)
+        return Updated(batch, stats, hook_logs)
 
     def start(self, done: Pending) -> None:
         if self.pending is not None:
@@ -355,18 +389,9 @@ class Updates:
         self.pending = done
         if not cfg.overlap_update:
             with defer_interrupt():  # Ctrl-C waits for the update: what is saved is always a whole update
-                self.outcome.append(update(cfg, self.fabric, self.agent, self.optimizer, done.batch, generator))
+                self.outcome = self.work(done, generator)
             return
-
-        def work() -> None:
-            try:
-                torch.set_num_threads(self.threads)
-                self.outcome.append(update(cfg, self.fabric, self.agent, self.optimizer, done.batch, generator))
-            except BaseException as e:  # handed to the thread that waits for it
-                self.outcome.append(e)
-
-        self.thread = threading.Thread(target=work, name="ppo-update")
-        self.thread.start()
+        self.job.start(self.work, done, generator)
 
     def finish(self, global_step: int) -> bool:
         """Wait for the update started last (nothing to do if none), log it, make it the run's last
@@ -375,17 +400,13 @@ class Updates:
         done = self.pending
         if done is None:
             return False
-        if self.thread is not None:
-            self.thread.join()
-            self.thread = None
-        outcome = self.outcome.pop()
         self.pending = None
-        if isinstance(outcome, BaseException):
-            raise outcome
+        outcome, self.outcome = (self.job.wait() if self.job.running else self.outcome), None
         cfg, run = self.cfg, self.run
         with defer_interrupt():
             if cfg.log_every and done.iteration % cfg.log_every == 0:
-                logged = metrics(self.optimizer, run.sps(global_step), outcome, done.batch, done.rollout, done.hook_logs, done.episodes)
+                logged = metrics(self.optimizer, run.sps(global_step), outcome.stats, outcome.batch, done.rollout,
+                                 outcome.hook_logs, done.episodes)
                 self.fabric.log_dict(logged, step=done.global_step)
             run.update_done(done.iteration, done.global_step, done.episodes.returns)
         run.checkpoint(done.iteration)
@@ -478,28 +499,39 @@ def bootstrap_time_limit(cfg: PPOConfig, agent: nn.Module, module: nn.Module, ro
     rollout.rewards[step, i, 0] += cfg.gamma * final_value
 
 
-def add_hook_rewards(rollout: Rollout, reward_hook: RewardHook | None) -> dict[str, float]:
-    """Add the hook's rewards for the rollout to its streams (the hook trains its own models
-    then); the hook's scalars to log."""
+def rollout_rewards(reward_hook: RewardHook | None) -> Callable[[], ShapedRewards] | None:
+    """The hook's rewards for the rollout just recorded, as work for the update's thread: its
+    `hand_off()` where it has one, else its `end_rollout()` called here and now."""
     if reward_hook is None:
-        return {}
+        return None
+    hand_off = getattr(reward_hook, "hand_off", None)
+    if hand_off is not None:
+        return hand_off()
     shaped = reward_hook.end_rollout()
+    return lambda: shaped
+
+
+def add_hook_rewards(rollout: Rollout, rewards: Callable[[], ShapedRewards] | None) -> dict[str, float]:
+    """Add the hook's rewards for the rollout (`rollout_rewards`' work, done now; the hook trains
+    its own models then) to its streams; the hook's scalars to log."""
+    if rewards is None:
+        return {}
+    shaped = rewards()
     rollout.rewards[:, :, 0] += shaped.episodic.to(rollout.device)
     if rollout.num_values == 2:
         rollout.rewards[:, :, 1] = shaped.non_episodic.to(rollout.device)
     return shaped.logs
 
 
-def compute_advantages(cfg: PPOConfig, agent: nn.Module, module: nn.Module, rollout: Rollout, games: Games) -> RolloutBatch:
-    """GAE per stream, bootstrapped from the games' next values; the streams' advantages are
-    added with weights `ext_coef` and `int_coef`."""
+def compute_advantages(cfg: PPOConfig, agent: nn.Module, rollout: Rollout, end: RolloutEnd) -> RolloutBatch:
+    """GAE per stream, bootstrapped from the games' next values (where they stood at the rollout's
+    `end`); the streams' advantages are added with weights `ext_coef` and `int_coef`."""
     num_values = rollout.num_values
     gammas = [cfg.gamma, cfg.int_gamma][:num_values]
     adv_coefs = [cfg.ext_coef, cfg.int_coef][:num_values]
-    dones, next_done = rollout.dones, games.next_done
+    dones, next_done = rollout.dones, end.next_done
     with torch.no_grad():
-        next_input = module.prepare(torch.as_tensor(games.next_obs, device=rollout.device))
-        next_value = agent(next_input.unsqueeze(0), games.next_state, next_done.unsqueeze(0)).values[0]
+        next_value = agent(end.next_input.unsqueeze(0), end.next_state, next_done.unsqueeze(0)).values[0]
         advantages = torch.zeros((cfg.num_steps, cfg.num_envs), device=rollout.device)
         returns = torch.zeros_like(rollout.values)
         for v in range(num_values):

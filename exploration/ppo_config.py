@@ -38,12 +38,15 @@ class PPOConfig:
     int8 for the whole run, and a copy of the actor-critic with its GRUs and linear layers
     quantised, made anew before each rollout; PPO still learns in fp32; CPU only:
     `exploration/acting.py`)."""
-    overlap_update: bool = False
+    overlap_update: bool = True
     """Run each rollout's update in a thread while the games play the next rollout, instead of
     between rollouts while they wait: each rollout is then played by the weights from before the
     update beside it, one update behind (as asynchronous PPO does; the rollout's log-probabilities
     are that copy's, and PPO's clip bounds the gap as it does `acting="int8"`'s). Costs a second
-    rollout buffer and a copy of the network a rollout."""
+    rollout buffer and a copy of the network a rollout; the explorer's loop ×1.15 at one mix, with
+    no measured cost to what it covers (docs/benchmarks/ppo-and-loop.md). A resumed run plays its
+    first rollout with the saved weights, where the uninterrupted one was one update behind. False:
+    the update between rollouts, while the games wait (CleanRL's loop)."""
     frame_size: int = 64
     """Side of the square frames pixel games are resized to (INTER_AREA). Ignored for `state:` envs."""
     num_steps: int = 128

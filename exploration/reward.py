@@ -22,7 +22,13 @@ the rollout's sequence from its recurrent state at the rollout's start. Then:
 so that the two streams add up to `r^c = α r^p + (1 − α) r^e`. Without the preference (the
 Inspector baseline) α is 0 and the reward is pure novelty. With `rnd_weight` 0 there is no RND
 (nothing built or trained) and no non-episodic stream. The RND predictors are trained on their
-replay buffer after each rollout, on the PPO's Fabric (`setup(fabric)`, called by `ppo.train`).
+replay buffer after each rollout, on the PPO's Fabric (`setup(fabric)`, called by `ppo.train`), in
+a `BackgroundJob` of their own until the next rollout's rewards need them.
+
+`hand_off()` takes what the hook recorded of a rollout (its lists start anew for the next one) and
+returns the work that computes the rollout's rewards from it, which `ppo.train` runs in the
+update's thread while the games play on; `end_rollout()` does both at once. The episodic bonus's
+C is carried from one rollout's rewards to the next, which run one after another.
 
 `checkpoint_spec()` is what the PPO checkpoint keeps to rebuild the reward from the file alone
 (`checkpoints.load_explorer`): the config, the number of games and the frozen preference policy;
@@ -31,10 +37,9 @@ replay buffer after each rollout, on the PPO's Fabric (`setup(fabric)`, called b
 
 from __future__ import annotations
 
-import threading
-
+import functools
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -43,6 +48,7 @@ import torch.nn as nn
 from torch import Tensor
 
 from playtester.errors import UserError
+from playtester.exploration.background import BackgroundJob
 from playtester.exploration.ppo import ShapedRewards, StepView
 from playtester.exploration.vector_env import check_rgb_frames
 from playtester.exploration.preference import AlphaSchedule, AlphaScheduleConfig, mix_rewards, preference_reward
@@ -100,6 +106,19 @@ class ExplorationRewardConfig:
         return self.episodic_weight > 0
 
 
+class Recorded(NamedTuple):
+    """What the hook kept of a rollout's steps, in time order (one entry a step)."""
+
+    reached: list[np.ndarray]
+    """The frames reached, `N×…` each."""
+    inputs: list[Tensor]
+    """The preference policy's inputs of the frames acted on (features of the shared encoder)."""
+    logits: list[Tensor]
+    """The explorer's logits on them."""
+    episode_start: list[Tensor]
+    """`N` bools: the frame acted on starts an episode."""
+
+
 class ExplorationReward:
     """`RewardHook` for PPO: novelty (RND non-episodic, E3B's bonus episodic) and preference (episodic), mixed by α.
 
@@ -118,7 +137,6 @@ class ExplorationReward:
         preference_policy: nn.Module | None = None,
         rnd_frames: Callable[[np.ndarray], Tensor] | None = None,
         rnd_trunk_factory: Callable[[], nn.Module] | None = None,
-        overlap_training: bool = False,
     ):
         if config.use_preference and preference_policy is None:
             raise UserError("the preference reward is on but no preference policy was given; pass --preference CKPT or use the inspector mode")
@@ -136,11 +154,8 @@ class ExplorationReward:
         self.rebuildable = rnd_frames is None and rnd_trunk_factory is None
         self.rnd_frames = rnd_frames or (lambda obs: frames_to_rnd_input(obs, config.rnd.frame_size))
         self.alpha = AlphaSchedule(num_envs, config.alpha)
-        self.overlap_training = overlap_training
-        """Train the predictors in a thread of their own from one rollout's end until the next
-        rollout's rewards need them (see `end_rollout`), instead of before `end_rollout` returns."""
-        self._training: threading.Thread | None = None
-        self._trained: list[Any] = []  # the thread's loss, or the exception it raised
+        self.training = BackgroundJob("rnd-training")
+        """The predictors' training of the last rollout, from its rewards until the next rollout's."""
         self._last_loss = float("nan")
         self.preference_policy = None
         """The frozen path policy: the preference's logits and the episodic bonus's features."""
@@ -183,84 +198,85 @@ class ExplorationReward:
                 )
 
     def _clear(self) -> None:
-        self._reached: list[np.ndarray] = []
-        self._inputs: list[Tensor] = []
-        self._logits: list[Tensor] = []
-        self._episode_start: list[Tensor] = []
+        self._recorded = Recorded([], [], [], [])
 
     @torch.no_grad()
     def step(self, view: StepView) -> None:
-        self._reached.append(np.array(view.next_obs))
-        self._episode_start.append(view.episode_start.bool().cpu())
+        self._recorded.reached.append(np.array(view.next_obs))
+        self._recorded.episode_start.append(view.episode_start.bool().cpu())
         if self.preference_policy is not None:
-            # the explorer just encoded these frames: with a shared encoder this is a look-up
-            self._inputs.append(self.preference_policy.prepare(torch.as_tensor(view.obs, device=self.device)))
-            self._logits.append(view.logits.to(self.device))
+            # the explorer just encoded these frames: with a shared encoder this is a look-up (in the
+            # thread that plays, where the encoder's last features are kept)
+            self._recorded.inputs.append(self.preference_policy.prepare(torch.as_tensor(view.obs, device=self.device)))
+            self._recorded.logits.append(view.logits.to(self.device))
 
     def wait_for_training(self) -> None:
-        """Let the predictors' training started at the last rollout's end finish (`overlap_training`;
-        its error, if any, is raised here); at once when none is running (or without RND)."""
-        thread, self._training = self._training, None
-        if thread is None:
-            return
-        thread.join()
-        result = self._trained.pop()
-        if isinstance(result, BaseException):
-            raise result
-        self._last_loss = result
+        """Let the predictors' training started by the last rollout's rewards finish (its error, if
+        any, is raised here); at once when none is running (or without RND)."""
+        if self.training.running:
+            self._last_loss = self.training.wait()
 
     def _train_in_background(self, seed: int) -> None:
-        def work() -> None:
-            try:
-                generator = torch.Generator(device=self.device).manual_seed(seed)
-                self._trained.append(train_predictors(self.rnd, self.rnd_optimizer, self.fabric, generator=generator))
-            except BaseException as e:  # handed to the thread that waits for it
-                self._trained.append(e)
-
-        self._training = threading.Thread(target=work, name="rnd-training")
-        self._training.start()
+        generator = torch.Generator(device=self.device).manual_seed(seed)
+        self.training.start(functools.partial(train_predictors, self.rnd, self.rnd_optimizer, self.fabric, generator=generator))
 
     @torch.no_grad()
-    def _rollout_rewards(self) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+    def _rollout_rewards(self, recorded: Recorded, reached_features: Tensor | None) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
         """The rollout's raw RND novelty, raw episodic bonus and preference rewards (T×N each;
         None where the term is off)."""
         self.wait_for_training()
-        steps = len(self._reached)
+        steps = len(recorded.reached)
         raw = episodic = preference = None
         if self.rnd is not None:
-            frames = self.rnd_frames(np.concatenate(self._reached))
+            frames = self.rnd_frames(np.concatenate(recorded.reached))
             raw = self.rnd.reward(frames).reshape(steps, self.num_envs)
             self.rnd.observe(frames)
         if self.episodic is not None:
-            episodic = self.episodic.rollout_bonus(torch.stack(self._inputs), self._reached_features(),
-                                                   torch.stack(self._episode_start))
+            episodic = self.episodic.rollout_bonus(torch.stack(recorded.inputs), reached_features,
+                                                   torch.stack(recorded.episode_start))
         if self.config.use_preference:
-            done = torch.stack(self._episode_start).to(self.device).float()
-            out = self.preference_policy(torch.stack(self._inputs), self.preference_state, done)
+            done = torch.stack(recorded.episode_start).to(self.device).float()
+            out = self.preference_policy(torch.stack(recorded.inputs), self.preference_state, done)
             self.preference_state = out.state
-            logits = torch.stack(self._logits)
+            logits = torch.stack(recorded.logits)
             preference = preference_reward(logits.flatten(0, 1), out.logits.flatten(0, 1)).reshape(steps, self.num_envs).cpu()
         return raw, episodic, preference
 
-    def _reached_features(self) -> Tensor:
+    @torch.no_grad()
+    def _reached_features(self, recorded: Recorded) -> Tensor:
         """The features of every frame reached (`T×N×D`): those of the next step's frame acted on,
         a look-up, except where an episode ended (its last frame) and at the rollout's last step,
-        encoded here in one batch."""
-        acted = torch.stack(self._inputs)
+        encoded here in one batch (in the thread that plays: the encoder is the explorer's)."""
+        acted = torch.stack(recorded.inputs)
         reached = torch.empty_like(acted)
         reached[:-1] = acted[1:]
-        new_episode = torch.stack(self._episode_start[1:] + [torch.ones(self.num_envs, dtype=torch.bool)])
+        new_episode = torch.stack(recorded.episode_start[1:] + [torch.ones(self.num_envs, dtype=torch.bool)])
         where = new_episode.nonzero().tolist()
-        frames = np.stack([self._reached[t][i] for t, i in where])
+        frames = np.stack([recorded.reached[t][i] for t, i in where])
         encoded = self.preference_policy.prepare(torch.as_tensor(frames, device=self.device))
         for (t, i), features in zip(where, encoded):
             reached[t, i] = features
         return reached
 
+    def hand_off(self) -> Callable[[], ShapedRewards]:
+        """The rollout just recorded, taken (the hook records the next one from here), as the work
+        that computes its rewards and then starts the predictors' training on it. The training's
+        seed is drawn here, in the thread that plays, so that the run's random draws keep their order
+        wherever the work runs."""
+        if self.fabric is None:
+            raise RuntimeError("ExplorationReward.setup(fabric) was not called (ppo.train calls it before training)")
+        recorded, seed = self._recorded, int(torch.randint(0, 2**62, (1,)))
+        reached = self._reached_features(recorded) if self.episodic is not None else None
+        self._clear()
+        return functools.partial(self._rewards, recorded, reached, seed)
+
     def end_rollout(self) -> ShapedRewards:
+        return self.hand_off()()
+
+    def _rewards(self, recorded: Recorded, reached_features: Tensor | None, seed: int) -> ShapedRewards:
         config = self.config
-        raw, raw_episodic, preference = self._rollout_rewards()
-        episode_start = torch.stack(self._episode_start)
+        raw, raw_episodic, preference = self._rollout_rewards(recorded, reached_features)
+        episode_start = torch.stack(recorded.episode_start)
         steps = episode_start.shape[0]
         zeros = torch.zeros(steps, self.num_envs)
         intrinsic = self.rnd.normalize_rewards(raw) if raw is not None else zeros
@@ -278,19 +294,13 @@ class ExplorationReward:
             alpha = torch.zeros_like(novelty)
         episodic = alpha * preference + (1.0 - alpha) * config.episodic_weight * episodic_bonus
         non_episodic = (1.0 - alpha) * config.rnd_weight * intrinsic if self.rnd is not None else None
-        if self.fabric is None:
-            raise RuntimeError("ExplorationReward.setup(fabric) was not called (ppo.train calls it before training)")
         rnd_loss = float("nan")
-        if self.rnd is not None and self.overlap_training:
-            # The predictors are next needed for the next rollout's rewards, at its end; until then
-            # they train beside the rollout's collection, on the replay and input statistics as they
-            # stand now (nothing changes them in between), with a generator of their own so that
-            # the run's other random draws keep their order. The loss logged is the last training's.
-            seed = int(torch.randint(0, 2**62, (1,)))
+        if self.rnd is not None:
+            # The predictors are next needed for the next rollout's rewards; until then they train
+            # beside it, on the replay and input statistics as they stand now (nothing changes them
+            # in between), with a generator of their own. The loss logged is the last training's.
             rnd_loss = self._last_loss
             self._train_in_background(seed)
-        elif self.rnd is not None:
-            rnd_loss = train_predictors(self.rnd, self.rnd_optimizer, self.fabric)
         logs = {
             "rewards/intrinsic_raw": float(raw.mean()) if raw is not None else 0.0,
             "rewards/intrinsic": float(intrinsic.mean()),
@@ -302,7 +312,6 @@ class ExplorationReward:
             "charts/alpha": float(alpha.mean()),
             "losses/rnd_loss": rnd_loss,
         }
-        self._clear()
         return ShapedRewards(episodic, non_episodic, logs)
 
     def _per_step(self, raw: Tensor, term: str, observed: bool) -> Tensor:

@@ -22,8 +22,8 @@ import torch
 
 from playtester.errors import UserError
 from playtester.files import inputs_checked
-from playtester.perception.training import (make_trainer, read_checkpoint, resolve_device, save_checkpoint_atomic,
-                                            stalled, stop_when_converged)
+from playtester.perception.training import (make_trainer, read_checkpoint, recompute_batchnorm, resolve_device,
+                                            save_checkpoint_atomic, stalled, stop_when_converged)
 
 log = logging.getLogger("playtester.perception")
 
@@ -45,6 +45,9 @@ seen many times, augmented): chosen by measurement across set sizes (docs/benchm
 MIN_DETECTOR_STEPS = 400
 """Fewer steps than this and a detector from random init has not learned (AP stays near 0 below
 ~200 and far from its best below ~500): training says so."""
+BATCHNORM_BATCHES = 50
+"""Training batches that set the BatchNorm statistics anew after training (`recompute_batchnorm`):
+about 5 % of the default budget's compute, forward passes only."""
 VALIDATIONS = 10
 """The held-out mAP is measured this many times over the budget (on at most `VALIDATION_IMAGES`),
 and at most every `VALIDATION_GAP` steps."""
@@ -180,6 +183,9 @@ def train_detector(r: DetectorRecipe, *, say: Callable[[str], None] = log.info, 
     trainer.fit(module, datamodule=dm)
     if module.diverged:
         raise UserError("detector training diverged (non-finite loss); nothing was saved; try a lower --lr")
+    seen = recompute_batchnorm(module.model, dm.train_dataloader(), BATCHNORM_BATCHES)
+    if seen:
+        log.info("BatchNorm statistics set anew from %d training batches", seen)
     for line in after_training(r, trainer.global_step, steps, module.val_history):
         say(line)
     table = None

@@ -295,3 +295,36 @@ def training_bytes(trained: int, frozen: int = 0, activations: int = 0, resumabl
     Measured against peak memory in docs/benchmarks/cli.md."""
     checkpoint = (TRAINING_COPIES - 1 if resumable else 1) * trained + frozen
     return FLOAT_BYTES * (TRAINING_COPIES * trained + frozen + max(activations, checkpoint))
+
+
+def recompute_batchnorm(model: torch.nn.Module, batches: Any, limit: int) -> int:
+    """Set every BatchNorm layer's running statistics anew from up to `limit` training batches
+    (`batches` yields `(images, targets)`), as the plain average over them, with the weights as
+    trained ("precise BN"). Training keeps them as a moving average that lags weights that are
+    still changing: a detector trained from random init for 49 steps scored a held-out loss of
+    2.20 with those and 0.35 with batch statistics. The forward passes run in training mode (a
+    detector's needs its targets), without gradients and with torch's generator put back after
+    (the RPN samples at random). Returns the batches seen (0: no BatchNorm to set)."""
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats]
+    if not norms or limit < 1:
+        return 0
+    momenta = [m.momentum for m in norms]
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None  # a cumulative average
+    was_training = model.training
+    device = next(model.parameters()).device
+    seen = 0
+    model.train()
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            for images, targets in batches:
+                if seen == limit:
+                    break
+                model([im.to(device) for im in images], [{k: v.to(device) if torch.is_tensor(v) else v for k, v in t.items()} for t in targets])
+                seen += 1
+    finally:
+        for m, momentum in zip(norms, momenta):
+            m.momentum = momentum
+        model.train(was_training)
+    return seen

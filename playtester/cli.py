@@ -24,6 +24,7 @@ from rich.text import Text
 
 from playtester import options
 from playtester.commands import demo
+from playtester.cores import wait_quietly
 from playtester.errors import UserError
 
 try:  # typer >= 0.16 carries its own copy of click
@@ -164,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     is not a number or out of range) are each printed as one line, with exit status 2. Ctrl-C
     says that what was written is kept, with status 130.
     """
+    wait_quietly()  # before torch loads: idle OpenMP threads sleep (playtester/cores.py)
     if os.name == "posix":
         _private_runtime_dir()
     try:

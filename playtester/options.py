@@ -579,6 +579,14 @@ def memory_budget_option() -> Any:
                        "else to do, e.g. `playtester --memory-budget 0.5 train policy ...`.")
 
 
+def threads_option() -> Any:
+    """`--threads N`: the cores a command that computes may use, shared among the processes it
+    starts (`playtester/cores.py`); 0, the default, for this machine's."""
+    from playtester.cores import THREADS_HELP
+
+    return option(Count(0, 1024), 0, "--threads", help=THREADS_HELP)
+
+
 def check_memory(needed: float, what: str) -> None:
     """Refuse, in one line naming `what` and the estimate, a job whose models and buffers
     (`needed` bytes, estimated from its options) would take more than this invocation's share of

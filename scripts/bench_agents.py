@@ -58,6 +58,11 @@ Runs stopped before their budget (a machine lent for a while) are compared at on
 with `--cut N`: each run folder in `--out` copied with its first N episodes and scored there, in
 `OUT/first-N`; N must be whole in every run (`--cut max`: the most that is). With `--profile levels`,
 OUT is the profile's (a folder per level) and every level's runs are cut at the same N.
+
+Two settings (or two commits) are compared with `--against BASE`: the runs in `--out` against
+those in BASE, agent by agent, paired by seed (one instance replays a seed exactly), at `--cut N`
+episodes: Wilcoxon's signed-rank test that `--out` is worse, and whether it is no worse within
+`MARGINS` (docs/benchmarks/ppo-and-loop.md, "The defaults").
 """
 
 from __future__ import annotations
@@ -114,9 +119,8 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
                    oracle_labels=args.oracle_labels and not on_level, episodes=args.episodes,
                    rules=args.rules if on_level else None,
                    steps=args.steps, num_envs=args.envs, rollout=args.rollout, test_steps=args.test_steps, seed=seed,
-                   track_every=args.track_every, device=args.device, min_score=args.min_score, acting=args.acting,
-                   confirm_hits=args.confirm_hits, confirm_window=args.confirm_window,
-                   seq_len=args.seq_len, rnd_train_steps=args.rnd_train_steps, overlap_update=args.overlap_update)
+                   track_every=args.track_every, device=args.device, min_score=args.min_score,
+                   confirm_hits=args.confirm_hits, confirm_window=args.confirm_window)
     import yaml
 
     config = spec.to_config() | ({"agent": EXPERT_NOTE["level" if on_level else "park"]} if agent == "expert" else {})
@@ -325,6 +329,44 @@ def greater(ours: list[float], theirs: list[float]) -> str:
     return f"U = {test.statistic:.1f} | {test.statistic / (len(ours) * len(theirs)):.2f} | p = {test.pvalue:.3f}"
 
 
+MARGINS = {"coverage": 0.05, "oois": 1.5}
+"""How much worse than the base a setting may be and still count as no worse (`compare`): 5
+points of pathway coverage, 1.5 known OOIs tested (of the `cpu` park's 16)."""
+
+
+def compare(ours: list[dict], theirs: list[dict]) -> str:
+    """Runs of one setting against another's, per agent, paired by seed: the means, the mean
+    difference with its 95 % interval (t), Wilcoxon's signed-rank p that ours is worse (one-sided)
+    and two-sided, and whether ours is no worse: not worse at p < 0.05 and the mean difference above
+    −`MARGINS`. Only the seeds both hold count."""
+    from scipy.stats import t as student, wilcoxon
+
+    lines = ["| agent | measure | seeds | ours | base | difference (95 % interval) | p worse | p two-sided | no worse (margin) |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for agent in AGENTS:
+        mine = {r["seed"]: r for r in ours if r["agent"] == agent}
+        base = {r["seed"]: r for r in theirs if r["agent"] == agent}
+        seeds = sorted(set(mine) & set(base))
+        if not seeds:
+            continue
+        for key, name in (("coverage", "pathway coverage"), ("oois", "known OOIs tested")):
+            def value(r: dict) -> float:
+                return float(r["tested_per_episode"][-1]) if key == "oois" else float(r["pathway_share"] or 0.0)
+
+            a, b = np.array([value(mine[s]) for s in seeds]), np.array([value(base[s]) for s in seeds])
+            d = a - b
+            half = (student.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
+            same = not np.any(d)
+            worse = 1.0 if same or len(d) < 2 else float(wilcoxon(a, b, alternative="less").pvalue)
+            both = 1.0 if same or len(d) < 2 else float(wilcoxon(a, b).pvalue)
+            ok = worse >= 0.05 and d.mean() > -MARGINS[key]
+            scale, unit = (100, " %") if key == "coverage" else (1, "")
+            lines.append(f"| {agent} | {name} | {len(d)} | {scale * a.mean():.1f}{unit} | {scale * b.mean():.1f}{unit} | "
+                         f"{scale * d.mean():+.1f} ({scale * (d.mean() - half):+.1f} to {scale * (d.mean() + half):+.1f}) | "
+                         f"{worse:.3f} | {both:.3f} | {'yes' if ok else 'NO'} (−{scale * MARGINS[key]:g}{unit}) |")
+    return "\n".join(lines)
+
+
 def copy_coverage_maps(results: list[dict], out: Path) -> None:
     """Each agent's coverage map of its first seed, side by side in `out` (the paper's Figure 7)."""
     for agent in AGENTS:
@@ -357,6 +399,8 @@ def plot(results: list[dict], episodes: int, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from playtester.tester.spec import TRACK_EVERY
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", type=Path, default=Path("playtester-demo/models"), help="folder with inspect.ckpt and path.ckpt")
     parser.add_argument("--profile", choices=sorted(PROFILES), default="quick",
@@ -381,13 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--oracle-labels", action="store_true", help="find OOIs through the engine's labels (an ablation)")
     parser.add_argument("--envs", type=int, default=2, help="game instances of the PPO explorers")
     parser.add_argument("--rollout", type=int, default=64)
-    parser.add_argument("--seq-len", type=int, default=0,
-                        help="the PPO explorers' update on sequences of this many steps (the run's seq_len; 0: whole rollouts)")
-    parser.add_argument("--rnd-train-steps", type=int, default=8,
-                        help="RND's predictor training steps after each rollout (the run's rnd_train_steps)")
-    parser.add_argument("--overlap-update", action="store_true",
-                        help="the PPO explorers' update runs while the next rollout plays, one update behind (the run's overlap_update)")
-    parser.add_argument("--track-every", type=int, default=1,
+    parser.add_argument("--track-every", type=int, default=TRACK_EVERY,
                         help="during an OOI test, the detector every this many steps, the tracker in between (the run's track_every)")
     parser.add_argument("--test-steps", type=int, default=None, help="steps of one OOI test (default: the policy's demo length)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of this process")
@@ -399,12 +437,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--confirm-window", type=int, default=CONFIRM_WINDOW, help="the passes counted (the run's confirm_window)")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                         help="where the runs' networks run (cuda serves every instance's detector and test policy from one process)")
-    parser.add_argument("--acting", default="fp32", choices=("fp32", "int8"),
-                        help="the networks that play in fp32, or int8: the PPO explorers' decisions (an int8 copy; they learn in "
-                             "fp32) and the test policy (the run's acting)")
     parser.add_argument("--cut", type=cut_value, default=None, metavar="N|max",
                         help="run nothing: score the runs already in OUT at their first N episodes (runs stopped early, "
                              "compared at one fixed budget; max: the most whole episodes every run played), in OUT/first-N")
+    parser.add_argument("--against", type=Path, default=None, metavar="BASE",
+                        help="run nothing: score the runs in OUT against those in BASE (the same agents and seeds, other "
+                             "settings or code), seed by seed, at --cut N episodes (default: --episodes): `compare`'s table")
     parser.add_argument("--out", type=Path, default=Path("runs/bench_agents"))
     parser.add_argument("--resume", action="store_true",
                         help="keep the runs already in OUT/results.jsonl made with the same settings (each finished run is written there) and run the rest")
@@ -422,6 +460,18 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         args.out = args.out / f"first-{args.episodes}"
         return level_report(results, args)
+    if args.against is not None:  # scoring only: OUT's runs against AGAINST's, seed by seed
+        try:
+            episodes = args.cut or args.episodes
+            if episodes == "max":
+                episodes = min(episodes_every_run_played(args.out), episodes_every_run_played(args.against))
+            ours, theirs = cut_runs(args.out, episodes, args.parallel), cut_runs(args.against, episodes, args.parallel)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(f"{args.out} against {args.against}, at {episodes} episodes:")
+        print(compare(ours, theirs))
+        return 0
     if args.cut is not None:  # scoring only: no models needed
         try:
             if args.cut == "max":
@@ -589,7 +639,7 @@ def figures(results: list[dict], out: Path) -> None:
 def settings(args) -> dict:
     """What makes two runs of an agent and seed the same run: `--resume` keeps a run only if these match."""
     keys = ("game", "episodes", "steps", "models", "detector", "oracle_labels", "envs", "rollout", "track_every", "test_steps",
-            "device", "min_score", "acting", "seq_len", "rnd_train_steps", "overlap_update", "preference", "rules",
+            "device", "min_score", "preference", "rules",
             "confirm_hits", "confirm_window")
     return {key: str(getattr(args, key)) for key in keys}
 
@@ -714,8 +764,7 @@ def run_agents(args) -> list[dict]:
             except json.JSONDecodeError:  # a line torn by a stop while it was written: that run is run again
                 continue
             whole.append(line + "\n")
-            if {"device": "cpu", "min_score": "0.6", "acting": "fp32", "seq_len": "0", "rnd_train_steps": "8", "overlap_update": "False",
-                "preference": str(args.models / "path.ckpt"), "rules": "immortal", "confirm_hits": "1", "confirm_window": "1",
+            if {"device": "cpu", "min_score": "0.6", "preference": str(args.models / "path.ckpt"), "rules": "immortal", "confirm_hits": "1", "confirm_window": "1",
                 **row.get("budget", {})} == settings(args):  # rows from before these options
                 done[row["agent"], row["seed"]] = row
         write_text_atomic(log, "".join(whole))  # without the torn line, so that the next run's line stands alone

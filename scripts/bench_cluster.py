@@ -12,12 +12,16 @@ they end, and are stepped with the same random actions. Two kinds of instance:
           writing the run's logs, the OD mask, 64×64); on Ray its records come back to this process, which writes them
     ppo   a whole run's playing and learning: `explore_with_ppo` with the inspector explorer
           (no test policy), one episode of `--ppo-steps` steps per instance, set-up included
-          (games, workers or actors, the network); steps/s = trajectory lines / wall time
+          (games, workers or actors, the network); steps/s = trajectory lines / wall time; with
+          `--models M`, the whole tester run instead (ppgta with M's path policy, M's detector
+          finding the OOIs, M's inspect policy testing them), every instance's actor loading them
 
 Rounds alternate between the two so that the machine's noise falls on both alike; the median
-of the rounds is reported, with the ratio Ray / local (1.0: no overhead).
+of the rounds is reported, with the ratio Ray / local (1.0: no overhead). With `--nodes K` the Ray
+side is a cluster of K nodes on this machine (Ray's multi-node harness, `ray.cluster_utils.Cluster`:
+a head and K − 1 worker nodes, each a raylet of its own), the instances spread over them.
 
-    python scripts/bench_cluster.py [--game doom:park] [--envs 2] [--steps 500] [--rounds 5] [--kinds idle game run ppo]
+    python scripts/bench_cluster.py [--game doom:park] [--envs 2] [--steps 500] [--rounds 5] [--kinds idle game run ppo] [--nodes 3] [--models M]
 """
 
 from __future__ import annotations
@@ -82,14 +86,16 @@ def make(contender: str, kind: str, game: str, envs: int, run_dir: Path) -> gym.
                                      autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
 
 
-def ppo_rate(contender: str, game: str, envs: int, steps: int, run_dir: Path) -> float:
+def ppo_rate(contender: str, game: str, envs: int, steps: int, run_dir: Path, models: Path | None = None) -> float:
     """Game steps per second of a whole PPO run (see the module doc)."""
     from playtester.tester.spec import RunSpec
     from playtester.tester.runner import explore_with_ppo
 
     run_dir.mkdir(parents=True)
-    spec = RunSpec(game=game, tester=None, run_dir=str(run_dir), explorer="inspector", episodes=envs, steps=steps,
-                   num_envs=envs, rollout=64, seed=0)
+    tester = {} if models is None else dict(explorer="ppgta", tester=str(models / "inspect.ckpt"),
+                                            preference=str(models / "path.ckpt"), detector=str(models / "detector.ckpt"))
+    spec = RunSpec(**{"game": game, "tester": None, "run_dir": str(run_dir), "explorer": "inspector", "episodes": envs,
+                      "steps": steps, "num_envs": envs, "rollout": 64, "seed": 0, **tester})
     t0 = time.perf_counter()
     explore_with_ppo(spec, cluster=contender == "ray")
     return sum(1 for _ in open(run_dir / "trajectory.jsonl")) / (time.perf_counter() - t0)
@@ -113,6 +119,9 @@ def main() -> None:
     parser.add_argument("--kinds", nargs="+", default=["idle", "game", "run", "ppo"], choices=["idle", "game", "run", "ppo"])
     parser.add_argument("--ppo-steps", type=int, default=1000, help="ppo: steps of each instance's one episode")
     parser.add_argument("--ppo-rounds", type=int, default=3, help="ppo: runs of each contender")
+    parser.add_argument("--nodes", type=int, default=1, help="Ray nodes on this machine (a head and NODES - 1 workers)")
+    parser.add_argument("--models", type=Path, default=None,
+                        help="ppo: the whole tester run with this folder's path.ckpt, inspect.ckpt and detector.ckpt")
     args = parser.parse_args()
 
     import ray
@@ -120,15 +129,29 @@ def main() -> None:
     from playtester.capture.games import make_game
 
     make_game(args.game).close()  # the park is generated once, before anything is timed
-    ray.init(num_cpus=args.envs, include_dashboard=False, log_to_driver=False, logging_level="error")
+    cluster = None
+    if args.nodes > 1:
+        from ray.cluster_utils import Cluster
+
+        per = -(-args.envs // args.nodes) + 1  # CPUs a node: room for its share and one replacement
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": per, "include_dashboard": False})
+        for _ in range(args.nodes - 1):
+            cluster.add_node(num_cpus=per)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False, logging_level="error")
+    else:
+        ray.init(num_cpus=args.envs, include_dashboard=False, log_to_driver=False, logging_level="error")
     before = os.getloadavg()
     rows = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for kind in args.kinds:
                 if kind == "ppo":
-                    rates = {name: [ppo_rate(name, args.game, args.envs, args.ppo_steps, Path(tmp) / f"ppo-{name}-{r}")
-                                    for r in range(args.ppo_rounds)] for name in ("local", "ray")}
+                    rates = {"local": [], "ray": []}
+                    for r in range(args.ppo_rounds):  # alternating, each round's first the other's second before
+                        for name in (("local", "ray") if r % 2 == 0 else ("ray", "local")):
+                            rates[name].append(ppo_rate(name, args.game, args.envs, args.ppo_steps, Path(tmp) / f"ppo-{name}-{r}",
+                                                        args.models))
                     rows.append((kind, statistics.median(rates["local"]), statistics.median(rates["ray"])))
                     print(f"{kind}: local {[round(x) for x in rates['local']]}, ray {[round(x) for x in rates['ray']]}", flush=True)
                     continue
@@ -148,9 +171,12 @@ def main() -> None:
                 print(f"{kind}: local {[round(x) for x in rates['local']]}, ray {[round(x) for x in rates['ray']]}", flush=True)
     finally:
         ray.shutdown()
+        if cluster is not None:
+            cluster.shutdown()
     after = os.getloadavg()
     print(f"\n{args.game}, {args.envs} instances, {args.rounds} rounds × {args.steps} vector steps, median steps/s "
-          f"(all instances); load average {before[0]:.2f} before, {after[0]:.2f} after ({os.cpu_count()} CPUs)")
+          f"(all instances); Ray on {args.nodes} node(s); load average {before[0]:.2f} before, {after[0]:.2f} after "
+          f"({os.cpu_count()} CPUs)")
     print(f"{'instance':<10}{'local (AsyncVectorEnv)':>24}{'Ray actors':>12}{'ray / local':>13}")
     for kind, local, on_ray in rows:
         print(f"{kind:<10}{local:>24.0f}{on_ray:>12.0f}{on_ray / local:>13.2f}")

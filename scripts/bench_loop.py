@@ -25,15 +25,15 @@ M holds path.ckpt, inspect.ckpt and detector.ckpt (`playtester demo` writes them
   how many of its steps are tests, which differs from run to run (a test step costs less than an
   explorer step); the two costs and the steps/s at one mix do not;
 - start-up: seconds from the command's start to the first row;
+- peak memory: the most the run's processes held together (their PSS, looked at every 0.5 s);
 - decision: one explorer decision on a batch of `--envs` new frames (the frozen encoder, the
   actor-critic's forward, sampling the action) under `torch.inference_mode`, median and p90 ms
   over `--decisions`, in a process of its own with torch's default threads (the machine's cores)
-  or `--decision-threads`; with `--acting int8`, the working tree's decision is as that knob makes
-  it (its frozen encoder int8 after 64 frames, its int8 copy: `exploration/acting.py`), and its
-  runs play with `acting: int8` (added to the `--config` file of `--new-args`, or to one of its
-  own); `--ref` at the working tree's own folder then compares int8 with fp32 side by side, and
-  `--ref-args` gives the ref's runs options of their own (`--ref HEAD --ref-args '--config
-  a.yaml' --new-args '--config b.yaml'`: one knob against another on the same code);
+  or `--decision-threads`; the working tree's decision as its runs decide (on the CPU in int8: its
+  frozen encoder int8 after 64 frames, its int8 copy, `exploration/acting.py`; `--acting fp32` to
+  time fp32's), the ref's in fp32. `--ref-args` gives the ref's runs options of their own (`--ref
+  HEAD --ref-args '--config a.yaml' --new-args '--config b.yaml'`: one option against another on
+  the same code);
 - same run: whether the two trees' runs played the same actions (a digest of every row's env,
   episode, step, action and mode): a pure speed-up keeps it `yes` at `--envs 1`; with several
   instances the run is not repeatable even on one tree (which instance claims an OOI first, in the
@@ -142,8 +142,12 @@ def run_loop(site: Path, models: Path, envs: int, episodes: int, steps: int, out
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, cwd=site, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     tail = TrajectoryTail(out / "trajectory.jsonl")
+    peak, looked = 0.0, 0.0
     while proc.poll() is None:
-        tail.poll(time.perf_counter())
+        now = time.perf_counter()
+        tail.poll(now)
+        if now - looked > MEMORY_POLL_S:
+            peak, looked = max(peak, tree_memory_mb(proc.pid)), now
         time.sleep(POLL_S)
     log = proc.stdout.read()
     if proc.returncode != 0 or not tail.rows:
@@ -154,7 +158,7 @@ def run_loop(site: Path, models: Path, envs: int, episodes: int, steps: int, out
     rows = [row for _, row in tail.rows]
     key = sorted((r["env"], r["episode"], r["t"], r["action"], r["mode"]) for r in rows)
     tests = [json.loads(line) for line in (out / "tests.jsonl").read_text().splitlines()] if (out / "tests.jsonl").exists() else []
-    return {"sps": (len(rows) - first_rows) / max(last - first, 1e-9), "startup": first - start, "steps": len(rows),
+    return {"sps": (len(rows) - first_rows) / max(last - first, 1e-9), "startup": first - start, "steps": len(rows), "peak_mb": peak,
             "tests": len(tests), "passed": sum(bool(t.get("success")) for t in tests),
             "jsd": statistics.mean(t["jsd"] for t in tests) if tests else float("nan"),
             **step_costs(tail.rows),
@@ -163,6 +167,31 @@ def run_loop(site: Path, models: Path, envs: int, episodes: int, steps: int, out
 
 POLL_S = 0.02
 """How often a run's trajectory is looked at: a row's time is the look that first saw it."""
+MEMORY_POLL_S = 0.5
+"""How often the run's memory is looked at (`tree_memory_mb`)."""
+
+
+def tree_memory_mb(pid: int) -> float:
+    """The memory of process `pid` and every process under it, in MB: the sum of their PSS (each
+    page shared by n processes counts 1/n to each, so forked workers' shared pages count once)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        todo += children.get(p, [])
+        try:
+            for line in (Path("/proc") / str(p) / "smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) / 1024
+        except OSError:
+            continue
+    return total
 
 
 class TrajectoryTail:
@@ -248,14 +277,16 @@ def main() -> None:
                    help="torch threads for the decision latency (0: torch's default, the machine's cores)")
     p.add_argument("--decision-device", default="cpu", choices=("cpu", "cuda"),
                    help="the working tree's decision latency on this device (the ref's on the CPU); pair with --new-args '--device cuda'")
-    p.add_argument("--acting", default="fp32", choices=("fp32", "int8"),
-                   help="the working tree's networks that play in int8 (the run's acting, added to its --config file in "
-                        "--new-args or to one of its own; the ref's in fp32): in its runs and in its decision latency")
+    p.add_argument("--acting", default=None, choices=("fp32", "int8"),
+                   help="the working tree's decision latency in fp32 or int8 (default: as its runs decide: int8 on the CPU, "
+                        "fp32 on cuda; the ref's is timed in fp32)")
     args = p.parse_args()
     args.models = args.models.resolve()
     for name in ("path.ckpt", "inspect.ckpt", "detector.ckpt"):
         if not (args.models / name).is_file():
             sys.exit(f"bench_loop: --models {args.models} has no {name}; run `playtester demo` and give its models folder")
+    if args.acting is None:
+        args.acting = "int8" if args.decision_device == "cpu" else "fp32"
     if args.acting == "int8" and args.decision_device != "cpu":
         sys.exit("bench_loop: --acting int8 quantises for the CPU; time it with --decision-device cpu")
 
@@ -274,16 +305,6 @@ def main() -> None:
         for name, site in sites.items():
             print(f"{name}: {trees[name]} imports {imported(site)}", flush=True)
         new_args = shlex.split(args.new_args)
-        if args.acting != "fp32":  # the working tree's --config, if any, with `acting` added
-            import yaml
-
-            knobs = {}
-            if "--config" in new_args:
-                at = new_args.index("--config")
-                knobs = yaml.safe_load(Path(new_args[at + 1]).read_text()) or {}
-                del new_args[at : at + 2]
-            (scratch / "new.yaml").write_text(yaml.safe_dump({**knobs, "acting": args.acting}))
-            new_args += ["--config", str(scratch / "new.yaml")]
         new = {"device": args.decision_device, "acting": args.acting}
         old = {"device": "cpu", "acting": "fp32"}
         results: dict[tuple[str, int], list[dict]] = {}
@@ -294,7 +315,7 @@ def main() -> None:
                     if args.decisions_only:
                         res = latency(sites[name], args.models, envs, args.decisions, args.decision_threads,
                                       **(new if name == "new" else old))
-                        no_run = dict.fromkeys(("sps", "startup", "explore_ms", "test_ms", "explore_share"), float("nan"))
+                        no_run = dict.fromkeys(("sps", "startup", "explore_ms", "test_ms", "explore_share", "peak_mb"), float("nan"))
                         results.setdefault((name, envs), []).append({**res, **no_run, "digest": ""})
                         print(f"round {r + 1} {name} batch {envs}: decision {res['median']:.1f} ms median / {res['p90']:.1f} p90 "
                               f"({res['threads']} threads, {res.get('acting', 'fp32')})", flush=True)
@@ -308,12 +329,13 @@ def main() -> None:
                     print(f"round {r + 1} {name} envs {envs}: {res['sps']:.1f} steps/s ({res['steps']} steps, "
                           f"{res['tests']} tests, {res['passed']} passed, mean JSD {res['jsd']:.3f}; an instance's "
                           f"{res['explore_ms']:.1f} ms an explorer step, {res['test_ms']:.1f} ms a test step, "
-                          f"{100 * res['explore_share']:.0f} % explorer steps), start-up {res['startup']:.1f} s, decision {res['median']:.1f} ms "
+                          f"{100 * res['explore_share']:.0f} % explorer steps), start-up {res['startup']:.1f} s, peak memory "
+                          f"{res['peak_mb']:.0f} MB, decision {res['median']:.1f} ms "
                           f"median / {res['p90']:.1f} p90 ({res['threads']} threads), actions {res['digest']}", flush=True)
         print("\nmedians over rounds")
         print(f"{'tree':5} {'envs':>4} {'steps/s':>8} {'explore ms':>10} {'test ms':>8} {'at mix':>7} {'start-up s':>10} "
-              f"{'decision ms':>11} {'p90 ms':>7} same run")
-        measures = ("sps", "startup", "median", "p90", "explore_ms", "test_ms")
+              f"{'decision ms':>11} {'p90 ms':>7} {'peak MB':>7} same run")
+        measures = ("sps", "startup", "median", "p90", "explore_ms", "test_ms", "peak_mb")
         med = {k: {m: statistics.median(x[m] for x in v) for m in measures} for k, v in results.items()}
         mix = {}  # each --envs value's share of explorer steps over every run of both trees: one mix for both
         for envs in args.envs:
@@ -325,7 +347,7 @@ def main() -> None:
                 same = "yes" if {x["digest"] for x in results[(name, envs)]} == {x["digest"] for x in results[("ref", envs)]} else "no"
             m["mixed"] = mixed_sps(m, envs, mix[envs])
             print(f"{name:5} {envs:4d} {m['sps']:8.1f} {m['explore_ms']:10.1f} {m['test_ms']:8.1f} "
-                  f"{m['mixed']:7.1f} {m['startup']:10.1f} {m['median']:11.1f} {m['p90']:7.1f} {same}")
+                  f"{m['mixed']:7.1f} {m['startup']:10.1f} {m['median']:11.1f} {m['p90']:7.1f} {m['peak_mb']:7.0f} {same}")
         if not args.decisions_only:
             print("(explore ms, test ms: an instance's time per explorer step and per test step, medians over rounds; at mix: "
                   "the steps/s those give at one mix for both trees, " + ", ".join(f"{100 * mix[e]:.0f} % explorer steps at envs {e}" for e in args.envs) + ")")

@@ -255,9 +255,9 @@ def decision_latency(steps: int = 384) -> dict[str, float]:
             int(torch.distributions.Categorical(logits=out8.logits[0]).sample())
         parts.setdefault("policy_int8", []).append((time.perf_counter() - t0) * 1000)
         parts.setdefault("action_path_int8", []).append(parts["policy_int8"][-1] + hook_steps[-1])
-        if len(hook._reached) == rollout:
+        if len(hook._recorded.reached) == rollout:
             t0 = time.perf_counter()
-            hook._rollout_rewards()
+            hook._rollout_rewards(hook._recorded)
             batched.append((time.perf_counter() - t0) * 1000 / rollout)
             hook._clear()
     parts["hook_step"], parts["rewards_batched_per_step"] = hook_steps, batched

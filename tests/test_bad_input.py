@@ -73,9 +73,9 @@ NOT_ZERO = ("negative", "huge", "not-a-number")  # 0 is a meaningful value of th
 SEED = ("negative", "not-a-number")  # 0 and a large number are good seeds
 RUN = ["run", "--game", GAME, "--out", "{out}", "--explorer", "random"]
 COUNT_OPTIONS = [
-    (RUN, "--episodes", ALL), (RUN, "--steps", ALL), (RUN, "--envs", ALL), (RUN, "--rollout", ALL), (RUN, "--seq-len", NOT_ZERO), (RUN, "--rnd-train-steps", NOT_ZERO),
+    (RUN, "--episodes", ALL), (RUN, "--steps", ALL), (RUN, "--envs", ALL), (RUN, "--rollout", ALL),
     (RUN, "--stuck-steps", ALL), (RUN, "--test-steps", ALL), (RUN, "--max-restarts", NOT_ZERO),
-    (RUN, "--seed", SEED), (RUN, "--telemetry-port", ALL), (RUN, "--population", ALL), (RUN, "--generations", ALL),
+    (RUN, "--seed", SEED), (RUN, "--threads", SEED), (RUN, "--telemetry-port", ALL), (RUN, "--population", ALL), (RUN, "--generations", ALL),
     (["demos", "--game", GAME, "--behavior", "path", "--out", "{out}"], "--episodes", ALL),
     (["demos", "--game", GAME, "--behavior", "path", "--out", "{out}"], "--steps", ALL),
     (["demos", "--game", GAME, "--behavior", "path", "--out", "{out}"], "--seed", SEED),

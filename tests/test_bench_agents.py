@@ -251,3 +251,21 @@ def test_levels_cut_max_scores_every_level_at_the_episodes_every_run_played(tmp_
     assert "| random | 2 |" in table and "| yes |" in table
     assert bench_agents.main(["--profile", "levels", "--cut", "3", "--out", str(out)]) == 2
     assert "random-seed2 has played 2 whole episodes" in capsys.readouterr().err
+
+
+def test_compare_pairs_seeds_and_calls_a_setting_no_worse_only_within_the_margin_and_the_test():
+    """Five seeds, PPGTA ahead in every one (+10, +20, +5, +15, +12 points): Wilcoxon's one-sided p
+    that it is worse is 1 and the two-sided one 2 / 2^5 = 0.0625; its OOIs tie, p 1. The Inspector
+    behind in every seed by 1 to 5 points, 3 on average: inside the 5-point margin, but p worse =
+    1 / 2^5 = 0.031 < 0.05, so not "no worse". A seed only one side holds is left out."""
+    ours = [row("ppgta", s, v, o) for s, v, o in zip(range(1, 6), (0.6, 0.7, 0.5, 0.65, 0.62), (10, 11, 12, 13, 14))]
+    base = [row("ppgta", s, v, o) for s, v, o in zip(range(1, 6), (0.5, 0.5, 0.45, 0.5, 0.5), (10, 11, 12, 13, 14))]
+    ours += [row("inspector", s, v, 3) for s, v in zip(range(1, 6), (0.49, 0.48, 0.47, 0.46, 0.45))]
+    base += [row("inspector", s, 0.5, 3) for s in range(1, 7)]
+    lines = bench_agents.compare(ours, base).splitlines()
+    assert lines[2].startswith("| ppgta | pathway coverage | 5 | 61.4 % | 49.0 % | +12.4 (")
+    assert lines[2].endswith("| 1.000 | 0.062 | yes (−5 %) |")
+    assert lines[3] == "| ppgta | known OOIs tested | 5 | 12.0 | 12.0 | +0.0 (+0.0 to +0.0) | 1.000 | 1.000 | yes (−1.5) |"
+    assert lines[4].startswith("| inspector | pathway coverage | 5 | 47.0 % | 50.0 % | -3.0 (")
+    assert lines[4].endswith("| 0.031 | 0.062 | NO (−5 %) |")
+    assert len(lines) == 6

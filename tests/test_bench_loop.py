@@ -52,3 +52,26 @@ def test_the_tail_reads_only_whole_new_rows_each_look(tmp_path):
     tail.poll(2.0)
     tail.poll(3.0)
     assert [(t, r["env"], r["mode"]) for t, r in tail.rows] == [(1.0, 0, "explore"), (2.0, 1, "test"), (2.0, 0, "test")]
+
+
+def test_the_memory_of_a_process_tree_counts_its_children():
+    """A child that holds 150 MB: the tree's memory from this process includes it, and the child's
+    own memory is at least that."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import bench_loop
+
+    before = bench_loop.tree_memory_mb(os.getpid())
+    child = subprocess.Popen([sys.executable, "-c", "import sys, time; b = b'x' * (150 << 20); print(1, flush=True); time.sleep(30)"],
+                             stdout=subprocess.PIPE)
+    try:
+        child.stdout.readline()  # allocated
+        time.sleep(0.2)
+        assert bench_loop.tree_memory_mb(child.pid) >= 150
+        assert bench_loop.tree_memory_mb(os.getpid()) >= before + 140
+    finally:
+        child.kill()
+        child.wait()

@@ -81,14 +81,18 @@ def every_tenth_step_fails(frame, info):
 """
 
 
-def test_a_run_on_ray_writes_what_a_local_run_writes(local_ray, small_park, tmp_path, capsys):
+def test_a_run_on_ray_writes_what_a_local_run_writes(local_ray, small_park, tmp_path, capsys, monkeypatch):
     check = tmp_path / "check.py"
     check.write_text(ASSERTION)  # findings from each instance (the file goes to the actors through Ray)
     args = ["run", "--game", small_park, "--explorer", "inspector", "--envs", "2", "--episodes", "3", "--steps", "20",
             "--rollout", "8", "--assert", f"{check}:every_tenth_step_fails"]
-    # Ray's instances step in lockstep; local ones run free unless told (the actions would be drawn in another order)
-    assert main([*args, "--lockstep", "--out", str(tmp_path / "local")]) == 0
-    assert main([*args, "--out", str(tmp_path / "ray"), "--cluster", "ray"]) == 0
+    # in lockstep both (running free, which instance answers first draws the next action first)
+    import playtester.exploration.ppo as ppo
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ppo, "free_running", lambda cfg, envs: False)
+        assert main([*args, "--out", str(tmp_path / "local")]) == 0
+        assert main([*args, "--out", str(tmp_path / "ray"), "--cluster", "ray"]) == 0
     assert "report" in capsys.readouterr().out
     local, on_ray = tmp_path / "local", tmp_path / "ray"
     assert files_of(on_ray) == files_of(local)  # findings/e1-0000/clip.mp4 and all
@@ -137,33 +141,36 @@ def test_a_killed_actor_loses_no_record_and_the_run_ends_with_its_report(local_r
     from playtester.exploration.ray_env import RayVectorEnv
 
     out = tmp_path / "killed"
-    step, seen = RayVectorEnv.step, {}
+    answer, seen = RayVectorEnv.answer, {}
 
-    def step_and_kill(self, actions):  # at the 6th step: SIGKILL instance 1's actor, as a lost node would
-        seen["steps"] = seen.get("steps", 0) + 1
-        if seen["steps"] == 6:
+    def answer_and_kill(self, i, result):  # at the 12th answer: SIGKILL instance 1's actor, as a lost node would
+        seen["answers"] = seen.get("answers", 0) + 1
+        if seen["answers"] == 12:
             seen["written"] = (out / "trajectory.jsonl").read_bytes()
             pid = self.worker_pids()[1]
             seen["engines"] = engines_under(pid)
             os.kill(pid, signal.SIGKILL)
-        result = step(self, actions)
-        if seen["steps"] == 6:
-            seen["infos"], seen["env"] = result[4], self
-        return result
+        answered = answer(self, i, result)
+        if isinstance(result, BaseException):
+            seen["info"], seen["env"], seen["lost"] = answered[4], self, i
+        return answered
 
-    monkeypatch.setattr(RayVectorEnv, "step", step_and_kill)
+    monkeypatch.setattr(RayVectorEnv, "answer", answer_and_kill)
     assert main(["run", "--game", small_park, "--tester", str(tiny_inspect_policy), "--oracle-labels", "--test-steps", "8",
                  "--explorer", "inspector", "--envs", "2", "--episodes", "4", "--steps", "30", "--rollout", "8", "--out", str(out),
                  "--cluster", "ray"]) == 0
     assert "lost" in capsys.readouterr().out
-    infos = seen["infos"]
-    assert list(infos["_worker_lost"]) == [False, True] and infos["final_info"]["worker_lost"][1]
+    info = seen["info"]  # the step it died in ends its episode, truncated, and says so
+    assert seen["lost"] == 1 and info["worker_lost"] and info["final_info"]["worker_lost"]
     assert seen["env"].lost == 1
+    lost = json.loads((out / "findings" / "lost-e1-00" / "finding.json").read_text())  # the driver's finding of it
+    assert lost["kind"] == "lost" and lost["details"]["env"] == 1 and lost["episode"] == 1
     # every record written before the kill is still there, as it was; the logs were only appended to
     assert (out / "trajectory.jsonl").read_bytes().startswith(seen["written"])
     rows = list(read_jsonl(out / "trajectory.jsonl"))
     cut = [r["t"] for r in rows if r["episode"] == 1]
-    assert cut == list(range(len(cut))) and 5 <= len(cut) < 30, "instance 1's episode ends at the step its worker died in"
+    assert cut == list(range(len(cut))) and 3 <= len(cut) < 30 and len(cut) == lost["steps"], \
+        "instance 1's episode ends at the step its worker died in"
     assert {r["episode"] for r in rows} == {0, 1, 2, 3}  # its next episode in the new actor
     assert [r["t"] for r in rows if r["episode"] == 3] == list(range(30))
     tests, claims = list(read_jsonl(out / "tests.jsonl")), [c["ooi"] for c in read_jsonl(out / "claims.jsonl")]

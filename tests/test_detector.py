@@ -153,10 +153,32 @@ def test_checkpoint_round_trip_gives_identical_outputs(shots, tmp_path, backbone
     assert all(np.array_equal(a[0], b[0]) for a, b in zip(again.predict(frames, 0.0), want))
 
 
+def test_batchnorm_statistics_are_set_anew_as_the_plain_average_over_the_batches():
+    """Batches [1, 3] and [5, 7] of one channel: batch means 2 and 6, unbiased variances 2 and 2,
+    so the running mean is 4 and the running variance 2 (a moving average with momentum 0.1 from
+    0 and 1 would give 0.98 and 1.0); the momentum and the training mode are put back, and a third
+    batch beyond the limit is not seen."""
+    from playtester.perception.training import recompute_batchnorm
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = torch.nn.BatchNorm1d(1)
+
+        def forward(self, images, targets):
+            assert all("boxes" in t for t in targets)  # run as in training: with the targets
+            return self.norm(torch.stack(images))
+
+    model = Model().eval()
+    batches = [([torch.tensor([v]) for v in values], [{"boxes": torch.zeros(0, 4), "id": 3}] * 2)
+               for values in ((1.0, 3.0), (5.0, 7.0), (100.0, 200.0))]
+    assert recompute_batchnorm(model, batches, limit=2) == 2
+    assert model.norm.running_mean.item() == pytest.approx(4.0) and model.norm.running_var.item() == pytest.approx(2.0)
+    assert model.norm.momentum == 0.1 and not model.training
+    assert recompute_batchnorm(torch.nn.Linear(2, 2), batches, limit=2) == 0  # nothing to set
+
+
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="open bug (issue 44): since train detector's step budget, `--steps 49` on these shots "
-                   "leaves a held-out loss near the untrained one, and on main at the end of 2026-11-26 it exited 0 without "
-                   "the checkpoint under a loaded machine; not yet found")
 def test_fine_tuned_detector_beats_the_untrained_one_on_held_out_shots(shots, tmp_path, capsys):
     """Without COCO weights (none can be downloaded here) the model learns from scratch, and 49
     steps (a few CPU minutes; fewer than the 50 between validations, so none runs before the end)

@@ -150,7 +150,7 @@ def test_the_frozen_encoder_turns_int8_once_for_the_run(path_policy, park_frames
 
 
 def test_a_quantised_test_policy_steps_as_the_fp32_one(tiny_inspect_policy, park_frames):
-    """`acting: int8` quantises the live test policy in place: its GRUs and head at once, its
+    """On a CPU (`RunSpec.acting`) the live test policy is quantised in place: its GRUs and head at once, its
     encoder's convolutions after its calibration frames; its action distributions stay within
     0.05 total variation of fp32's through a test."""
     fp32, int8 = load_policy(tiny_inspect_policy), load_policy(tiny_inspect_policy)
@@ -167,8 +167,11 @@ def test_a_quantised_test_policy_steps_as_the_fp32_one(tiny_inspect_policy, park
 
 
 def test_explorer_trains_on_the_park_and_logs_every_term(path_policy, small_park, tmp_path, park_frames, capsys):
+    # in fp32: the shared encoder's int8 (the default on a CPU) has its own test above, and here the
+    # preference policy's logits are compared with the path policy's to the last bit
     explorer = build_explorer(small_park, path_policy, "ppgta", run_dir=str(tmp_path / "run"), total_timesteps=48,
-                              num_envs=2, num_steps=8, num_minibatches=1, update_epochs=2, rnd=SMALL_RND, checkpoint_every=0)
+                              num_envs=2, num_steps=8, num_minibatches=1, update_epochs=2, rnd=SMALL_RND, checkpoint_every=0,
+                              acting="fp32")
     agent = explorer.agent
     assert isinstance(agent, ImitationActorCritic) and explorer.cfg.vector_env == "async"
     preference = explorer.hook.preference_policy
@@ -359,7 +362,7 @@ def test_the_hooks_episodic_bonus_is_the_bonus_of_each_frame_reached(path_policy
             hook.step(StepView(frames[t], torch.zeros(2, 9), start, reached))
             expected.append(by_hand.rollout_bonus(features(frames[t]).unsqueeze(0), features(reached).unsqueeze(0),
                                                   start.unsqueeze(0))[0])
-        got.append(hook._rollout_rewards()[1])
+        got.append(hook._rollout_rewards(hook._recorded, hook._reached_features(hook._recorded))[1])
         hook._clear()
     torch.testing.assert_close(torch.cat(got), torch.stack(expected), rtol=1e-4, atol=1e-6)
 
@@ -405,7 +408,7 @@ def test_the_step_scale_divides_each_novelty_by_the_std_of_its_values(path_polic
         for t in range(4):
             explorer.agent.prepare(torch.as_tensor(frames[t]))
             hook.step(StepView(frames[t], torch.zeros(2, 9), torch.tensor([t == 0, t == 0]), frames[t + 1]))
-    raw = hooks["return"]._rollout_rewards()[1].double()
+    raw = hooks["return"]._rollout_rewards(hooks["return"]._recorded, hooks["return"]._reached_features(hooks["return"]._recorded))[1].double()
     logs = hooks["step"].end_rollout().logs
     n, prior = raw.numel(), 1e-4  # RunningMeanStd's prior: mean 0, variance 1, count 1e-4 (Chan's update)
     std = ((prior + raw.var(unbiased=False) * n + raw.mean() ** 2 * prior * n / (prior + n)) / (prior + n)).sqrt()

@@ -152,7 +152,7 @@ def test_config_rejects_bad_values(kwargs):
 
 @pytest.mark.parametrize("train_steps", [0, 3])
 def test_a_training_takes_the_configs_number_of_steps(train_steps, monkeypatch):
-    """`train_steps` (a run's `rnd_train_steps`) is how many optimiser steps one training takes,
+    """`train_steps` (2 in a run) is how many optimiser steps one training takes,
     each on a new draw from the replay; 0 leaves the predictors as they are."""
     torch.manual_seed(0)
     rnd, optimizer, train = on_fabric(EnsembleRND(small_config(train_steps=train_steps, obs_warmup_frames=16, batch_size=16)))

@@ -104,7 +104,7 @@ def test_run_window_ends_at_a_report(doom, tiny_parts, tmp_path, explorer, capsy
             "--steps", "12", "--out", str(out)]
     if explorer == "ppgta":  # a tiny path policy from the park: PPO starts from it and learns as it plays
         config = tmp_path / "knobs.yaml"
-        config.write_text("rollout: 8\nrnd_train_steps: 1\n")
+        config.write_text("rollout: 8\n")
         args += ["--preference", str(tiny_parts("path")[2]), "--config", str(config)]
     assert main(args) == 0, capsys.readouterr().err
     summary = json.loads((out / "summary.json").read_text())

@@ -70,8 +70,9 @@ def test_ppo_explorer_run_on_two_instances(tiny_parts, small_park, tmp_path, cap
     """The PPGTA explorer trained online on two game instances in their own processes: the run
     plays exactly its episode budget, numbers episodes without clashes, tests each OOI once
     across both instances, saves the explorer, and --resume with a larger budget goes on. Its
-    updates run on the process's torch threads (the games wait meanwhile), not on the one thread
-    of a game worker (the instance the vector env builds in this process to read the spaces)."""
+    updates run on the trainer's share of the cores given (--threads 6 among 2 workers and the
+    trainer: 2), not on the one thread of a forked game worker (the instance the vector env builds
+    in this process to read the spaces)."""
     import torch
 
     from playtester.exploration import ppo
@@ -79,13 +80,13 @@ def test_ppo_explorer_run_on_two_instances(tiny_parts, small_park, tmp_path, cap
     threads, real_update = torch.get_num_threads(), ppo.update
     update_threads = []
     monkeypatch.setattr(ppo, "update", lambda *a: update_threads.append(torch.get_num_threads()) or real_update(*a))
-    torch.set_num_threads(2)
+    monkeypatch.setenv("PLAYTESTER_THREADS", "")  # --threads below sets it; the test's end restores it
     tester, path = tiny_parts("inspect")[2], tiny_parts("path")[2]
     out = tmp_path / "ppo"
     args = ["run", "--game", small_park, "--tester", str(tester), "--oracle-labels", "--preference", str(path), "--envs", "2",
             "--rollout", "16", "--steps", "48", "--test-steps", "8", "--out", str(out)]
     try:
-        assert main([*args, "--episodes", "3"]) == 0
+        assert main([*args, "--episodes", "3", "--threads", "6"]) == 0
     finally:
         torch.set_num_threads(threads)
     assert update_threads and set(update_threads) == {2}, update_threads
@@ -168,9 +169,11 @@ def test_a_studio_map_and_ooi_list_are_checked_up_front(tmp_path):
                  "--out", str(tmp_path / "r")]) == 2
 
 
-def test_each_run_subcommand_lists_at_most_16_options_and_every_option_is_reachable():
+def test_each_run_subcommand_lists_at_most_17_options_and_every_option_is_reachable():
     """`run explore|window|load|evolve` split the options by purpose; an option none of them takes
-    (on its command line or from --config) would be reachable only through the old `run --...`."""
+    (on its command line or from --config) would be reachable only through the old `run --...`.
+    (15, then 16 with --rules, 17 with --threads: the cores the run may use, a speed option with its
+    reason in its help.)"""
     from dataclasses import fields
 
     import typer
@@ -182,7 +185,7 @@ def test_each_run_subcommand_lists_at_most_16_options_and_every_option_is_reacha
     run = typer.main.get_command(app).commands["run"]
     for sub in SUBCOMMANDS:
         options = [p.opts[0] for p in run.commands[sub.name].params if p.name != "help"]
-        assert len(options) <= 16, (sub.name, options)
+        assert len(options) <= 17, (sub.name, options)
         assert not set(sub.flags) & set(sub.config_only), sub.name
     reachable = {name for sub in SUBCOMMANDS for name in (*sub.flags, *sub.config_only, *sub.fixed)}
     assert reachable == {f.name for f in fields(RunSpec)}
@@ -227,121 +230,53 @@ def test_run_explore_reads_its_config_file_and_resumes_from_the_folder_alone(sma
     assert not (tmp_path / "r2").exists()
 
 
-def test_seq_len_rnd_train_steps_and_overlaps_from_config(tiny_inspect_policy, small_park, tmp_path, capsys, monkeypatch):
-    """`seq_len: 4` with rollouts of 8: every update takes its rollout as sequences of 4 steps (from
-    the states the rollout kept), the run's config and the explorer's checkpoint keep it; one that
-    does not divide the rollout is one line, before anything runs. `overlap_rnd`: every rollout's
-    RND training is started beside the next one; `overlap_update`: every PPO update runs in its
-    thread, on the process's torch threads. `rnd_train_steps: 3`: the inspector's RND (one
-    predictor) is built with 3 training steps a rollout, and the checkpoint's reward rebuilds with
-    it (40 steps do not warm RND up: `train_predictors` uses the number from its config)."""
+def test_a_run_with_no_options_plays_the_fast_defaults(tiny_inspect_policy, small_park, tmp_path, capsys, monkeypatch):
+    """With no performance option a run is as fast as the knobs that paid made it (docs/benchmarks/
+    ppo-and-loop.md, "The defaults"): every rollout collected by a fresh int8 copy of the explorer
+    (which still learns in fp32, its frozen encoder offered for int8 once), the test policy
+    quantised; every update on the rollout of 16 cut into sequences of 8 (from the states the rollout
+    kept), in its own thread beside the next rollout, on the process's torch threads; RND trained 2
+    steps a rollout (the checkpoint's reward rebuilds with it), beside the next rollout. A --config
+    naming the options of earlier versions (seq_len, acting, …) is taken, and they are ignored."""
     import threading
 
     import torch
     import yaml
 
-    from playtester.exploration import ppo
-    from playtester.exploration.checkpoints import load_checkpoint
+    import playtester.exploration.ppo as ppo
+    from playtester.exploration.checkpoints import load_agent, load_checkpoint
     from playtester.exploration.ppo import RolloutBatch
     from playtester.exploration.reward import ExplorationReward
+    from playtester.imitation.live import LivePolicy
 
-    cuts, real = [], RolloutBatch.sequences
-    monkeypatch.setattr(RolloutBatch, "sequences", lambda batch, n: cuts.append((batch.states.shape[0], n)) or real(batch, n))
+    copies, real = [], ppo.int8_actor
+    monkeypatch.setattr(ppo, "int8_actor", lambda module: copies.append(real(module)) or copies[-1])
+    quantised, encoders = [], []
+    monkeypatch.setattr(ppo, "int8_frozen_encoder", lambda module, real=ppo.int8_frozen_encoder: encoders.append(real(module)))
+    monkeypatch.setattr(LivePolicy, "quantise", lambda live, real=LivePolicy.quantise: quantised.append(real(live)) or live)
+    cuts, real_cut = [], RolloutBatch.sequences
+    monkeypatch.setattr(RolloutBatch, "sequences", lambda batch, n: cuts.append((batch.states.shape[0], n)) or real_cut(batch, n))
     behind, start = [], ExplorationReward._train_in_background
     monkeypatch.setattr(ExplorationReward, "_train_in_background", lambda hook, seed: behind.append(seed) or start(hook, seed))
     updates, real_update = [], ppo.update
     monkeypatch.setattr(ppo, "update", lambda *a: updates.append((threading.current_thread().name, torch.get_num_threads())) or real_update(*a))
     config = tmp_path / "c.yaml"
-    config.write_text(yaml.safe_dump({"seq_len": 4, "rollout": 8, "oracle_labels": True, "test_steps": 4, "overlap_rnd": True,
-                                      "overlap_update": True, "rnd_train_steps": 3}))
+    config.write_text(yaml.safe_dump({"rollout": 16, "oracle_labels": True, "test_steps": 4, "seq_len": 3, "acting": "fp16",
+                                      "overlap_rnd": False}))
     out = tmp_path / "r"
     assert main(["run", "explore", "--game", small_park, "--explorer", "inspector", "--tester", str(tiny_inspect_policy),
-                 "--envs", "1", "--episodes", "1", "--steps", "40", "--config", str(config), "--out", str(out)]) == 0, capsys.readouterr().err
-    assert yaml.safe_load((out / "config.yaml").read_text())["seq_len"] == 4
-    assert load_checkpoint(out / "explorer" / "checkpoints" / "last.ckpt")["config"]["seq_len"] == 4
-    assert len(cuts) >= 3 and set(cuts) == {(8, 4)}  # each update, a rollout of 8 kept states cut in 4s
-    assert len(behind) == len(cuts)  # with overlap_rnd, RND's training of every rollout ran beside the next
-    assert updates == [("ppo-update", torch.get_num_threads())] * len(cuts)
-    assert yaml.safe_load((out / "config.yaml").read_text())["overlap_rnd"] is True
-    rnd = load_checkpoint(out / "explorer" / "checkpoints" / "last.ckpt")["reward_spec"]["config"]["rnd"]
-    assert (rnd["train_steps"], rnd["num_predictors"]) == (3, 1)
-    assert yaml.safe_load((out / "config.yaml").read_text())["rnd_train_steps"] == 3
-
-    config.write_text(yaml.safe_dump({"seq_len": 3, "rollout": 8}))
-    assert main(["run", "explore", "--game", small_park, "--explorer", "inspector", "--config", str(config),
-                 "--out", str(tmp_path / "bad")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "--seq-len 3: must divide --rollout 8" in err and len(err.splitlines()) == 1, err
-    assert not (tmp_path / "bad").exists()
-
-
-def test_the_novelty_weights_come_from_the_run_config(tiny_parts, small_park, tmp_path, capsys):
-    """`--explorer ppgta-episodic` with `episodic_weight: 0.5, rnd_weight: 0, novelty_scale: step` in
-    --config: the run's config.yaml and the explorer's checkpoint keep them, RND is left out (one
-    value head); a negative weight or an unknown scale is one line, before anything runs."""
-    import yaml
-
-    from playtester.exploration.checkpoints import load_checkpoint
-
-    tester, path = tiny_parts("inspect")[2], tiny_parts("path")[2]
-    config = tmp_path / "c.yaml"
-    config.write_text(yaml.safe_dump({"episodic_weight": 0.5, "rnd_weight": 0, "novelty_scale": "step", "rollout": 8,
-                                      "oracle_labels": True, "test_steps": 4}))
-    out = tmp_path / "r"
-    assert main(["run", "explore", "--game", small_park, "--explorer", "ppgta-episodic", "--preference", str(path),
-                 "--tester", str(tester), "--envs", "1", "--episodes", "1", "--steps", "24", "--config", str(config),
-                 "--out", str(out)]) == 0, capsys.readouterr().err
+                 "--envs", "1", "--episodes", "1", "--steps", "80", "--config", str(config), "--out", str(out)]) == 0, capsys.readouterr().err
     saved = yaml.safe_load((out / "config.yaml").read_text())
-    assert (saved["episodic_weight"], saved["rnd_weight"], saved["explorer"]) == (0.5, 0, "ppgta-episodic")
+    assert not {"seq_len", "acting", "overlap_rnd"} & set(saved) and saved["track_every"] == 4
     checkpoint = load_checkpoint(out / "explorer" / "checkpoints" / "last.ckpt")
-    reward = checkpoint["reward_spec"]["config"]
-    assert (reward["episodic_weight"], reward["rnd_weight"], reward["novelty_scale"]) == (0.5, 0.0, "step")
-    assert checkpoint["agent_spec"]["config"]["num_values"] == 1 and "rnd" not in checkpoint["reward_hook"]
-
-    capsys.readouterr()
-    config.write_text(yaml.safe_dump({"episodic_weight": -1}))
-    assert main(["run", "explore", "--game", small_park, "--explorer", "episodic", "--preference", str(path),
-                 "--config", str(config), "--out", str(tmp_path / "bad")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "episodic_weight -1: out of range" in err and len(err.splitlines()) == 1, err
-    config.write_text(yaml.safe_dump({"novelty_scale": "huge"}))
-    assert main(["run", "explore", "--game", small_park, "--explorer", "episodic", "--preference", str(path),
-                 "--config", str(config), "--out", str(tmp_path / "bad")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "novelty_scale huge: use return or step" in err and len(err.splitlines()) == 1, err
-    assert not (tmp_path / "bad").exists()
-
-
-def test_acting_int8_from_config_collects_each_rollout_with_an_int8_copy(tiny_inspect_policy, small_park, tmp_path, capsys,
-                                                                         monkeypatch):
-    """`acting: int8` in --config: every rollout of the PPO explorer is collected by a fresh int8
-    copy of it (and it still learns), its frozen encoder is offered for int8 once, and the test
-    policy is quantised; another value, or int8 with --device cuda, is one line."""
-    import torch
-    import yaml
-
-    import playtester.exploration.ppo as ppo
-    from playtester.exploration.checkpoints import load_agent
-    from playtester.imitation.live import LivePolicy
-
-    copies, real = [], ppo.int8_actor
-
-    def counting(module):
-        copies.append(real(module))
-        return copies[-1]
-
-    quantised, encoders = [], []
-    monkeypatch.setattr(ppo, "int8_actor", counting)
-    monkeypatch.setattr(ppo, "int8_frozen_encoder", lambda module, real=ppo.int8_frozen_encoder: encoders.append(real(module)))
-    monkeypatch.setattr(LivePolicy, "quantise", lambda live, real=LivePolicy.quantise: quantised.append(real(live)) or live)
-    config = tmp_path / "c.yaml"
-    config.write_text(yaml.safe_dump({"acting": "int8", "rollout": 8, "oracle_labels": True, "test_steps": 4}))
-    out = tmp_path / "r"
-    assert main(["run", "explore", "--game", small_park, "--explorer", "inspector", "--tester", str(tiny_inspect_policy),
-                 "--envs", "1", "--episodes", "1", "--steps", "40", "--config", str(config), "--out", str(out)]) == 0, capsys.readouterr().err
-    assert yaml.safe_load((out / "config.yaml").read_text())["acting"] == "int8"
+    assert (checkpoint["config"]["seq_len"], checkpoint["config"]["acting"], checkpoint["config"]["overlap_update"]) == (8, "int8", True)
+    assert len(cuts) >= 3 and set(cuts) == {(16, 8)}  # each update, a rollout of 16 kept states cut in 8s
+    assert updates == [("ppo-update", torch.get_num_threads())] * len(cuts)
+    assert len(behind) >= len(cuts)  # RND's training of every rollout ran beside the next
+    rnd = checkpoint["reward_spec"]["config"]["rnd"]
+    assert (rnd["train_steps"], rnd["num_predictors"]) == (2, 1)
     assert len(quantised) == 1  # the one instance's test policy (it plays in this process)
-    assert len(copies) >= 4 and len({id(c) for c in copies}) == len(copies)  # 40 steps, a rollout of 8: a copy each
+    assert len(copies) >= 4 and len({id(c) for c in copies}) == len(copies)  # a copy a rollout
     assert encoders == [False]  # once a run; the inspector's conv GRU trains its whole trunk, so nothing to freeze
     assert all(type(c.rnn).__module__.startswith("torch.ao.nn.quantized.dynamic") for c in copies)
     learnt = load_agent(out / "explorer" / "checkpoints" / "last.ckpt")
@@ -351,14 +286,14 @@ def test_acting_int8_from_config_collects_each_rollout_with_an_int8_copy(tiny_in
     first, last = (c(frame, learnt.initial_state(1), torch.ones(1, 1)) for c in (copies[0], copies[-1]))
     assert not torch.allclose(first.values, last.values)
 
-    for bad, words in (({"acting": "fp16"}, "acting fp16: use fp32 or int8"),
-                       ({"acting": "int8", "device": "cuda"}, "--acting int8 quantises the explorer and the test policy for the CPU")):
-        config.write_text(yaml.safe_dump(bad))
-        assert main(["run", "explore", "--game", small_park, "--explorer", "inspector", "--config", str(config),
-                     "--out", str(tmp_path / "bad")]) == 2
-        err = capsys.readouterr().err.strip()
-        assert words in err and len(err.splitlines()) == 1, err
-    assert not (tmp_path / "bad").exists()
+
+def test_the_explorers_own_defaults_follow_the_device_and_the_rollout():
+    """int8 decisions on a CPU, fp32 on a GPU; sequences of 8 where 8 divides a longer rollout, else
+    whole rollouts (a rollout of 12, or of 8 itself)."""
+    from playtester.exploration.explorer import explorer_options
+
+    assert (explorer_options(2, 64, "cpu")["acting"], explorer_options(2, 64, "cuda")["acting"]) == ("int8", "fp32")
+    assert [explorer_options(1, n, "cpu")["seq_len"] for n in (64, 16, 12, 8, 4)] == [8, 8, 0, 0, 0]
 
 
 def test_a_device_this_machine_lacks_is_one_line(tiny_inspect_policy, small_park, tmp_path, capsys):
@@ -449,3 +384,40 @@ def test_min_score_decides_which_detections_are_tested(tiny_inspect_policy, tiny
                  "--detector", str(tiny_detector), "--config", str(config), "--out", str(tmp_path / "bad")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.endswith("min_score 1.5: out of range; give a number from 0 to 1") and len(err.splitlines()) == 1, err
+
+
+def test_the_novelty_weights_come_from_the_run_config(tiny_parts, small_park, tmp_path, capsys):
+    """`--explorer ppgta-episodic` with `episodic_weight: 0.5, rnd_weight: 0, novelty_scale: step` in
+    --config: the run's config.yaml and the explorer's checkpoint keep them, RND is left out (one
+    value head); a negative weight or an unknown scale is one line, before anything runs."""
+    import yaml
+
+    from playtester.exploration.checkpoints import load_checkpoint
+
+    tester, path = tiny_parts("inspect")[2], tiny_parts("path")[2]
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"episodic_weight": 0.5, "rnd_weight": 0, "novelty_scale": "step", "rollout": 8,
+                                      "oracle_labels": True, "test_steps": 4}))
+    out = tmp_path / "r"
+    assert main(["run", "explore", "--game", small_park, "--explorer", "ppgta-episodic", "--preference", str(path),
+                 "--tester", str(tester), "--envs", "1", "--episodes", "1", "--steps", "24", "--config", str(config),
+                 "--out", str(out)]) == 0, capsys.readouterr().err
+    saved = yaml.safe_load((out / "config.yaml").read_text())
+    assert (saved["episodic_weight"], saved["rnd_weight"], saved["explorer"]) == (0.5, 0, "ppgta-episodic")
+    checkpoint = load_checkpoint(out / "explorer" / "checkpoints" / "last.ckpt")
+    reward = checkpoint["reward_spec"]["config"]
+    assert (reward["episodic_weight"], reward["rnd_weight"], reward["novelty_scale"]) == (0.5, 0.0, "step")
+    assert checkpoint["agent_spec"]["config"]["num_values"] == 1 and "rnd" not in checkpoint["reward_hook"]
+
+    capsys.readouterr()
+    config.write_text(yaml.safe_dump({"episodic_weight": -1}))
+    assert main(["run", "explore", "--game", small_park, "--explorer", "episodic", "--preference", str(path),
+                 "--config", str(config), "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "episodic_weight -1: out of range" in err and len(err.splitlines()) == 1, err
+    config.write_text(yaml.safe_dump({"novelty_scale": "huge"}))
+    assert main(["run", "explore", "--game", small_park, "--explorer", "episodic", "--preference", str(path),
+                 "--config", str(config), "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "novelty_scale huge: use return or step" in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "bad").exists()

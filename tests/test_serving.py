@@ -106,7 +106,7 @@ def test_requests_from_instances_at_once_are_answered_in_batches(tiny_inspect_po
 
 
 def test_a_server_with_int8_serves_the_quantised_test_policy(tiny_inspect_policy, park_env):
-    """`acting: int8` reaches the served test policy: its answers are a locally quantised
+    """A CPU run's int8 test policy (`RunSpec.acting`) reaches the server: its answers are a locally quantised
     policy's, not the fp32 one's."""
     from playtester.imitation.live import load_policy
     from playtester.tester.serving import ModelServer, ServedPolicy

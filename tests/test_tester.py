@@ -197,16 +197,40 @@ def test_between_detector_passes_the_test_policy_gets_the_tracked_box(tmp_path, 
     assert np.mean(tracked) > np.mean(held) + 0.1
 
 
-def test_a_lone_game_instance_gets_every_core_and_forked_ones_one_thread(monkeypatch):
-    from playtester.tester.runner import worker_threads
+def test_a_run_divides_its_cores_among_its_processes(monkeypatch):
+    """Each busy process of a run (game workers, trainer, model server) gets an equal share of the
+    cores given; a lone instance plays in the trainer's process and has its threads; forked workers
+    keep to one thread (spawned ones, on a GPU, take their share); at least one thread each."""
+    from playtester.cores import cores
+    from playtester.tester.runner import RunThreads, run_threads
 
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    assert worker_threads(1, cores=2) == 2 and worker_threads(1, cores=16) == 16
-    assert worker_threads(2, cores=2) == 1 and worker_threads(4, cores=16) == 1
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    assert worker_threads(1, cores=16) == 1 and worker_threads(4, cores=16) == 1
-    monkeypatch.setenv("OMP_NUM_THREADS", "")
-    assert worker_threads(1, cores=4) == 4
+    assert run_threads(1, served=False, given=2) == RunThreads(2, 2, 2)
+    assert run_threads(1, served=False, given=16) == RunThreads(16, 16, 16)
+    assert run_threads(1, served=True, given=16) == RunThreads(8, 8, 8)
+    assert run_threads(2, served=False, given=2) == RunThreads(1, 1, 1)
+    assert run_threads(4, served=False, given=16) == RunThreads(1, 3, 3)
+    assert run_threads(4, served=True, forked=False, given=16) == RunThreads(2, 2, 2)
+    assert run_threads(8, served=False, given=4) == RunThreads(1, 1, 1)
+    monkeypatch.setenv("PLAYTESTER_THREADS", "6")  # --threads 6, inherited
+    assert cores() == 6 and run_threads(2, served=False) == RunThreads(1, 2, 2)
+    monkeypatch.delenv("PLAYTESTER_THREADS")
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # a user's cap is the cores given
+    assert cores() == 3 and run_threads(1, served=False) == RunThreads(3, 3, 3)
+
+
+@pytest.mark.parametrize("before, after", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
+def test_the_command_line_makes_waiting_openmp_threads_sleep_before_torch_loads(before, after):
+    """`playtester` sets OMP_WAIT_POLICY=PASSIVE for itself and every process it starts, before torch
+    (and its OpenMP) loads; a user's own setting is kept."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"} | ({"OMP_WAIT_POLICY": before} if before else {})
+    code = ("import os, sys; from playtester.cli import main; main(['--help']); loaded = 'torch' in sys.modules; "
+            "print(os.environ.get('OMP_WAIT_POLICY'), loaded)")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == f"{after} False"
 
 
 def test_a_detection_is_tested_only_once_confirmed_and_a_flicker_is_logged(small_park, tiny_inspect_policy, tmp_path):

@@ -145,15 +145,16 @@ def test_keys_sent_by_step_move_the_player(game):
         assert "position" in info, "no telemetry from the game"
         x0, y0, _ = info["position"]
         a0 = info["angle"]
-        heading = np.radians(a0)
-        for _ in range(20):  # 8 steps on a quiet machine; a loaded one gives the game fewer tics per step
+        for _ in range(8):
             _, _, _, _, info = env.step(env.keymap.index("forward"))
-            x1, y1, _ = info["position"]
-            along = (x1 - x0) * np.cos(heading) + (y1 - y0) * np.sin(heading)
-            if along > 40:
-                break
         assert "w" in desktop_keys_down(), (info, env.sender.held)  # held across steps, not tapped
-        assert along > 40, f"forward moved {along:.1f} units along the view in 20 steps"
+        x1, y1, _ = info["position"]
+        heading = np.radians(a0)
+        along = (x1 - x0) * np.cos(heading) + (y1 - y0) * np.sin(heading)
+        # 8 steps of a tenth of a second walk about 60 units on open ground; the game is the module's,
+        # and after the other tests the player may stand some 32 units from a wall (a player at rest
+        # does not move at all)
+        assert along > 16, f"forward moved {along:.1f} units along the view"
         for _ in range(6):
             _, _, _, _, left = env.step(env.keymap.index("turn_left"))
         assert "w" not in desktop_keys_down() and "left" in desktop_keys_down()

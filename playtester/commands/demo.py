@@ -21,8 +21,9 @@ from typing import Callable, NamedTuple, Optional
 import typer
 from rich.console import Console
 
+from playtester.cores import give as give_cores
 from playtester.errors import UserError
-from playtester.options import SEEDS, Choice, Number, OutFolder, Seed, Text, inputs_checked, option
+from playtester.options import SEEDS, Choice, Number, OutFolder, Seed, Text, inputs_checked, option, threads_option
 from playtester.files import new_folder
 
 console = Console()
@@ -73,11 +74,13 @@ def demo(
     overwrite: bool = typer.Option(False, "--overwrite", help="Start again if the folder exists."),
     minutes: Optional[float] = option(
         Number(), None, "--minutes", help="No longer used: the training stages run on each profile's fixed budgets (said when given)."),
+    threads: int = threads_option(),
 ) -> None:
     """Run the whole pipeline on the built-in park: scripted tester demos, auto-labelled shots,
     the detector, the feature encoder, the inspect and path policies (each on its profile's fixed
     number of epochs, reproducible by --seed), a short tester run that finds its objects with the
     trained detector, and the report. Prints each stage's time and where the report is."""
+    give_cores(threads)  # inherited by each stage (PLAYTESTER_THREADS)
     if not game.startswith("doom:park"):
         raise UserError(f"--game {game}: the demo needs the built-in park (doom:park[:SEED[:COLSxROWS]])")
     if minutes is not None:

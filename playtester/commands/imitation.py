@@ -11,9 +11,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from playtester.cores import give as give_cores
 from playtester.errors import UserError
 from playtester.options import (
     MANY, Choice, Count, InFile, InFolder, Number, OutFile, OutFolder, Seed, Size, Text, about, check_memory, inputs_checked, option,
+    threads_option,
 )
 
 console = Console()
@@ -50,6 +52,7 @@ def train_policy(
         help="Go on from an interrupted training of --out (its state after every epoch is kept beside it, in .OUT.training/, "
              "until OUT is written), with the same options; --epochs may be raised.",
     ),
+    threads: int = threads_option(),
 ) -> None:
     """Train an imitation policy (memory-augmented GRU + DINO teacher) on demo episodes.
 
@@ -63,6 +66,7 @@ def train_policy(
     Footage labelled by `playtester demos --from-video` trains beside the demos (never in
     validation or the held-out score), weighed by --idm-weight and filtered by --idm-min-confidence.
     """
+    give_cores(threads)
     from playtester.imitation.fit import fit_policy
     from playtester.imitation.policy import PolicyConfig, training_memory
     from playtester.imitation.training import TrainConfig

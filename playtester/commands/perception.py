@@ -15,10 +15,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from playtester.cores import give as give_cores
 from playtester.errors import UserError
 from playtester.options import (
     DETECTOR_CHECKPOINT,
     MANY, Choice, Count, InFile, InFolder, NameOrFile, Number, OutFile, OutFolder, Seed, Size, about, check_memory, inputs_checked, option,
+    threads_option,
 )
 
 console = Console()
@@ -93,7 +95,7 @@ def train_detector(
     base_shots: int = option(Count(1, MANY), 10, "--base-shots", help="Base-class images per class to mix in."),
     augment: bool = typer.Option(True, "--augment/--no-augment", help="Box-aware augmentation (albumentations)."),
     seed: int = option(Seed(), 0, "--seed", help="Seed of the held-out split and of training."),
-    threads: int = option(Count(0, 1024), 0, "--threads", help="CPU threads for torch (0: torch's default; on a busy machine 1 is fastest)."),
+    threads: int = threads_option(),
     logdir: Optional[Path] = option(LOGDIR, None, "--logdir", help="TensorBoard logs (default: logs/ beside --out)."),
     workers: int = option(WORKERS, 0, "--workers", help="Data-loading worker processes."),
     device: str = option(DEVICE, "auto", "--device", help="auto, cpu, cuda or mps."),
@@ -106,6 +108,7 @@ def train_detector(
     """Train the OOI detector (Faster R-CNN) on labelled shots for a budget of optimizer steps, holding some out to stop
     and score it; print its held-out AP per class, with how uncertain that is, and say when the shots or the budget
     are too few to learn."""
+    threads = give_cores(threads)
     from playtester.perception import recipes
 
     recipe = recipes.DetectorRecipe(
@@ -268,8 +271,10 @@ def train_encoder(
     logdir: Optional[Path] = option(LOGDIR, None, "--logdir", help="TensorBoard logs (default: logs/ beside --out)."),
     workers: int = option(WORKERS, 0, "--workers", help="Data-loading worker processes."),
     device: str = option(DEVICE, "auto", "--device", help="auto, cpu, cuda or mps."),
+    threads: int = threads_option(),
 ) -> None:
     """Train the feature encoder by masked inverse dynamics; report held-out accuracy per action."""
+    give_cores(threads)
     from playtester.perception import recipes
 
     recipe = recipes.EncoderRecipe(

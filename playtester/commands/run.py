@@ -17,10 +17,11 @@ from rich.console import Console
 from playtester.files import holds_lines, new_folder, write_text_atomic
 from playtester.errors import UserError
 from playtester.options import (
-    InFile, Switch, Text, about, check_free_disk, check_memory, config_value, inputs_checked, option, shown,
+    InFile, Switch, Text, about, check_free_disk, check_memory, config_value, inputs_checked, option, shown, threads_option,
 )
 from playtester.commands.scenario import progress
-from playtester.tester.spec import RunSpec
+from playtester.cores import give as give_cores
+from playtester.tester.spec import RETIRED, RunSpec
 
 try:  # typer >= 0.16 carries its own copy of click
     from typer._click.core import ParameterSource
@@ -35,6 +36,7 @@ LAUNCH_FLAGS = {
     "config": (Optional[Path], option(InFile("YAML file of run options"), None, "--config", help="A YAML file of this run's options, named as in a run's config.yaml (which is one): what the command line does not give is read from it.")),
     "resume": (bool, typer.Option(False, "--resume", help="Continue the run in --out that was interrupted (its options from its config.yaml; the explorer from its last checkpoint); give more --episodes to play on.")),
     "overwrite": (bool, typer.Option(False, "--overwrite", help="Delete an existing run folder first.")),
+    "threads": (int, threads_option()),
     "cluster": (Optional[str], option(Text(), None, "--cluster", help="Run the game instances as Ray actors: ray (a local Ray started for this run), auto (the Ray cluster this machine is part of) or ray://HOST:PORT; this process alone writes the run folder (needs pip install -e \".\\[cluster]\").")),
 }
 """Options of how a run starts, not of what it does: not saved in its config.yaml."""
@@ -51,7 +53,7 @@ class Subcommand:
     flags: tuple[str, ...]
     config_only: tuple[str, ...]
     fixed: dict[str, Any] = field(default_factory=dict)
-    launch: tuple[str, ...] = ("config", "resume", "overwrite")
+    launch: tuple[str, ...] = ("config", "resume", "overwrite", "threads")
 
 
 ORACLE_KNOBS = ("assertions", "stuck_steps", "test_steps", "track_every", "min_score", "confirm_hits", "confirm_window", "max_restarts")
@@ -61,21 +63,21 @@ SUBCOMMANDS = (
                "it plays, the test policy tests every object the detector finds, the oracles watch for crashes, stuck "
                "states, texture bugs and failed assertions; then the report.",
                ("game", "run_dir", "explorer", "preference", "tester", "detector", "texture_reference", "episodes", "steps",
-                "num_envs", "seed", "rules"), ("rollout", "seq_len", "rnd_train_steps", "rnd_weight", "episodic_weight", "novelty_scale", "overlap_rnd", "overlap_update", "oracle_labels", "device", "acting", "lockstep", "serve", *ORACLE_KNOBS), {"objective": "coverage"},
-               ("config", "resume", "overwrite", "cluster")),
+                "num_envs", "seed", "rules"), ("rollout", "rnd_weight", "episodic_weight", "novelty_scale", "oracle_labels", "device", "serve", *ORACLE_KNOBS), {"objective": "coverage"},
+               ("config", "resume", "overwrite", "threads", "cluster")),
     Subcommand("window", "Test a game in a window of this desktop (or a virtual screen): the same tester, one instance, "
                "with the game's bird's-eye map, telemetry and known objects where its dev build gives them.",
                ("game", "run_dir", "explorer", "preference", "tester", "detector", "episodes", "steps", "launch", "reset",
-                "out_of_play", "telemetry_port"), ("map", "map_bounds", "oois", "seed", "rollout", "seq_len", "rnd_train_steps", "rnd_weight", "episodic_weight", "novelty_scale", "overlap_rnd", "overlap_update", "texture_reference", "device", "acting", *ORACLE_KNOBS), {"objective": "coverage"}),
+                "out_of_play", "telemetry_port"), ("map", "map_bounds", "oois", "seed", "rollout", "rnd_weight", "episodic_weight", "novelty_scale", "texture_reference", "device", *ORACLE_KNOBS), {"objective": "coverage"}),
     Subcommand("load", "Load-test a game (RELINE): the PPO explorer is also rewarded for frame-rate drops, measured "
                "against a threshold from random play; the report maps where the game slows down.",
                ("game", "run_dir", "explorer", "preference", "tester", "detector", "episodes", "steps", "num_envs", "seed",
-                "load_threshold", "load_area", "rules"), ("rollout", "seq_len", "rnd_train_steps", "rnd_weight", "episodic_weight", "novelty_scale", "overlap_rnd", "overlap_update", "oracle_labels", "texture_reference", "device", "acting", "lockstep", "serve", "frame_clock", *ORACLE_KNOBS),
-               {"objective": "load"}, ("config", "resume", "overwrite")),
+                "load_threshold", "load_area", "rules"), ("rollout", "rnd_weight", "episodic_weight", "novelty_scale", "oracle_labels", "texture_reference", "device", "serve", "frame_clock", *ORACLE_KNOBS),
+               {"objective": "load"}, ("config", "resume", "overwrite", "threads")),
     Subcommand("evolve", "Evolve a population of explorers (Wuji): for exploration and for winning, offspring refined "
                "by PPO; crash, stuck and assertion oracles on every evaluation.",
                ("game", "run_dir", "reward", "population", "generations", "steps", "num_envs", "seed", "assertions",
-                "stuck_steps"), (), {"explorer": "evolve"}),
+                "stuck_steps"), (), {"explorer": "evolve"}, ("config", "resume", "overwrite", "threads", "cluster")),
 )
 ALL = Subcommand("all", "Run the tester with every option of the subcommands in one command (the `playtester run "
                  "--game ...` of earlier versions; `playtester run explore|window|load|evolve` split them by purpose).",
@@ -133,6 +135,7 @@ def command(sub: Subcommand) -> Callable[..., None]:
         source = get_current_context().get_parameter_source
         on_command_line = {k: v for k, v in given.items() if source(k) is not ParameterSource.DEFAULT}
         spec = spec_for(sub, on_command_line, launch["config"], bool(launch["resume"]))
+        give_cores(launch["threads"] or 0)
         start(spec, launch["cluster"], bool(launch["resume"]), bool(launch["overwrite"]))
 
     run_command.__signature__ = inspect.Signature(params)
@@ -177,13 +180,14 @@ def spec_for(sub: Subcommand, on_command_line: dict[str, Any], config: Path | No
 
 
 def read_run_config(path: Path, names: set[str]) -> dict[str, Any]:
-    """A --config file: a YAML mapping of run options (a run's config.yaml: its other keys are ignored)."""
+    """A --config file: a YAML mapping of run options (a run's config.yaml: its other keys, and the
+    options of earlier versions now fixed (`RETIRED`), are ignored)."""
     from playtester.files import read_yaml
 
     doc = read_yaml(path, f"--config {path}")
     if not isinstance(doc, dict):
         raise UserError(f"--config {path}: expected a YAML mapping of options (e.g. a run's config.yaml)")
-    unknown = sorted(k for k in doc if k not in names and k not in CONFIG_EXTRAS)
+    unknown = sorted(k for k in doc if k not in names and k not in CONFIG_EXTRAS and k not in RETIRED)
     if unknown:
         raise UserError(f"--config {path}: unknown option {unknown[0]!r}; the options are "
                         f"{', '.join(sorted(names - {'run_dir'}))}")
@@ -232,8 +236,6 @@ def start(spec: RunSpec, cluster: str | None, resume: bool, overwrite: bool) -> 
     if resume and overwrite:
         raise UserError("--resume and --overwrite contradict each other; give one")
     cluster = check_cluster(cluster)
-    if cluster and spec.explorer == "evolve":
-        raise UserError(f"--cluster {cluster}: --explorer evolve runs on this machine only; give ppgta, inspector or random")
     if cluster and spec.serve:
         raise UserError(f"--cluster {cluster}: Ray's instances may play on other machines and load their own models; "
                         "leave serve off with --cluster")
@@ -241,10 +243,15 @@ def start(spec: RunSpec, cluster: str | None, resume: bool, overwrite: bool) -> 
         from playtester.evolution.run import run_evolve_command
 
         check_run_folder(out, resume, overwrite)
-        run_evolve_command(game=spec.game, out=out, reward=spec.reward, population=spec.population,
-                           generations=spec.generations, steps=spec.steps, envs=spec.num_envs, assertions=spec.assertions,
-                           stuck_steps=spec.stuck_steps, seed=spec.seed, resume=resume, overwrite=overwrite,
-                           log=console.print)
+        with contextlib.ExitStack() as stack:
+            if cluster:
+                from playtester.tester.cluster import ray_session
+
+                stack.enter_context(ray_session(cluster, spec.num_envs))
+            run_evolve_command(game=spec.game, out=out, reward=spec.reward, population=spec.population,
+                               generations=spec.generations, steps=spec.steps, envs=spec.num_envs, assertions=spec.assertions,
+                               stuck_steps=spec.stuck_steps, seed=spec.seed, resume=resume, overwrite=overwrite,
+                               log=console.print, on_cluster=cluster is not None)
         console.print(f"wrote {out} (generations, findings) and the report {build_report(out)}")
         return
     check_run_folder(out, resume, overwrite)

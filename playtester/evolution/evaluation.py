@@ -71,8 +71,14 @@ def unbatch_info(infos: dict[str, Any], i: int) -> dict[str, Any]:
     return out
 
 
-def make_eval_envs(env_fn: Callable[[], gym.Env], num_envs: int, vector_env: str = "sync") -> gym.vector.VectorEnv:
-    """`num_envs` game instances with autoreset off (the evaluator resets each with its job's seed)."""
+def make_eval_envs(env_fn: Callable[[], gym.Env], num_envs: int, vector_env: str = "sync",
+                   on_cluster: bool = False) -> gym.vector.VectorEnv:
+    """`num_envs` game instances with autoreset off (the evaluator resets each with its job's seed);
+    `on_cluster`: as Ray actors spread over the cluster's nodes (Ray started already)."""
+    if on_cluster:
+        from playtester.exploration.ray_env import RayVectorEnv
+
+        return RayVectorEnv([env_fn] * num_envs, autoreset_mode=gym.vector.AutoresetMode.DISABLED)
     cls = gym.vector.AsyncVectorEnv if vector_env == "async" else gym.vector.SyncVectorEnv
     return cls([env_fn] * num_envs, autoreset_mode=gym.vector.AutoresetMode.DISABLED)
 

@@ -15,7 +15,9 @@ game's reward):
 Switching parts off gives the paper's baselines through the same code: `evolve=False` is RL
 only (each member trained further, no selection), `train_offspring=False` is EA only,
 `policy="random"` plays uniformly random actions. A checkpoint after every generation lets
-`resume=True` continue the run.
+`resume=True` continue the run. On a Ray cluster (`on_cluster`) every game instance, of the
+evaluations and of the offspring's PPO, is a Ray actor, spread over the nodes; the generation's
+line in `generations.jsonl` names the nodes its games played on.
 """
 
 from __future__ import annotations
@@ -162,10 +164,13 @@ class Member:
 class Evolution:
     """The loop of the module doc; `run()` plays it out, checkpointing each generation."""
 
-    def __init__(self, cfg: EvolutionConfig, watch: WatcherFactory | None = None, log: Callable[[str], None] = print):
+    def __init__(self, cfg: EvolutionConfig, watch: WatcherFactory | None = None, log: Callable[[str], None] = print,
+                 on_cluster: bool = False):
         if cfg.policy == "gru" or cfg.train_offspring:
             check_game_reward(cfg.game, cfg.reward)
-        self.cfg, self.watch, self.log = cfg, watch, log
+        self.cfg, self.watch, self.log, self.on_cluster = cfg, watch, log, on_cluster
+        self.nodes: set[str] = set()
+        """The Ray nodes the generation's games played on (`on_cluster`)."""
         self.run_dir = Path(cfg.run_dir)
         self.coverage_cfg = cfg.coverage()
         self.rng = np.random.default_rng(cfg.seed)
@@ -211,6 +216,10 @@ class Evolution:
                           frame_size=cfg.frame_size, encoder="conv", hidden_dim=cfg.hidden_dim, rnn_dim=cfg.rnn_dim,
                           vector_env=cfg.vector_env, resume=False)
         env_fn = functools.partial(make_env, cfg.game, FrameSpec.square(cfg.frame_size), reward=cfg.reward, game_options=self._game_options)
+        if self.on_cluster:
+            from playtester.exploration.ray_env import RayInstances
+
+            env_fn = RayInstances([env_fn] * ppo_cfg.num_envs)
         result = train(ppo_cfg, copy.deepcopy(agent), None, env_fn)
         shutil.rmtree(run / "checkpoints", ignore_errors=True)  # the population checkpoint holds the weights
         self.steps += result.global_step
@@ -225,10 +234,12 @@ class Evolution:
             for e in range(cfg.eval_episodes):
                 jobs.append(EvalJob(p, e, cfg.seed * 1_000_003 + self.episodes, self.generation))
                 self.episodes += 1
-        envs = make_eval_envs(functools.partial(game_env, cfg.game, cfg.reward, self._game_options), cfg.num_envs, cfg.vector_env)
+        envs = make_eval_envs(functools.partial(game_env, cfg.game, cfg.reward, self._game_options), cfg.num_envs, cfg.vector_env,
+                              self.on_cluster)
         try:
             results = evaluate([m.agent for m in members], jobs, envs, FrameSpec.square(cfg.frame_size), self.coverage_cfg,
                                self.watch, self._count_steps)
+            self.nodes |= {node for node in getattr(envs, "nodes", ()) if node}
         finally:
             envs.close()
         for r in results:
@@ -302,6 +313,8 @@ class Evolution:
                "origins": [m.origin for m in self.population]}
         if hasattr(self.watch, "count"):
             row["findings"] = self.watch.count
+        if self.on_cluster:
+            row["nodes"], self.nodes = sorted(self.nodes), set()
         self.history.append(row)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with open(self.run_dir / "generations.jsonl", "a") as f:

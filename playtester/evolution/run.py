@@ -115,7 +115,7 @@ class EpisodeOracles:
 
 
 def run_evolve(cfg: EvolutionConfig, *, assertions: Sequence[str] = (), stuck_steps: int = 20,
-               overwrite: bool = False, log: Callable[[str], None] = print) -> Evolution:
+               overwrite: bool = False, log: Callable[[str], None] = print, on_cluster: bool = False) -> Evolution:
     """The whole `--explorer evolve` run in `cfg.run_dir` (see the module doc)."""
     from playtester.options import inputs_checked
 
@@ -129,7 +129,7 @@ def run_evolve(cfg: EvolutionConfig, *, assertions: Sequence[str] = (), stuck_st
     game_options = {**cfg.game_options, "max_steps": cfg.eval_steps}
     watch = OracleWatch(out, cfg.game, game_options, assertions=assertions, stuck_steps=stuck_steps, coverage=cfg.coverage(),
                         say=log)
-    evolution = Evolution(cfg, watch, log)  # checks the game, its reward and the assertions first
+    evolution = Evolution(cfg, watch, log, on_cluster)  # checks the game, its reward and the assertions first
     watch.clock = lambda: evolution.steps
     inputs_checked()
     # a reward that fails on the game's frames is found by the first evaluation: until generation 0
@@ -146,8 +146,8 @@ def run_evolve(cfg: EvolutionConfig, *, assertions: Sequence[str] = (), stuck_st
 
 def run_evolve_command(*, game: str, out: Path, reward: str | None, population: int, generations: int, steps: int,
                        envs: int, assertions: Sequence[str], stuck_steps: int, seed: int, resume: bool, overwrite: bool,
-                       log: Callable[[str], None] = print) -> Evolution:
-    """`playtester run evolve` from its command-line options."""
+                       log: Callable[[str], None] = print, on_cluster: bool = False) -> Evolution:
+    """`playtester run evolve` from its command-line options; `on_cluster`: the games on Ray (started already)."""
     import torch
 
     torch.set_num_threads(1)  # small networks, a few frames a step: more threads only fight each other
@@ -159,7 +159,7 @@ def run_evolve_command(*, game: str, out: Path, reward: str | None, population: 
                               vector_env="async" if game.startswith("doom:") and envs > 1 else "sync")
     except ValueError as e:
         raise UserError(f"--explorer evolve: {e}") from None
-    evolution = run_evolve(cfg, assertions=assertions, stuck_steps=stuck_steps, overwrite=overwrite, log=log)
+    evolution = run_evolve(cfg, assertions=assertions, stuck_steps=stuck_steps, overwrite=overwrite, log=log, on_cluster=on_cluster)
     watch = evolution.watch
     log(f"{evolution.generation} generations, {evolution.steps} game steps, {len(evolution.states)} states covered, "
         f"{watch.count} findings ({len(watch.signatures)} distinct, in {out / 'findings'})")

@@ -30,7 +30,7 @@ from playtester.files import write_text_atomic
 from playtester.errors import UserError
 from playtester.files import read_json
 from playtester.capture.timing import missing_frame_time_message
-from playtester.exploration.ppo import RewardHook, ShapedRewards, StepView
+from playtester.exploration.ppo import RewardHook, ShapedRewards, StepView, rollout_rewards
 
 
 @dataclass(frozen=True)
@@ -255,22 +255,33 @@ class LoadReward:
         if self.inner is not None and hasattr(self.inner, "setup"):
             self.inner.setup(fabric)
 
-    def end_rollout(self) -> ShapedRewards:
+    def hand_off(self) -> Callable[[], ShapedRewards]:
+        """The rollout's load rewards, and the work of the inner hook's (`ppo.rollout_rewards`)
+        that adds them to its own: the work `ppo.train` runs in the update's thread."""
         load = torch.as_tensor(np.stack(self._load), dtype=torch.float32)
         frame_times = np.stack(self._frame_times)
-        if self.inner is not None:
-            inner = self.inner.end_rollout()
-            episodic, non_episodic, logs = inner.episodic + self.config.coef * load, inner.non_episodic, dict(inner.logs)
-        else:
-            episodic, non_episodic, logs = self.config.coef * load, None, {}
-        logs.update({
-            "rewards/load": float(load.mean()),
-            "charts/frame_time_ms": float(frame_times.mean()),
-            "charts/load_threshold_ms": float(self.threshold.value),
-            "charts/over_threshold_share": float((frame_times > self.threshold.value).mean()),
-        })
+        threshold = self.threshold.value
         self._clear()
-        return ShapedRewards(episodic, non_episodic, logs)
+        inner = rollout_rewards(self.inner)
+
+        def rewards() -> ShapedRewards:
+            if inner is not None:
+                shaped = inner()
+                episodic, non_episodic, logs = shaped.episodic + self.config.coef * load, shaped.non_episodic, dict(shaped.logs)
+            else:
+                episodic, non_episodic, logs = self.config.coef * load, None, {}
+            logs.update({
+                "rewards/load": float(load.mean()),
+                "charts/frame_time_ms": float(frame_times.mean()),
+                "charts/load_threshold_ms": float(threshold),
+                "charts/over_threshold_share": float((frame_times > threshold).mean()),
+            })
+            return ShapedRewards(episodic, non_episodic, logs)
+
+        return rewards
+
+    def end_rollout(self) -> ShapedRewards:
+        return self.hand_off()()
 
     def state_dict(self) -> dict[str, Any]:
         return {"threshold": self.threshold.to_dict(), "warmup_left": self.warmup_left,

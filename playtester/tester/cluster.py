@@ -186,7 +186,8 @@ class RunMirror:
 
 
 class RunLink:
-    """The driver's side: it alone writes the run folder, from what the actors send back."""
+    """The driver's side: it alone writes the run folder, from what the actors send back, and the
+    finding of each lost worker (`lost`)."""
 
     def __init__(self, spec: Any) -> None:
         self.spec = spec
@@ -194,6 +195,8 @@ class RunLink:
         self.inputs = stage_inputs(spec)
         self.appended: dict[str, list[tuple[int, bytes]]] = {name: [] for name in SHARED_LOGS}
         self.cursors: dict[int, dict[str, int]] = {}
+        self.playing: dict[int, tuple[int, list[int]]] = {}
+        """Each instance's episode under way and its actions so far (from its trajectory lines)."""
         (self.run_dir / "findings").mkdir(parents=True, exist_ok=True)
 
     def setup(self, i: int) -> RunMirror:
@@ -233,6 +236,8 @@ class RunLink:
                 f.write(data)
             if name in self.appended:
                 self.appended[name].append((i, data))
+            if name == "trajectory.jsonl":
+                self._follow(data)
         for name, files in up.get("findings", {}).items():
             partial = self.run_dir / "findings" / f"{name}.partial"
             shutil.rmtree(partial, ignore_errors=True)
@@ -242,6 +247,36 @@ class RunLink:
             partial.rename(self.run_dir / "findings" / name)
         if STOPPED in up and not (self.run_dir / STOPPED).exists():  # the first instance to stop says why
             write_bytes_atomic(self.run_dir / STOPPED, up[STOPPED])
+
+
+    def _follow(self, chunk: bytes) -> None:
+        for line in chunk.splitlines():
+            row = json.loads(line)
+            env, episode = int(row.get("env", 0)), int(row["episode"])
+            if self.playing.get(env, (None,))[0] != episode:
+                self.playing[env] = (episode, [])
+            self.playing[env][1].append(int(row["action"]))
+
+    def lost(self, i: int, reason: str, node: str | None) -> None:
+        """Instance `i`'s worker is lost (its node gone, its actor killed): a finding of kind `lost`
+        for the episode it was playing, with that episode's actions (`lost-eI-KK`). The game goes
+        on in a new worker; the report lists the finding with the others."""
+        from playtester.bugs.findings import save_finding
+        from playtester.bugs.oracles import Finding
+
+        episode, actions = self.playing.pop(i, (None, []))
+        where = f" on node {node}" if node else ""
+        if episode is None:
+            message = f"game instance {i}'s Ray worker was lost{where} ({reason}) before its episode's first step"
+        else:
+            message = (f"game instance {i}'s Ray worker was lost{where} ({reason}): its episode {episode} ended there, "
+                       f"at step {len(actions)}")
+        folder = self.run_dir / "findings"
+        name = f"lost-e{i}-{len(list(folder.glob(f'lost-e{i}-*'))):02d}"
+        save_finding(folder / name, Finding("lost", message + "; the game goes on in a new worker", episode or 0, len(actions),
+                                            {"env": i, "node": node, "reason": reason}),
+                     game=self.spec.game, game_options=self.spec.game_options(), reset={"seed": None, "options": None},
+                     actions=actions, frames=[], fps=10.0)
 
 
 INPUT_FILES = ("tester", "detector", "oois")

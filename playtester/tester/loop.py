@@ -293,8 +293,8 @@ class TesterEnv(gym.Wrapper):
         self.detections: list[Detection] = []
         self.following: dict[Any, Detection] = {}
         """Tested OOIs no telemetry names, followed from one detection to the next while in view."""
-        self.n_findings = len([p for p in (self.run_dir / "findings").glob(f"{self._finding_prefix()}*")
-                               if not p.name.endswith(".partial") and (self.env_index or not p.name.startswith("e"))])
+        prefix = self._finding_prefix()  # this instance's numbered findings (not, e.g., a lost worker's)
+        self.n_findings = len([p for p in (self.run_dir / "findings").glob(f"{prefix}*") if p.name[len(prefix):].isdigit()])
         self.fps = float(env.metadata.get("render_fps", 10))
         self.places = places
 

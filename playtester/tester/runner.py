@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -58,24 +58,37 @@ def make_detector(spec: RunSpec, layout: Any, served: "ServedModels | None" = No
     return ModelDetector(model, known, thresholds=read_thresholds(spec.detector))
 
 
-def worker_threads(num_envs: int, cores: int | None = None) -> int:
-    """Torch threads for one game instance's networks (detector, test policy). The explorer waits
-    while an instance runs an OOI test, so a lone instance, which plays in the explorer's own
-    process (`build_explorer`), gets every core: ×1.4 on the test policy's pass on two. Several
-    instances play in forked workers, one thread each: OpenMP's threads do not survive a fork (a
-    forked worker that starts a pool of its own hangs), and more would only fight. `OMP_NUM_THREADS`,
-    when set, caps the lone instance's threads: on a machine busy with other work (the game under
-    test, another run) two threads that wait on each other lose to one (docs/benchmarks/ppo-and-loop.md)."""
-    import os
+class RunThreads(NamedTuple):
+    """Torch threads of a run's processes (`run_threads`)."""
 
-    if num_envs > 1:
-        return 1
-    asked = os.environ.get("OMP_NUM_THREADS", "")
-    if asked.isdigit() and int(asked) > 0:
-        return int(asked)
-    if cores is None:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, cores)
+    worker: int
+    """A game instance's networks (detector, test policy)."""
+    trainer: int
+    """The explorer's process: its decisions, PPO's update, RND's training (and a lone instance's networks)."""
+    server: int
+    """The model server (`serve`)."""
+
+
+def run_threads(num_envs: int, served: bool, forked: bool = True, given: int | None = None) -> RunThreads:
+    """A run's share of the cores it was given (`given`, default `playtester.cores.cores()`): its
+    busy processes are its game workers, its trainer and its model server, and each gets an equal
+    share. A lone instance plays in the trainer's process (`build_explorer`), taking turns with it,
+    so it has the trainer's threads. Forked workers keep to one thread: OpenMP's threads do not
+    survive a fork (a forked worker that starts a pool of its own hangs)."""
+    from playtester.cores import cores
+
+    given = given or cores()
+    processes = (num_envs if num_envs > 1 else 0) + 1 + int(served)
+    each = max(1, given // processes)
+    worker = each if num_envs == 1 else (1 if forked else each)
+    return RunThreads(worker, each, each)
+
+
+def threads_of(spec: RunSpec) -> RunThreads:
+    """`run_threads` of the run `spec` names (its workers are spawned on a GPU run, forked otherwise)."""
+    from playtester.tester.serving import serving
+
+    return run_threads(spec.num_envs, serving(spec), forked=spec.device != "cuda")
 
 
 def tester_env(spec: RunSpec, env: gym.Env, index: int = 0, served: "ServedModels | None" = None) -> TesterEnv:
@@ -87,7 +100,7 @@ def tester_env(spec: RunSpec, env: gym.Env, index: int = 0, served: "ServedModel
     from playtester.bugs.oracles import AssertionOracle, CrashOracle, StuckOracle, TextureOracle, load_assertion
     from playtester.tester.serving import ServedPolicy
 
-    torch.set_num_threads(worker_threads(spec.num_envs))
+    torch.set_num_threads(threads_of(spec).worker)
     if served is not None:
         live = ServedPolicy(served)
     else:
@@ -190,6 +203,9 @@ def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: 
     `playtester.load.objective.load_objective`)."""
     import functools
 
+    import torch
+
+    from playtester.cores import cores
     from playtester.exploration.checkpoints import load_checkpoint
     from playtester.exploration.ppo import CHECKPOINT_NAME
     from playtester.tester.serving import ModelServer, serving
@@ -197,6 +213,8 @@ def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: 
     from playtester.tester.crashes import clear_stop
 
     clear_stop(Path(spec.run_dir))
+    # The trainer's share of the cores (on a cluster the games play elsewhere: all of them)
+    torch.set_num_threads(cores() if cluster else threads_of(spec).trainer)
     explorer_dir = Path(spec.run_dir) / "explorer"
     checkpoint = explorer_dir / "checkpoints" / CHECKPOINT_NAME
     resume_ppo = resume and checkpoint.exists()
@@ -209,7 +227,7 @@ def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: 
         budget = max(budget, int(saved["config"]["total_timesteps"]))
     server = None  # on a cluster each Ray instance loads its own models (`serve` is refused there by `run`)
     if serving(spec) and not cluster:
-        server = ModelServer(spec.tester, None if spec.oracle_labels else spec.detector, spec.device, worker_threads(1),
+        server = ModelServer(spec.tester, None if spec.oracle_labels else spec.detector, spec.device, threads_of(spec).server,
                              int8=spec.acting == "int8")
     wrap: Callable[[gym.Env, int], gym.Env] = functools.partial(_wrap, spec, served=server and server.models)
     if cluster:
@@ -242,13 +260,10 @@ def _train_explorer(spec: RunSpec, wrap: Callable[[gym.Env, int], gym.Env], budg
                     explorer_dir: Path, progress: Callable[[int], None], objective: Callable[[RunSpec, Any], Any] | None):
     from playtester.exploration.explorer import build_explorer
     from playtester.exploration.ppo import train
-    from playtester.exploration.rnd import RNDConfig
-
     explorer = build_explorer(
         spec.game, spec.preference, spec.explorer, run_dir=str(explorer_dir), total_timesteps=budget,
         num_envs=spec.num_envs, num_steps=spec.rollout, seed=spec.seed, checkpoint_every=5, resume=resume_ppo,
-        game_options=spec.game_options(), wrap=wrap, accelerator=spec.device, acting=spec.acting, lockstep=spec.lockstep,
-        seq_len=spec.seq_len, overlap_rnd=spec.overlap_rnd, overlap_update=spec.overlap_update, rnd=RNDConfig(train_steps=spec.rnd_train_steps),
+        game_options=spec.game_options(), wrap=wrap, accelerator=spec.device,
         rnd_weight=spec.rnd_weight, episodic_weight=spec.episodic_weight, novelty_scale=spec.novelty_scale,
     )
     if cluster:  # the same instances, each in a Ray actor; this process alone writes the run folder

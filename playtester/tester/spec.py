@@ -33,9 +33,12 @@ NOVELTY_SCALES = ("return", "step")
 OBJECTIVES = ("coverage", "load")
 DEVICES = ("cpu", "cuda")
 """Where a run's networks run (`--device`); the games always play on the CPU."""
-ACTING = ("fp32", "int8")
-"""The precision of the networks that play (`acting`): the PPO explorer's decisions (it always
-learns in fp32) and the test policy's steps."""
+TRACK_EVERY = 4
+"""The detector every 4th step of an OOI test, the tracker in between, unless the texture oracle
+needs the detector's crops (`track_every`; docs/benchmarks/ppo-and-loop.md)."""
+RETIRED = ("seq_len", "rnd_train_steps", "overlap_rnd", "overlap_update", "lockstep", "acting")
+"""Options of earlier versions, each now fixed at what paid (docs/benchmarks/ppo-and-loop.md, "The
+defaults"): a --config or an older run's config.yaml may still name them; they are ignored."""
 
 
 @dataclass(frozen=True)
@@ -81,10 +84,6 @@ class RunSpec:
     steps: int = flag("--steps", Count(1, MANY), "Game steps per episode (test steps included).", 500, kept=True)
     num_envs: int = flag("--envs", Count(1, 64), "Game instances played at once, one process each (the PPO explorer and evolve; random and window games play one).", 2, kept=True)
     rollout: int = flag("--rollout", Size(MANY), "PPO steps per game instance between updates.", 64, kept=True)
-    seq_len: int = flag("--seq-len", Count(0, MANY), "PPO's update takes each instance's rollout as sequences of this many steps, each from the recurrent state the rollout had there, several side by side in a minibatch (faster on a CPU, gradients through each sequence only); must divide --rollout; 0: whole rollouts.", 0, kept=True)
-    rnd_train_steps: int = flag("--rnd-train-steps", Count(0, MANY), "RND's predictor training steps after each rollout (each predictor on 128 frames drawn from a replay of the last 1024): fewer is faster (the largest part of a CPU run at 8) and lets novelty fade more slowly; 0 never trains them (their disagreement stays as initialised).", 8, kept=True)
-    overlap_rnd: bool = flag("--overlap-rnd", Switch(), "RND's predictors train in a thread of their own while the next rollout plays, instead of between rollouts while the games wait: the same training, finished before the next rollout's rewards need it, with a random generator of its own.", False)
-    overlap_update: bool = flag("--overlap-update", Switch(), "The explorer's PPO update runs in a thread of its own while the games play the next rollout, instead of between rollouts while they wait: each rollout is then played by the weights from before the update beside it, one update behind (as asynchronous PPO does).", False)
     texture_reference: str | None = flag("--texture-reference", InFile("COCO labels.json"), "COCO labels of healthy OOIs for the texture oracle.", None)
     assertions: list[str] = flag("--assert", Text(), "A user assertion, module:function or file.py:function (repeatable).", factory=list)
     stuck_steps: int = flag("--stuck-steps", Count(1, MANY), "Steps of unchanged picture under input that count as stuck.", 40)
@@ -92,12 +91,10 @@ class RunSpec:
     min_score: float | None = flag("--min-score", Number(0.0, 1.0), "Detections below this confidence are not tested, whatever their class (each false detection tested costs a test's steps); default: the per-class thresholds the detector's checkpoint keeps (picked by `train detector` for precision 0.9 on its held-out shots) where those held 20 background images or more (`shots --background`), else 0.6 (docs/benchmarks/real-tests.md).", None)
     confirm_hits: int = flag("--confirm-hits", Count(1, MANY), "A detection is tested once it was found in this many of the last --confirm-window detector passes, of the same class, in about the same place and size (1: every detection at once); the others are logged in rejected.jsonl (docs/benchmarks/real-tests.md).", CONFIRM_HITS)
     confirm_window: int = flag("--confirm-window", Count(1, MANY), "The detector passes --confirm-hits counts; while a detection close enough to test waits for confirmation, the detector looks every step.", CONFIRM_WINDOW)
-    track_every: int = flag("--track-every", Count(1, MANY), "During an OOI test, follow the OOI with the detector every this many steps (1: every step; more is faster, the box held in between).", 1)
+    track_every: int | None = flag("--track-every", Count(1, MANY), "During an OOI test, the detector looks for the OOI every this many steps and a tracker follows it in between. Default: 4 (a test step in about 0.6 of the time at 1, the whole loop ×1.7 at one instance), or 1 with --texture-reference: only the detector's passes give the texture oracle its crops, and at 4 it gets a quarter of a test's frames.", None)
     seed: int = flag("--seed", Seed(), "Seed of starts, action sampling and PPO.", 0, kept=True)
     rules: str | None = flag("--rules", Choice("immortal", "no-monsters", "play"), "How a Doom level is played while tested: immortal (god mode; the default for stock levels, WADs and scenarios), no-monsters, or play (as shipped: each death a finding with its place and what killed it; the level starts again). A level that ends early starts again within the episode.", None, kept=True)
-    lockstep: bool = flag("--lockstep", Switch(), "Step the game instances together, each waiting for the slowest (as before they ran free): for comparisons; a run on Ray always does.", False)
     device: str = flag("--device", Choice(*DEVICES), "Where the networks run: cpu, or cuda (the explorer, its rewards, and every game instance's detector and test policy on the GPU; the games stay on CPU workers).", "cpu")
-    acting: str = flag("--acting", Choice(*ACTING), "The networks that play, fp32 or int8: with int8 their encoders' convolutions run in int8 once they have seen the run's first 64 frames, and their GRUs and heads in int8 (the PPO explorer decides with such a copy of itself, made anew each rollout, and still learns in fp32); a decision or a test step in about half the time on a CPU (×0.48 on 2 cores), the actions within a few per cent of fp32's (docs/benchmarks/ppo-and-loop.md). CPU only.", "fp32")
     serve: bool = flag("--serve", Switch(), "Serve every game instance's detector and test policy from one process, batched across the instances (on by itself with --device cuda and more than one instance).", False)
     map: str | None = flag("--map", InFile("map image (PNG or JPEG)"), "Bird's-eye map image of a game without built-in ground truth (a window game with telemetry).", None)
     map_bounds: list[float] | None = flag("--map-bounds", Bounds(), "X0,Y0,X1,Y1: the world area (telemetry units) the --map image shows.", None)
@@ -120,6 +117,8 @@ class RunSpec:
 
         check_values(self)
         self.rules = check_rules(self.rules, self.game)
+        if self.track_every is None:
+            self.track_every = 1 if self.texture_reference else TRACK_EVERY
         if self.objective == "load" and self.explorer == "random":
             raise UserError("--objective load trains the PPO explorer; use --explorer inspector or ppgta "
                             "(a random run's report shows its frame times anyway)")
@@ -131,13 +130,9 @@ class RunSpec:
         if self.episodic_weight and not self.preference:
             raise UserError(f"--episodic-weight {self.episodic_weight}: the episodic novelty reads the path policy's "
                             "encoder features; give --preference models/path.ckpt")
-        if self.seq_len and self.rollout % self.seq_len:
-            raise UserError(f"--seq-len {self.seq_len}: must divide --rollout {self.rollout} (or be 0: whole rollouts)")
         if not 1 <= self.confirm_hits <= self.confirm_window:
             raise UserError(f"--confirm-hits {self.confirm_hits} of --confirm-window {self.confirm_window}: "
                             "the hits must be at least 1 and at most the window")
-        if self.acting == "int8" and self.device != "cpu":
-            raise UserError(f"--acting int8 quantises the explorer and the test policy for the CPU; with --device {self.device} leave it at fp32")
         if self.serve and self.game.startswith("window:"):
             raise UserError("--serve: a window game plays one instance, with nothing to batch; leave it off")
         if self.explorer == "random" or self.game.startswith("window:"):
@@ -158,6 +153,12 @@ class RunSpec:
             raise UserError(f"--telemetry-port: only a window game listens for telemetry; {self.game} reports its own")
         check_object_source(self.detector, self.oracle_labels, needed=self.tester is not None,
                             needed_by=f"--tester {self.tester}")
+
+    @property
+    def acting(self) -> str:
+        """The precision of the networks that play: int8 on a CPU (the explorer's decisions, from an
+        int8 copy of it, and the test policy's steps; the explorer learns in fp32), fp32 on a GPU."""
+        return "int8" if self.device == "cpu" else "fp32"
 
     def game_options(self) -> dict[str, Any]:
         """What `make_game` takes for this run's game."""
