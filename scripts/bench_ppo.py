@@ -257,7 +257,7 @@ def decision_latency(steps: int = 384) -> dict[str, float]:
         parts.setdefault("action_path_int8", []).append(parts["policy_int8"][-1] + hook_steps[-1])
         if len(hook._recorded.reached) == rollout:
             t0 = time.perf_counter()
-            hook._rollout_rewards(hook._recorded)
+            hook._rollout_rewards(hook._recorded, None)
             batched.append((time.perf_counter() - t0) * 1000 / rollout)
             hook._clear()
     parts["hook_step"], parts["rewards_batched_per_step"] = hook_steps, batched

@@ -16,7 +16,7 @@ tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
 ROOT = Path(__file__).resolve().parents[1]
 AREAS = ("capture", "datasets", "perception", "imitation", "exploration")
-SHARED = ("errors", "files", "plugins")
+SHARED = ("errors", "files", "plugins", "cores")
 """Modules every layer may import (they import nothing of the project: the third contract)."""
 
 
