@@ -365,7 +365,7 @@ def check_inputs(spec) -> None:
     from playtester.capture.games import probe_game
     from playtester.imitation.live import load_policy
     from playtester.bugs.oracles import TextureOracle, load_assertion
-    from playtester.tester.runner import make_detector
+    from playtester.tester.instance import make_detector
 
     check_device(spec.device)
     with about("--tester"):
