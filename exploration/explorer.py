@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 import gymnasium as gym
-import numpy as np
 import torch
 import torch.nn as nn
 
@@ -43,44 +42,6 @@ from playtester.exploration.ppo import PPOConfig
 from playtester.exploration.reward import ExplorationReward
 from playtester.exploration.rnd import RNDConfig
 from playtester.exploration.vector_env import check_rgb_frames, make_env
-from playtester.perception.od_mask import grayscale, pixel_box
-
-
-def mask_known_objects(frame: np.ndarray, boxes: list[Any]) -> np.ndarray:
-    """uint8 H×W×3 frame grayscale except inside each of `boxes` (`[x0, y0, x1, y1]`, end-exclusive)."""
-    h, w = frame.shape[:2]
-    out = np.repeat(grayscale(frame)[..., None], 3, axis=2)
-    for box in boxes:
-        x0, y0, x1, y1 = pixel_box(box, w, h)
-        out[y0:y1, x0:x1] = frame[y0:y1, x0:x1]
-    return out
-
-
-class KnownObjectsMask(gym.Wrapper):
-    """OD-mask each frame with the boxes of the objects of interest.
-
-    Under the tester loop these are its detector's latest boxes (`info["detections"]`); without
-    it, the boxes the engine reports (`info["objects"]`, ground truth on the park); on a game
-    with neither every frame goes all grayscale.
-    """
-
-    def __init__(self, env: gym.Env):
-        super().__init__(env)
-        check_rgb_frames(env.observation_space, "the explorer's game")
-
-    def _mask(self, obs: np.ndarray, info: dict[str, Any]) -> np.ndarray:
-        if "detections" in info:  # under the tester loop: what its detector saw last
-            return mask_known_objects(obs, list(info["detections"]))
-        boxes = [o["box"] for o in info.get("objects") or () if o.get("box") is not None]
-        return mask_known_objects(obs, boxes)
-
-    def reset(self, **kwargs):
-        obs, info = self.env.reset(**kwargs)
-        return self._mask(obs, info), info
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        return self._mask(obs, info), reward, terminated, truncated, info
 
 
 GameWrapper = Callable[[gym.Env, int], gym.Env]
