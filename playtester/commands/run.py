@@ -90,7 +90,7 @@ LISTS = ("assertions", "out_of_play")
 
 def resolve_reset(text: str) -> str:
     """`--reset`: a plan file by its absolute path (the run's config.yaml is read from elsewhere), keys as given."""
-    from playtester.plans.reset import is_plan_file
+    from playtester.tester.reset import is_plan_file
 
     return str(Path(text).resolve()) if is_plan_file(text) else text
 
