@@ -37,7 +37,7 @@ def test_the_import_contracts_hold():
         pytest.skip("import-linter is not installed (it comes with the dev extra)")
     done = subprocess.run(["lint-imports", "--no-cache"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "3 kept, 0 broken" in done.stdout
+    assert "4 kept, 0 broken" in done.stdout
 
 
 def test_the_app_contract_names_every_app_module():
@@ -51,6 +51,17 @@ def test_the_app_contract_names_every_app_module():
     app = {f"playtester.{p.stem}" for p in package.iterdir() if p.suffix == ".py" and p.stem not in ("__init__", "__main__", *SHARED)}
     app |= {f"playtester.{p.name}" for p in package.iterdir() if p.is_dir() and (p / "__init__.py").exists() and p.name not in AREAS}
     assert app and app == forbidden, f"missing: {sorted(app - forbidden)}; stale: {sorted(forbidden - app)}"
+
+
+def test_the_rooms_contract_names_every_room_of_the_app():
+    """Every sub-package of the app has its place in the rooms' layers, or a new room would
+    import anything unchecked."""
+    config = configparser.ConfigParser()
+    config.read(ROOT / ".importlinter")
+    layers = config["importlinter:contract:rooms"]["layers"].replace("|", " ").replace(":", " ").split()
+    package = ROOT / "playtester"
+    rooms = {f"playtester.{p.name}" for p in package.iterdir() if p.is_dir() and (p / "__init__.py").exists() and p.name not in AREAS}
+    assert rooms and set(layers) == rooms, f"missing: {sorted(rooms - set(layers))}; stale: {sorted(set(layers) - rooms)}"
 
 
 def test_no_import_cycle_between_files_of_the_package():
