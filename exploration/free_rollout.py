@@ -162,10 +162,7 @@ def collect_rollout_free(
                 games.global_step += 1
                 record(cfg, agent, module, rollout, games, i, step, answer)
                 if answer.done:
-                    returns.append(float(games.episode_return[i]))
-                    lengths.append(int(games.episode_length[i]))
-                    games.episode_return[i] = 0.0
-                    games.episode_length[i] = 0
+                    end_episode(games, i, returns, lengths)
                 if stop is not None:
                     fresh = [info if j == i else {k: v for k, v in info.items() if k not in FINAL_KEYS}
                              for j, info in enumerate(latest)]
@@ -184,6 +181,14 @@ def collect_rollout_free(
     if reward_hook is not None:
         show_hook(reward_hook, envs, module, rollout, taken_on, answers, logits_seen)
     return Episodes(returns, lengths)
+
+
+def end_episode(games: "Games", i: int, returns: list[float], lengths: list[int]) -> None:
+    """Instance `i`'s episode ended: its return and length join the rollout's, its counts start anew."""
+    returns.append(float(games.episode_return[i]))
+    lengths.append(int(games.episode_length[i]))
+    games.episode_return[i] = 0.0
+    games.episode_length[i] = 0
 
 
 def act(cfg: "PPOConfig", agent: nn.Module, module: nn.Module, rollout: "Rollout", games: "Games", workers: Any,

@@ -62,6 +62,52 @@ from playtester.exploration.vector_env import close_envs, make_vector_env
 CHECKPOINT_NAME = "last.ckpt"
 
 
+def make_fabric(cfg: PPOConfig) -> Any:
+    """The run's Fabric, seeded, logging to TensorBoard in the run folder."""
+    from lightning.fabric import Fabric
+    from lightning.fabric.loggers import TensorBoardLogger
+
+    logger = TensorBoardLogger(root_dir=str(Path(cfg.run_dir)), name="tensorboard", version="", default_hp_metric=False)
+    fabric = Fabric(accelerator=cfg.accelerator, devices=1, loggers=logger)
+    fabric.seed_everything(cfg.seed, verbose=False)
+    torch.backends.cudnn.deterministic = cfg.torch_deterministic
+    return fabric
+
+
+class Trainee(NamedTuple):
+    """What `train` trains, set up on its Fabric (`set_up`)."""
+
+    agent: nn.Module
+    """The actor-critic as Fabric wraps it."""
+    module: nn.Module
+    """The actor-critic itself."""
+    optimizer: torch.optim.Optimizer
+    spec: dict[str, Any]
+    """What the checkpoint keeps to rebuild the actor-critic (`checkpoint_spec()`)."""
+    num_values: int
+    start_iteration: int
+    global_step: int
+
+
+def set_up(cfg: PPOConfig, fabric: Any, envs: gym.vector.VectorEnv, agent: nn.Module | None,
+           reward_hook: RewardHook | None, resume_from: Path | None) -> Trainee:
+    """The actor-critic (by default a `GRUActorCritic` shaped by `cfg`), its optimiser and the
+    hook's own models on `fabric`, restored from the checkpoint `resume_from` if given."""
+    num_values = 2 if reward_hook is not None and reward_hook.non_episodic else 1
+    agent = make_agent(cfg, envs, agent, num_values)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=cfg.learning_rate, eps=1e-5)
+    agent_spec = agent.checkpoint_spec()
+    agent, optimizer = fabric.setup(agent, optimizer)
+    module = agent.module if hasattr(agent, "module") else agent
+    if reward_hook is not None and hasattr(reward_hook, "setup"):
+        reward_hook.setup(fabric)
+    start_iteration, global_step = restore(fabric, resume_from, agent, optimizer, reward_hook) if resume_from is not None else (1, 0)
+    print_start(fabric, cfg, envs, agent, module, num_values, start_iteration)
+    if resume_from is not None:
+        fabric.print(f"resumed from {resume_from} at step {global_step}")
+    return Trainee(agent, module, optimizer, agent_spec, num_values, start_iteration, global_step)
+
+
 class RolloutBatch(NamedTuple):
     """One rollout (or a minibatch of its environments), time first: `T×N×…`."""
 
@@ -132,29 +178,13 @@ def train(
     from it) and the last update is saved. Ctrl-C saves the last completed update too, so
     `resume` continues from it.
     """
-    from lightning.fabric import Fabric
-    from lightning.fabric.loggers import TensorBoardLogger
-
     checkpoint_path, resuming = open_run(cfg)
-    logger = TensorBoardLogger(root_dir=str(Path(cfg.run_dir)), name="tensorboard", version="", default_hp_metric=False)
-    fabric = Fabric(accelerator=cfg.accelerator, devices=1, loggers=logger)
-    fabric.seed_everything(cfg.seed, verbose=False)
-    torch.backends.cudnn.deterministic = cfg.torch_deterministic
-
+    fabric = make_fabric(cfg)
     envs = make_vector_env(cfg, env_fn)
     try:
-        num_values = 2 if reward_hook is not None and reward_hook.non_episodic else 1
-        agent = make_agent(cfg, envs, agent, num_values)
-        optimizer = torch.optim.Adam(agent.parameters(), lr=cfg.learning_rate, eps=1e-5)
-        agent_spec = agent.checkpoint_spec()
-        agent, optimizer = fabric.setup(agent, optimizer)
-        module = agent.module if hasattr(agent, "module") else agent
-        if reward_hook is not None and hasattr(reward_hook, "setup"):
-            reward_hook.setup(fabric)
-        start_iteration, global_step = restore(fabric, checkpoint_path, agent, optimizer, reward_hook) if resuming else (1, 0)
-        print_start(fabric, cfg, envs, agent, module, num_values, start_iteration)
-        if resuming:
-            fabric.print(f"resumed from {checkpoint_path} at step {global_step}")
+        trainee = set_up(cfg, fabric, envs, agent, reward_hook, checkpoint_path if resuming else None)
+        agent, module, optimizer, num_values = trainee.agent, trainee.module, trainee.optimizer, trainee.num_values
+        start_iteration, global_step = trainee.start_iteration, trainee.global_step
 
         # With `overlap_update` the rewards, advantages and update of one rollout run while the next
         # is collected into the other of two buffers; each rollout then plays with the weights from
@@ -162,7 +192,7 @@ def train(
         rollouts = [Rollout(cfg, num_values, fabric.device) for _ in range(2 if cfg.overlap_update else 1)]
         collect = collect_rollout_free if free_running(cfg, envs) else collect_rollout
         games = Games(cfg, envs, module, start_iteration, global_step, fabric.device)
-        run = RunControl(cfg, fabric, checkpoint_path, agent_spec, module, optimizer, reward_hook, start_iteration, global_step)
+        run = RunControl(cfg, fabric, checkpoint_path, trainee.spec, module, optimizer, reward_hook, start_iteration, global_step)
         updates = Updates(cfg, fabric, agent, optimizer, run)
         if cfg.acting == "int8":
             int8_frozen_encoder(module)  # once for the run: exploration/acting.py

@@ -107,15 +107,7 @@ def shots(
     carries ground-truth boxes, otherwise ready to label by hand; with --prelabel, a detector's
     boxes are the first draft (docs/labelling.md).
     """
-    if (game is None) == (demos is None):
-        raise UserError("shots: give exactly one of --game (auto-labelled) or --demos (frames from episodes)")
-    if classes is not None and game is None:
-        raise UserError("shots --classes: it picks what --game labels; frames from --demos keep the labels they carry")
-    if background and game is None:
-        raise UserError("shots --background: the engine tells which free-play frames are empty only with --game; "
-                        "with --demos, leave the empty frames unlabelled in the labelling tool")
-    if prelabel is not None and demos is None:
-        raise UserError("shots --prelabel: it drafts labels for frames from --demos; --game labels its shots itself")
+    _check_shot_sources(game, demos, classes, background, prelabel)
     labelled = (out / "labels.json").exists  # until then shots are no use: a refusal leaves no folder
     if game is not None:
         from playtester.capture.rules import check_rules
@@ -137,6 +129,20 @@ def shots(
     summary = ", ".join(f"{k} {v}" for k, v in counts.items())
     kind = "pre-labels to correct, frames most uncertain first" if prelabel is not None else "boxes"
     console.print(f"wrote {path} and images in {path.parent / 'images'} ({kind}: {summary})")
+
+
+def _check_shot_sources(game: str | None, demos: Path | None, classes: str | None, background: int,
+                        prelabel: Path | None) -> None:
+    """Refuse the options of one source of shots given with the other."""
+    if (game is None) == (demos is None):
+        raise UserError("shots: give exactly one of --game (auto-labelled) or --demos (frames from episodes)")
+    if classes is not None and game is None:
+        raise UserError("shots --classes: it picks what --game labels; frames from --demos keep the labels they carry")
+    if background and game is None:
+        raise UserError("shots --background: the engine tells which free-play frames are empty only with --game; "
+                        "with --demos, leave the empty frames unlabelled in the labelling tool")
+    if prelabel is not None and demos is None:
+        raise UserError("shots --prelabel: it drafts labels for frames from --demos; --game labels its shots itself")
 
 
 @dataclass
@@ -411,6 +417,13 @@ def demos(
                                 steps=steps, flag_below=flag_below)
     if idm is not None:
         raise UserError("--idm labels video: pass --from-video FILE|FOLDER too")
+    _expert_demos(out, game, behavior=behavior, episodes=episodes, steps=steps, seed=seed, resolution=resolution,
+                  dagger=dagger, beta=beta, video=video, cluster=cluster, rules=rules)
+
+
+def _expert_demos(out: Path, game: str, *, behavior: str, episodes: int, steps: int, seed: int, resolution: str,
+                  dagger: Path | None, beta: float, video: bool, cluster: str | None, rules: str | None) -> None:
+    """`demos` by the scripted experts (`imitation/demos.py`), here or in Ray tasks."""
     from playtester.capture.rules import check_rules
     from playtester.datasets.episodes import episode_folders
     from playtester.imitation.demos import record_demos
