@@ -1,1 +1,1 @@
-"""On-disk formats: demo episodes, COCO detection shots, and the data modules that read them."""
+"""On-disk formats: demo episodes, COCO detection shots, test plans (`plans.py`), and the data modules that read them."""

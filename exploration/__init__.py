@@ -2,9 +2,14 @@
 
     losses.py        GAE, clipped policy and value losses, entropy: pure functions
     actor_critic.py  the `ActorCritic` protocol PPO trains; `GRUActorCritic`; `RandomAgent`
-    ppo.py           recurrent PPO on Lightning Fabric (one loop), `RewardHook`, --resume, `stop`
+    hook.py          the `RewardHook` protocol: `StepView` (one vector step), `ShapedRewards`
+    rollout.py       one rollout's storage (`Rollout`, `Games`, `Episodes`) and its lockstep collection
+    free_rollout.py  the free-running collection: each game steps again as soon as it answers
+    ppo.py           recurrent PPO on Lightning Fabric (one loop), --resume, `stop`
     ppo_config.py    `PPOConfig` (CleanRL's defaults) and what a resumed run must keep
-    vector_env.py    the games PPO plays (`state:ID` or a game spec), `AsyncVectorEnv`/`SyncVectorEnv`
+    vector_env.py    the games PPO plays (`state:ID` or a game spec), `KnownObjectsMask` (OD mask from the
+                     boxes known), `AsyncVectorEnv`/`SyncVectorEnv`
+    ray_env.py       `RayVectorEnv`: the game instances as Ray actors (`--cluster`)
     checkpoints.py   atomic checkpoint files through Fabric, RNG state, `load_agent` and `load_explorer`
                      (the agent, or agent and exploration reward, rebuilt from the file alone)
     rnd.py           `EnsembleRND`: frozen target, N predictors, replay, normalisation
@@ -14,7 +19,7 @@
     modes.py         `explorer_preset`: ppgta | ppgta-episodic | episodic | inspector | random
     imitation_ac.py  `ImitationActorCritic`: the path policy (frozen encoder) with two value heads
     explorer.py      `build_explorer(game, preference_ckpt, mode)` → (cfg, agent, hook, env_fn)
-                     for `ppo.train`; `KnownObjectsMask` (OD mask from the engine's boxes)
+                     for `ppo.train`
 
 How `playtester run` uses it (`playtester/tester/runner.py`): `build_explorer(game, path_policy, mode,
 wrap=…)` puts the tester loop (`playtester.tester.loop.TesterEnv`) on each game instance, under the

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 import gymnasium as gym
-import numpy as np
 import torch
 import torch.nn as nn
 
@@ -38,49 +37,11 @@ from playtester.capture.frames import FrameSpec
 from playtester.capture.games import probe_game
 from playtester.exploration.actor_critic import RandomAgent, RandomAgentConfig
 from playtester.exploration.imitation_ac import ImitationActorCritic
-from playtester.exploration.modes import MODES, explorer_preset
+from playtester.exploration.modes import MODES, ExplorerPreset, explorer_preset
 from playtester.exploration.ppo import PPOConfig
 from playtester.exploration.reward import ExplorationReward
 from playtester.exploration.rnd import RNDConfig
 from playtester.exploration.vector_env import check_rgb_frames, make_env
-from playtester.perception.od_mask import grayscale, pixel_box
-
-
-def mask_known_objects(frame: np.ndarray, boxes: list[Any]) -> np.ndarray:
-    """uint8 H×W×3 frame grayscale except inside each of `boxes` (`[x0, y0, x1, y1]`, end-exclusive)."""
-    h, w = frame.shape[:2]
-    out = np.repeat(grayscale(frame)[..., None], 3, axis=2)
-    for box in boxes:
-        x0, y0, x1, y1 = pixel_box(box, w, h)
-        out[y0:y1, x0:x1] = frame[y0:y1, x0:x1]
-    return out
-
-
-class KnownObjectsMask(gym.Wrapper):
-    """OD-mask each frame with the boxes of the objects of interest.
-
-    Under the tester loop these are its detector's latest boxes (`info["detections"]`); without
-    it, the boxes the engine reports (`info["objects"]`, ground truth on the park); on a game
-    with neither every frame goes all grayscale.
-    """
-
-    def __init__(self, env: gym.Env):
-        super().__init__(env)
-        check_rgb_frames(env.observation_space, "the explorer's game")
-
-    def _mask(self, obs: np.ndarray, info: dict[str, Any]) -> np.ndarray:
-        if "detections" in info:  # under the tester loop: what its detector saw last
-            return mask_known_objects(obs, list(info["detections"]))
-        boxes = [o["box"] for o in info.get("objects") or () if o.get("box") is not None]
-        return mask_known_objects(obs, boxes)
-
-    def reset(self, **kwargs):
-        obs, info = self.env.reset(**kwargs)
-        return self._mask(obs, info), info
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        return self._mask(obs, info), reward, terminated, truncated, info
 
 
 GameWrapper = Callable[[gym.Env, int], gym.Env]
@@ -197,9 +158,19 @@ def build_explorer(
         env_fn: Callable[[], gym.Env] | list[Callable[[], gym.Env]] = env
     else:
         env_fn = [functools.partial(env, wrap=wrap, index=i) for i in range(num_envs)]
+    observation_space, action_space, n = probed_spaces(game, game_options, policy, preference_ckpt)
+    if not preset.trained:
+        return Explorer(cfg, RandomAgent(RandomAgentConfig(num_actions=int(n), num_values=1)), None, env_fn)
 
-    # Look at the game before anything is built or trained (once a run: `probe_game` keeps what it
-    # saw): RGB frames, Discrete actions, and the same number of actions as the path policy.
+    agent, hook = explorer_networks(cfg, preset, policy, preference_ckpt, num_envs)
+    hook.check_game(observation_space, action_space, game)
+    return Explorer(cfg, agent, hook, env_fn)
+
+
+def probed_spaces(game: str, game_options: dict[str, Any] | None, policy: Any, preference_ckpt: str | Path | None):
+    """`(observation space, action space, number of actions)` of `game`, looked at before anything
+    is built or trained (once a run: `probe_game` keeps what it saw), checked: RGB frames, Discrete
+    actions, and the same number of actions as the path policy."""
     probe = probe_game(game, **(game_options or {}))
     observation_space, action_space = probe.observation_space, probe.action_space
     check_rgb_frames(observation_space, f"game {game!r}")
@@ -209,10 +180,13 @@ def build_explorer(
     if policy is not None and n != policy.cfg.n_actions:
         raise UserError(f"game {game!r} has {n} actions but the preference policy acts over {policy.cfg.n_actions} "
                         f"({preference_ckpt}); use a policy trained with this game's key map")
+    return observation_space, action_space, n
 
-    if not preset.trained:
-        return Explorer(cfg, RandomAgent(RandomAgentConfig(num_actions=int(n), num_values=1)), None, env_fn)
 
+def explorer_networks(cfg: PPOConfig, preset: ExplorerPreset, policy: Any, preference_ckpt: str | Path | None, num_envs: int):
+    """`(actor-critic, exploration reward)` of a trained mode: the actor-critic from the path policy
+    (None without one: PPO's default), the preference policy sharing its encoder where the mode
+    has one."""
     # The networks drawn at random here (the value heads, RND's target and predictors) come from the
     # run's seed: `ppo.train` seeds the run only after they are built, so without this two runs of
     # one seed started from different novelty targets and played differently from the first update.
@@ -227,6 +201,4 @@ def build_explorer(
                 preference = ImitationActorCritic.from_policy(policy, num_values=1, source=str(preference_ckpt))
                 preference.share_encoder(agent)
         hook = ExplorationReward(preset.reward, num_envs, preference_policy=preference)  # on PPO's Fabric once training starts
-    hook.check_game(observation_space, action_space, game)
-    return Explorer(cfg, agent, hook, env_fn)
-
+    return agent, hook

@@ -37,7 +37,8 @@ import torch.nn as nn
 from torch.distributions import Categorical
 
 if TYPE_CHECKING:
-    from playtester.exploration.ppo import Episodes, Games, Rollout, RewardHook
+    from playtester.exploration.hook import RewardHook
+    from playtester.exploration.rollout import Episodes, Games, Rollout
     from playtester.exploration.ppo_config import PPOConfig
 
 IDLE_KEY = "tester_idle"
@@ -50,10 +51,9 @@ FINAL_KEYS = ("final_obs", "final_info")
 
 
 def free_running(cfg: "PPOConfig", envs: gym.vector.VectorEnv) -> bool:
-    """Whether `train` collects its rollouts with `collect_rollout_free`."""
-    from playtester.exploration.ray_env import RayVectorEnv
-
-    return not cfg.lockstep and cfg.num_envs > 1 and isinstance(envs, (gym.vector.AsyncVectorEnv, RayVectorEnv))
+    """Whether `train` collects its rollouts with `collect_rollout_free`: several instances in
+    `AsyncVectorEnv`'s workers, or in a vector env that hands out its own (`RayVectorEnv.workers`)."""
+    return not cfg.lockstep and cfg.num_envs > 1 and (isinstance(envs, gym.vector.AsyncVectorEnv) or hasattr(envs, "workers"))
 
 
 class Answer:
@@ -129,7 +129,7 @@ def collect_rollout_free(
 ) -> "Episodes":
     """`collect_rollout`'s contract (see the module doc): `num_steps` steps of every instance
     into `rollout`, each instance stepping as soon as it has answered."""
-    from playtester.exploration.ppo import Episodes
+    from playtester.exploration.rollout import Episodes
 
     device, N, T = rollout.device, cfg.num_envs, cfg.num_steps
     rollout.initial_state = games.next_state.clone()
@@ -162,10 +162,7 @@ def collect_rollout_free(
                 games.global_step += 1
                 record(cfg, agent, module, rollout, games, i, step, answer)
                 if answer.done:
-                    returns.append(float(games.episode_return[i]))
-                    lengths.append(int(games.episode_length[i]))
-                    games.episode_return[i] = 0.0
-                    games.episode_length[i] = 0
+                    end_episode(games, i, returns, lengths)
                 if stop is not None:
                     fresh = [info if j == i else {k: v for k, v in info.items() if k not in FINAL_KEYS}
                              for j, info in enumerate(latest)]
@@ -184,6 +181,14 @@ def collect_rollout_free(
     if reward_hook is not None:
         show_hook(reward_hook, envs, module, rollout, taken_on, answers, logits_seen)
     return Episodes(returns, lengths)
+
+
+def end_episode(games: "Games", i: int, returns: list[float], lengths: list[int]) -> None:
+    """Instance `i`'s episode ended: its return and length join the rollout's, its counts start anew."""
+    returns.append(float(games.episode_return[i]))
+    lengths.append(int(games.episode_length[i]))
+    games.episode_return[i] = 0.0
+    games.episode_length[i] = 0
 
 
 def act(cfg: "PPOConfig", agent: nn.Module, module: nn.Module, rollout: "Rollout", games: "Games", workers: Any,
@@ -219,7 +224,7 @@ def act(cfg: "PPOConfig", agent: nn.Module, module: nn.Module, rollout: "Rollout
 def record(cfg: "PPOConfig", agent: nn.Module, module: nn.Module, rollout: "Rollout", games: "Games", i: int, step: int,
            answer: Answer) -> None:
     """Instance `i`'s answer to its step `step`, into the rollout (`collect_rollout`'s bookkeeping for one instance)."""
-    from playtester.exploration.ppo import bootstrap_time_limit
+    from playtester.exploration.rollout import bootstrap_time_limit
 
     rollout.game_rewards[step, i] = answer.reward
     rollout.rewards[step, i, 0] = cfg.env_reward_coef * answer.reward
@@ -233,7 +238,7 @@ def record(cfg: "PPOConfig", agent: nn.Module, module: nn.Module, rollout: "Roll
 def show_hook(reward_hook: "RewardHook", envs: gym.vector.VectorEnv, module: nn.Module, rollout: "Rollout",
               taken_on: list[list[np.ndarray | None]], answers: list[list[Answer | None]], logits: torch.Tensor) -> None:
     """The rollout's steps to the hook in time order, each as `collect_rollout` shows one."""
-    from playtester.exploration.ppo import StepView
+    from playtester.exploration.hook import StepView
 
     remember = getattr(module, "remember", None)
     for step, row in enumerate(answers):

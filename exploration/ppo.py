@@ -18,7 +18,7 @@ Rewards come in two streams, each with its own value head and GAE (as in CleanRL
 
 The advantages of the two streams are added with weights `ext_coef` and `int_coef`.
 
-`train` is the loop; its phases are `collect_rollout` (or, with several game processes,
+`train` is the loop; its phases are `rollout.collect_rollout` (or, with several game processes,
 `free_rollout.collect_rollout_free`, each game stepping as soon as it answers), the hook's rewards,
 `compute_advantages`, `update` and `metrics` (all but the collection through `Updates`, which with
 `overlap_update` runs a rollout's rewards, advantages and update in a thread while the next rollout
@@ -38,7 +38,7 @@ import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable, NamedTuple, Protocol, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -53,66 +53,59 @@ from playtester.exploration.background import BackgroundJob
 from playtester.exploration.actor_critic import GRUActorCritic, GRUActorCriticConfig
 from playtester.exploration.checkpoints import load_checkpoint, load_into, rng_state, save_checkpoint, set_rng_state
 from playtester.exploration.free_rollout import collect_rollout_free, free_running
+from playtester.exploration.hook import RewardHook, ShapedRewards
 from playtester.exploration.losses import compute_gae, entropy_bonus, explained_variance, policy_loss, value_loss
 from playtester.exploration.ppo_config import PPOConfig, check_resumable
+from playtester.exploration.rollout import Episodes, Games, Rollout, collect_rollout
 from playtester.exploration.vector_env import close_envs, make_vector_env
 
 CHECKPOINT_NAME = "last.ckpt"
 
 
-class StepView(NamedTuple):
-    """What a reward hook sees of one vector step."""
+def make_fabric(cfg: PPOConfig) -> Any:
+    """The run's Fabric, seeded, logging to TensorBoard in the run folder."""
+    from lightning.fabric import Fabric
+    from lightning.fabric.loggers import TensorBoardLogger
 
-    obs: np.ndarray
-    """Raw observations the actions were taken on, `N×…`."""
-    logits: Tensor
-    """The explorer's action logits on `obs`, `N×A`."""
-    episode_start: Tensor
-    """`N` bools: `obs` is the first observation of an episode."""
-    next_obs: np.ndarray
-    """Raw observations reached (the final one where an episode ended), `N×…`."""
-    infos: dict[str, Any] | None = None
-    """The vector env's `infos` of this step (telemetry such as `frame_time_ms`; the ended
-    episodes' own in `final_info`)."""
-    dones: np.ndarray | None = None
-    """`N` bools: the episode ended (terminated or truncated) in this step."""
+    logger = TensorBoardLogger(root_dir=str(Path(cfg.run_dir)), name="tensorboard", version="", default_hp_metric=False)
+    fabric = Fabric(accelerator=cfg.accelerator, devices=1, loggers=logger)
+    fabric.seed_everything(cfg.seed, verbose=False)
+    torch.backends.cudnn.deterministic = cfg.torch_deterministic
+    return fabric
 
 
-class ShapedRewards(NamedTuple):
-    """A hook's rewards for a whole rollout."""
+class Trainee(NamedTuple):
+    """What `train` trains, set up on its Fabric (`set_up`)."""
 
-    episodic: Tensor
-    """`T×N`, added to the game's reward in the episodic stream."""
-    non_episodic: Tensor | None
-    """`T×N` for the non-episodic stream (needs an actor-critic with 2 value heads), or None."""
-    logs: dict[str, float]
-    """Scalars to log (`rewards/…`, `charts/alpha`, `losses/…`)."""
+    agent: nn.Module
+    """The actor-critic as Fabric wraps it."""
+    module: nn.Module
+    """The actor-critic itself."""
+    optimizer: torch.optim.Optimizer
+    spec: dict[str, Any]
+    """What the checkpoint keeps to rebuild the actor-critic (`checkpoint_spec()`)."""
+    num_values: int
+    start_iteration: int
+    global_step: int
 
 
-class RewardHook(Protocol):
-    """Extra rewards computed from what the agent sees (the explorer's novelty and preference).
-
-    Optional: `setup(fabric)`, called once before any step, to train the hook's own models on the
-    run's Fabric; `checkpoint_spec()`, what the checkpoint keeps to rebuild the hook from the file
-    alone (`checkpoints.load_explorer`); `hand_off()`, the rollout just recorded taken (the hook
-    records the next one from then on) as the work that returns its rewards, which `train` runs in
-    the update's thread while the games play on (`rollout_rewards`).
-    """
-
-    non_episodic: bool
-    """Whether `end_rollout` returns a non-episodic stream."""
-
-    def step(self, view: StepView) -> None:
-        """Record one vector step (called after the env step, before the next action)."""
-        ...
-
-    def end_rollout(self) -> ShapedRewards:
-        """Rewards of the rollout just recorded; also the moment to train the hook's own models."""
-        ...
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+def set_up(cfg: PPOConfig, fabric: Any, envs: gym.vector.VectorEnv, agent: nn.Module | None,
+           reward_hook: RewardHook | None, resume_from: Path | None) -> Trainee:
+    """The actor-critic (by default a `GRUActorCritic` shaped by `cfg`), its optimiser and the
+    hook's own models on `fabric`, restored from the checkpoint `resume_from` if given."""
+    num_values = 2 if reward_hook is not None and reward_hook.non_episodic else 1
+    agent = make_agent(cfg, envs, agent, num_values)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=cfg.learning_rate, eps=1e-5)
+    agent_spec = agent.checkpoint_spec()
+    agent, optimizer = fabric.setup(agent, optimizer)
+    module = agent.module if hasattr(agent, "module") else agent
+    if reward_hook is not None and hasattr(reward_hook, "setup"):
+        reward_hook.setup(fabric)
+    start_iteration, global_step = restore(fabric, resume_from, agent, optimizer, reward_hook) if resume_from is not None else (1, 0)
+    print_start(fabric, cfg, envs, agent, module, num_values, start_iteration)
+    if resume_from is not None:
+        fabric.print(f"resumed from {resume_from} at step {global_step}")
+    return Trainee(agent, module, optimizer, agent_spec, num_values, start_iteration, global_step)
 
 
 class RolloutBatch(NamedTuple):
@@ -185,29 +178,13 @@ def train(
     from it) and the last update is saved. Ctrl-C saves the last completed update too, so
     `resume` continues from it.
     """
-    from lightning.fabric import Fabric
-    from lightning.fabric.loggers import TensorBoardLogger
-
     checkpoint_path, resuming = open_run(cfg)
-    logger = TensorBoardLogger(root_dir=str(Path(cfg.run_dir)), name="tensorboard", version="", default_hp_metric=False)
-    fabric = Fabric(accelerator=cfg.accelerator, devices=1, loggers=logger)
-    fabric.seed_everything(cfg.seed, verbose=False)
-    torch.backends.cudnn.deterministic = cfg.torch_deterministic
-
+    fabric = make_fabric(cfg)
     envs = make_vector_env(cfg, env_fn)
     try:
-        num_values = 2 if reward_hook is not None and reward_hook.non_episodic else 1
-        agent = make_agent(cfg, envs, agent, num_values)
-        optimizer = torch.optim.Adam(agent.parameters(), lr=cfg.learning_rate, eps=1e-5)
-        agent_spec = agent.checkpoint_spec()
-        agent, optimizer = fabric.setup(agent, optimizer)
-        module = agent.module if hasattr(agent, "module") else agent
-        if reward_hook is not None and hasattr(reward_hook, "setup"):
-            reward_hook.setup(fabric)
-        start_iteration, global_step = restore(fabric, checkpoint_path, agent, optimizer, reward_hook) if resuming else (1, 0)
-        print_start(fabric, cfg, envs, agent, module, num_values, start_iteration)
-        if resuming:
-            fabric.print(f"resumed from {checkpoint_path} at step {global_step}")
+        trainee = set_up(cfg, fabric, envs, agent, reward_hook, checkpoint_path if resuming else None)
+        agent, module, optimizer, num_values = trainee.agent, trainee.module, trainee.optimizer, trainee.num_values
+        start_iteration, global_step = trainee.start_iteration, trainee.global_step
 
         # With `overlap_update` the rewards, advantages and update of one rollout run while the next
         # is collected into the other of two buffers; each rollout then plays with the weights from
@@ -215,7 +192,7 @@ def train(
         rollouts = [Rollout(cfg, num_values, fabric.device) for _ in range(2 if cfg.overlap_update else 1)]
         collect = collect_rollout_free if free_running(cfg, envs) else collect_rollout
         games = Games(cfg, envs, module, start_iteration, global_step, fabric.device)
-        run = RunControl(cfg, fabric, checkpoint_path, agent_spec, module, optimizer, reward_hook, start_iteration, global_step)
+        run = RunControl(cfg, fabric, checkpoint_path, trainee.spec, module, optimizer, reward_hook, start_iteration, global_step)
         updates = Updates(cfg, fabric, agent, optimizer, run)
         if cfg.acting == "int8":
             int8_frozen_encoder(module)  # once for the run: exploration/acting.py
@@ -246,61 +223,6 @@ def train(
         return run.finish(games.global_step)
     finally:
         close_envs(envs)
-
-
-class Rollout:
-    """Storage for one rollout, time first (CleanRL's `obs`, `actions`, `logprobs`, … buffers)."""
-
-    def __init__(self, cfg: PPOConfig, num_values: int, device: torch.device):
-        T, N = cfg.num_steps, cfg.num_envs
-        self.device, self.num_values = device, num_values
-        self.obs: Tensor | None = None
-        """Prepared observations; allocated at the first step, when their shape is known."""
-        self.actions = torch.zeros((T, N), dtype=torch.long, device=device)
-        self.logprobs = torch.zeros((T, N), device=device)
-        self.rewards = torch.zeros((T, N, num_values), device=device)
-        self.game_rewards = torch.zeros((T, N), device=device)
-        self.dones = torch.zeros((T, N), device=device)
-        self.values = torch.zeros((T, N, num_values), device=device)
-        self.initial_state: Tensor | None = None
-        """`N×…` recurrent state at the start of the rollout."""
-        self.states: Tensor | None = None
-        """`T×N×…` recurrent state before each step's decision, where `cfg.seq_len` cuts the
-        rollout for the update (`keep_state`); else None."""
-        self.keeps_states = 0 < cfg.seq_len < T
-
-    def keep_state(self, steps: Tensor | int, rows: Tensor | slice, state: Tensor) -> None:
-        """The recurrent state the decision of `steps` × `rows` starts from (`cfg.seq_len` only)."""
-        if not self.keeps_states:
-            return
-        if self.states is None:
-            self.states = torch.zeros((self.actions.shape[0], *state.shape), dtype=state.dtype, device=self.device)
-        self.states[steps, rows] = state
-
-
-class Games:
-    """Where the games stand between steps (CleanRL's `next_obs`, `next_done`, `next_lstm_state`),
-    with the steps taken so far and the running episodes' returns and lengths."""
-
-    def __init__(self, cfg: PPOConfig, envs: gym.vector.VectorEnv, module: nn.Module, start_iteration: int, global_step: int, device: torch.device):
-        N = cfg.num_envs
-        # The environments' state is not in the checkpoint (games cannot be snapshotted in
-        # general): a resumed run starts fresh episodes, seeded from the iteration it resumes at.
-        self.next_obs, _ = envs.reset(seed=cfg.seed + 1000 * (start_iteration - 1))
-        self.next_done = torch.ones(N, device=device)  # the first observations start episodes
-        self.next_state = module.initial_state(N)
-        self.global_step = global_step
-        self.episode_return = np.zeros(N)
-        self.episode_length = np.zeros(N, dtype=np.int64)
-
-
-class Episodes(NamedTuple):
-    """The episodes that ended during one rollout."""
-
-    returns: list[float]
-    lengths: list[int]
-    stopped: bool = False
-    """`stop` ended the rollout before its last step."""
 
 
 class UpdateStats(NamedTuple):
@@ -429,74 +351,6 @@ def acting_copy(cfg: PPOConfig, agent: nn.Module, module: nn.Module) -> nn.Modul
     if cfg.acting == "int8":
         return int8_actor(module)
     return fp32_actor(module) if cfg.overlap_update else agent
-
-
-def collect_rollout(
-    cfg: PPOConfig, envs: gym.vector.VectorEnv, agent: nn.Module, module: nn.Module, rollout: Rollout, games: Games,
-    reward_hook: RewardHook | None, stop: Callable[[dict[str, Any]], bool] | None,
-) -> Episodes:
-    """Play `num_steps` steps of every game into `rollout`, showing each step to the hook."""
-    device, N = rollout.device, cfg.num_envs
-    rollout.initial_state = games.next_state.clone()
-    returns: list[float] = []
-    lengths: list[int] = []
-    for step in range(cfg.num_steps):
-        games.global_step += N
-        with torch.no_grad():
-            next_input = module.prepare(torch.as_tensor(games.next_obs, device=device))
-            if rollout.obs is None:
-                rollout.obs = torch.zeros((cfg.num_steps, N, *next_input.shape[1:]), dtype=next_input.dtype, device=device)
-            rollout.obs[step] = next_input
-            rollout.dones[step] = games.next_done
-            rollout.keep_state(step, slice(None), games.next_state)
-            out = agent(next_input.unsqueeze(0), games.next_state, games.next_done.unsqueeze(0))
-            logits, games.next_state = out.logits[0], out.state
-            dist = Categorical(logits=logits, validate_args=False)
-            action = dist.sample()
-            rollout.logprobs[step] = dist.log_prob(action)
-            rollout.values[step] = out.values[0]
-        rollout.actions[step] = action
-
-        obs_before = games.next_obs
-        games.next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
-        if stop is not None and stop(infos):
-            return Episodes(returns, lengths, stopped=True)
-        done = np.logical_or(terminations, truncations)
-        reward_t = torch.as_tensor(reward, dtype=torch.float32, device=device)
-        rollout.game_rewards[step] = reward_t
-        rollout.rewards[step, :, 0] = cfg.env_reward_coef * reward_t
-        reached_obs = games.next_obs
-        if done.any():
-            reached_obs = games.next_obs.copy()
-            for i in np.flatnonzero(done):
-                reached_obs[i] = infos["final_obs"][i]
-            # Time-limit truncation: the episode did not really end, so bootstrap its value.
-            for i in np.flatnonzero(truncations & ~terminations):
-                bootstrap_time_limit(cfg, agent, module, rollout, games, step, int(i), reached_obs[i])
-        if reward_hook is not None:
-            reward_hook.step(StepView(obs_before, logits, rollout.dones[step].bool().cpu(), reached_obs, infos, done))
-
-        games.episode_return += reward
-        games.episode_length += 1
-        for i in np.flatnonzero(done):
-            returns.append(float(games.episode_return[i]))
-            lengths.append(int(games.episode_length[i]))
-        games.episode_return[done] = 0.0
-        games.episode_length[done] = 0
-        games.next_done = torch.as_tensor(done, dtype=torch.float32, device=device)
-    return Episodes(returns, lengths)
-
-
-def bootstrap_time_limit(cfg: PPOConfig, agent: nn.Module, module: nn.Module, rollout: Rollout, games: Games, step: int,
-                         i: int, final_obs: np.ndarray) -> None:
-    """A time limit cut game `i`'s episode at `step`: the episode did not really end, so the value
-    of the frame it reached (from the state after the step's decision), discounted, joins the
-    step's episodic reward."""
-    device = rollout.device
-    with torch.no_grad():
-        final_input = module.prepare(torch.as_tensor(final_obs[None], device=device))
-        final_value = agent(final_input.unsqueeze(0), games.next_state[i : i + 1], torch.zeros(1, 1, device=device)).values[0, 0, 0]
-    rollout.rewards[step, i, 0] += cfg.gamma * final_value
 
 
 def rollout_rewards(reward_hook: RewardHook | None) -> Callable[[], ShapedRewards] | None:

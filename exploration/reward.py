@@ -49,7 +49,7 @@ from torch import Tensor
 
 from playtester.errors import UserError
 from playtester.exploration.background import BackgroundJob
-from playtester.exploration.ppo import ShapedRewards, StepView
+from playtester.exploration.hook import ShapedRewards, StepView
 from playtester.exploration.vector_env import check_rgb_frames
 from playtester.exploration.preference import AlphaSchedule, AlphaScheduleConfig, mix_rewards, preference_reward
 from playtester.exploration.actor_critic import build_actor_critic

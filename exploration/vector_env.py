@@ -1,4 +1,5 @@
-"""The games PPO plays: one env from an id, checks, and the vector of game instances."""
+"""The games PPO plays: one env from an id (with the known objects' OD mask, `KnownObjectsMask`),
+checks, and the vector of game instances."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import numpy as np
 
 from playtester.errors import UserError
 from playtester.capture.frames import FrameSpec
+from playtester.perception.od_mask import grayscale, pixel_box
 
 if TYPE_CHECKING:
-    from playtester.exploration.ppo import PPOConfig
+    from playtester.exploration.ppo_config import PPOConfig
 
 
 def make_env(game: str, frames: FrameSpec | None = None, *, mask: bool = False, reward: str | None = None,
@@ -42,8 +44,6 @@ def make_env(game: str, frames: FrameSpec | None = None, *, mask: bool = False, 
     if wrap is not None:
         env = wrap(env, index)
     if mask:
-        from playtester.exploration.explorer import KnownObjectsMask
-
         env = KnownObjectsMask(env)
     if frames is not None:
         env = ResizeFrame(env, frames)
@@ -54,6 +54,43 @@ def check_rgb_frames(space: gym.Space, what: str) -> None:
     """Raise `UserError` unless `space` holds uint8 `H×W×3` frames."""
     if not (isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3 and space.shape[2] == 3):
         raise UserError(f"{what}: its observations are {space}, not RGB frames (uint8 H×W×3); the explorer sees only pixels")
+
+
+def mask_known_objects(frame: np.ndarray, boxes: list[Any]) -> np.ndarray:
+    """uint8 H×W×3 frame grayscale except inside each of `boxes` (`[x0, y0, x1, y1]`, end-exclusive)."""
+    h, w = frame.shape[:2]
+    out = np.repeat(grayscale(frame)[..., None], 3, axis=2)
+    for box in boxes:
+        x0, y0, x1, y1 = pixel_box(box, w, h)
+        out[y0:y1, x0:x1] = frame[y0:y1, x0:x1]
+    return out
+
+
+class KnownObjectsMask(gym.Wrapper):
+    """OD-mask each frame with the boxes of the objects of interest.
+
+    Under the tester loop these are its detector's latest boxes (`info["detections"]`); without
+    it, the boxes the engine reports (`info["objects"]`, ground truth on the park); on a game
+    with neither every frame goes all grayscale.
+    """
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        check_rgb_frames(env.observation_space, "the explorer's game")
+
+    def _mask(self, obs: np.ndarray, info: dict[str, Any]) -> np.ndarray:
+        if "detections" in info:  # under the tester loop: what its detector saw last
+            return mask_known_objects(obs, list(info["detections"]))
+        boxes = [o["box"] for o in info.get("objects") or () if o.get("box") is not None]
+        return mask_known_objects(obs, boxes)
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        return self._mask(obs, info), info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return self._mask(obs, info), reward, terminated, truncated, info
 
 
 def in_worker(env_fn: Callable[[], gym.Env]) -> gym.Env:

@@ -47,14 +47,13 @@ from __future__ import annotations
 import math
 import os
 import shutil
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import typer
 
-from playtester.errors import UserError
+from playtester.errors import UserError, about  # noqa: F401 - the commands take `about` from here with the vocabulary
 from playtester.files import inputs_checked  # noqa: F401 - the commands take it from here with the vocabulary
 
 MANY = 1_000_000
@@ -509,19 +508,6 @@ def config_value(kind: OptionType, key: str, value: Any, where: str) -> Any:
         raise UserError(f"{where}: {key} {shown(value)}: {e}") from None
     except OSError as e:
         raise UserError(f"{where}: {key} {shown(value)}: {e.strerror or e}; give another path") from None
-
-
-@contextmanager
-def about(option: str) -> Iterator[None]:
-    """Say which option bad input came from: a `UserError` raised inside gets `option` in front,
-    unless its message names the option already."""
-    try:
-        yield
-    except UserError as e:
-        message = str(e)
-        if message.startswith(option) or f"{option} " in message or f"{option}:" in message:
-            raise
-        raise UserError(f"{option} {message}") from None
 
 
 # -- budgets ---------------------------------------------------------------------------------------

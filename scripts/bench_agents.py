@@ -147,7 +147,7 @@ def explore_with_expert(spec) -> None:
     park's map, the ceiling of a pixel-only explorer's pathway coverage."""
     from playtester.capture.experts import PathFollower
     from playtester.capture.games import make_game
-    from playtester.tester.runner import tester_env
+    from playtester.tester.instance import tester_env
 
     game = make_game(spec.game, **spec.game_options())
     layout = getattr(getattr(game.unwrapped, "scenario", None), "layout", None)
@@ -177,7 +177,7 @@ def walk_with_expert(spec, seed: int) -> None:
 
     from playtester.capture.games import make_game
     from playtester.capture.level_walk import LevelWalker
-    from playtester.tester.runner import tester_env
+    from playtester.tester.instance import tester_env
 
     env = tester_env(spec, make_game(spec.game, **spec.game_options()))
     try:

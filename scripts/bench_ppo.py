@@ -186,7 +186,7 @@ def decision_latency(steps: int = 384) -> dict[str, float]:
     """
     from playtester.capture.frames import FrameSpec
     from playtester.exploration.acting import int8_actor, int8_frozen_encoder
-    from playtester.exploration.explorer import mask_known_objects
+    from playtester.exploration.vector_env import mask_known_objects
     from playtester.exploration.imitation_ac import ImitationActorCritic
     from playtester.exploration.preference import preference_reward
     from playtester.exploration.rnd import EnsembleRND, RNDConfig, frames_to_rnd_input
@@ -205,7 +205,7 @@ def decision_latency(steps: int = 384) -> dict[str, float]:
     from lightning.fabric import Fabric
 
     from playtester.exploration.modes import explorer_preset
-    from playtester.exploration.ppo import StepView
+    from playtester.exploration.hook import StepView
     from playtester.exploration.reward import ExplorationReward
 
     preset = explorer_preset("ppgta").reward
@@ -337,7 +337,7 @@ def rewards_time(envs: int = 2, rollout: int = 64, rounds: int = 5) -> dict[str,
 
     from playtester.exploration.imitation_ac import ImitationActorCritic
     from playtester.exploration.modes import explorer_preset
-    from playtester.exploration.ppo import StepView
+    from playtester.exploration.hook import StepView
     from playtester.exploration.reward import ExplorationReward
 
     torch.manual_seed(0)

@@ -9,7 +9,7 @@ import torch
 from lightning.fabric import Fabric
 
 from playtester.exploration.background import BackgroundJob
-from playtester.exploration.ppo import StepView
+from playtester.exploration.hook import StepView
 from test_exploration_ppo import Squares, tiny_explorer
 
 

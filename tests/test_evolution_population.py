@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import yaml
 from gymnasium.utils.env_checker import check_env
 
 from playtester.capture.block_maze import ENV_ID, BlockMaze, distances
@@ -148,11 +149,28 @@ def test_playtester_run_explorer_evolve_from_the_command_line(tmp_path, capsys):
     assert "--reward" in capsys.readouterr().err and not (tmp_path / "park").exists()
     assert main(["run", "--game", MAZE, "--explorer", "evolve", "--out", str(out)]) == 2  # exists: not overwritten
     assert "--resume" in capsys.readouterr().err and len(list(read_jsonl(out / "generations.jsonl"))) == 2
-    # `run evolve --resume` needs only the folder: its options come from its config.yaml's evolution section
+    # `run evolve --resume` needs only the folder: its options come from its config.yaml, as every run's
+    saved = yaml.safe_load((out / "config.yaml").read_text())
+    assert (saved["population"], saved["steps"], saved["num_envs"]) == (2, 30, 2) == (
+        saved["evolution"]["population_size"], saved["evolution"]["eval_steps"], saved["evolution"]["num_envs"])
     assert main(["run", "evolve", "--out", str(out), "--resume", "--generations", "2"]) == 0
     assert [r["generation"] for r in read_jsonl(out / "generations.jsonl")] == [0, 1, 2]
     assert main(["run", "evolve", "--out", str(out), "--resume", "--generations", "3", "--population", "3"]) == 2
     assert "population_size differs" in capsys.readouterr().err
+
+
+def test_an_evolve_run_from_before_its_options_were_at_the_top_resumes_with_them(tmp_path):
+    """Its config.yaml kept the options only in the `evolution` section, by `EvolutionConfig`'s names."""
+    from dataclasses import asdict
+
+    from playtester.commands.run import saved_options
+
+    cfg = EvolutionConfig(game=MAZE, run_dir=str(tmp_path), population_size=3, generations=4, eval_steps=25, num_envs=1, seed=7)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"game": MAZE, "agent": "evolve explorer", "explorer": "evolve",
+                                                          "assertions": [], "stuck_steps": 8, "evolution": asdict(cfg)}))
+    saved = saved_options(tmp_path)
+    assert {k: saved[k] for k in ("reward", "population", "generations", "steps", "num_envs", "seed", "stuck_steps")} == {
+        "reward": None, "population": 3, "generations": 4, "steps": 25, "num_envs": 1, "seed": 7, "stuck_steps": 8}
 
 
 @pytest.mark.parametrize("refine", ["improved", "all"])

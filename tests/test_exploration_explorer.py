@@ -12,7 +12,8 @@ from playtester.capture.games import make_game
 from playtester.exploration.acting import int8_actor, int8_frozen_encoder
 from playtester.exploration.actor_critic import RandomAgent, RandomAgentConfig
 from playtester.exploration.checkpoints import load_agent
-from playtester.exploration.explorer import KnownObjectsMask, build_explorer, mask_known_objects
+from playtester.exploration.explorer import build_explorer
+from playtester.exploration.vector_env import KnownObjectsMask, mask_known_objects
 from playtester.exploration.imitation_ac import ImitationActorCritic, grayscale_frames
 from playtester.exploration.ppo import train
 from playtester.exploration.rnd import RNDConfig
@@ -338,7 +339,7 @@ def test_the_hooks_episodic_bonus_is_the_bonus_of_each_frame_reached(path_policy
     from lightning.fabric import Fabric
 
     from playtester.exploration.episodic import EllipticalEpisodicBonus
-    from playtester.exploration.ppo import StepView
+    from playtester.exploration.hook import StepView
 
     explorer = build_explorer(small_park, path_policy, "episodic", run_dir=str(tmp_path), total_timesteps=512, num_envs=2)
     hook, agent = explorer.hook, explorer.agent
@@ -396,7 +397,7 @@ def test_the_step_scale_divides_each_novelty_by_the_std_of_its_values(path_polic
     its discounted sum; the statistics are saved and restored."""
     from lightning.fabric import Fabric
 
-    from playtester.exploration.ppo import StepView
+    from playtester.exploration.hook import StepView
 
     hooks = {}
     for scale in ("return", "step"):

@@ -16,7 +16,8 @@ from playtester.exploration.actor_critic import (
 )
 from playtester.exploration.modes import explorer_preset
 from playtester.exploration.checkpoints import load_agent, load_checkpoint, load_explorer
-from playtester.exploration.ppo import PPOConfig, RolloutBatch, ShapedRewards, StepView, train
+from playtester.exploration.hook import ShapedRewards, StepView
+from playtester.exploration.ppo import PPOConfig, RolloutBatch, train
 from playtester.exploration.ppo_config import check_resumable
 from playtester.exploration.reward import ExplorationReward
 from playtester.exploration.rnd import RNDConfig

@@ -12,7 +12,9 @@ import torch
 
 from playtester.exploration.actor_critic import GRUActorCritic, GRUActorCriticConfig
 from playtester.exploration.free_rollout import collect_rollout_free, free_running
-from playtester.exploration.ppo import Games, PPOConfig, Rollout, StepView, collect_rollout
+from playtester.exploration.hook import StepView
+from playtester.exploration.ppo import PPOConfig
+from playtester.exploration.rollout import Games, Rollout, collect_rollout
 from playtester.exploration.vector_env import close_envs
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

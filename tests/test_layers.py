@@ -1,7 +1,8 @@
 """The layering, checked: import-linter's contracts (`.importlinter`), run as a user types it,
 `lint-imports` in the checkout's root. import-linter finds `playtester` on the path and walks its
 folder; the five areas sit at the top of the repository and reach that folder through the links
-`playtester/capture -> ../capture` and so on, which must follow pyproject's `package-dir`."""
+`playtester/capture -> ../capture` and so on, which must follow pyproject's `package-dir`. And no
+two files of the package import each other, directly or round a circle (grimp's import graph)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def test_the_import_contracts_hold():
         pytest.skip("import-linter is not installed (it comes with the dev extra)")
     done = subprocess.run(["lint-imports", "--no-cache"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "3 kept, 0 broken" in done.stdout
+    assert "4 kept, 0 broken" in done.stdout
 
 
 def test_the_app_contract_names_every_app_module():
@@ -50,3 +51,34 @@ def test_the_app_contract_names_every_app_module():
     app = {f"playtester.{p.stem}" for p in package.iterdir() if p.suffix == ".py" and p.stem not in ("__init__", "__main__", *SHARED)}
     app |= {f"playtester.{p.name}" for p in package.iterdir() if p.is_dir() and (p / "__init__.py").exists() and p.name not in AREAS}
     assert app and app == forbidden, f"missing: {sorted(app - forbidden)}; stale: {sorted(forbidden - app)}"
+
+
+def test_the_rooms_contract_names_every_room_of_the_app():
+    """Every sub-package of the app has its place in the rooms' layers, or a new room would
+    import anything unchecked."""
+    config = configparser.ConfigParser()
+    config.read(ROOT / ".importlinter")
+    layers = config["importlinter:contract:rooms"]["layers"].replace("|", " ").replace(":", " ").split()
+    package = ROOT / "playtester"
+    rooms = {f"playtester.{p.name}" for p in package.iterdir() if p.is_dir() and (p / "__init__.py").exists() and p.name not in AREAS}
+    assert rooms and set(layers) == rooms, f"missing: {sorted(rooms - set(layers))}; stale: {sorted(set(layers) - rooms)}"
+
+
+def test_no_import_cycle_between_files_of_the_package():
+    """Every strongly connected part of the import graph (modules as grimp finds them from the
+    package's folder, imports inside functions and under TYPE_CHECKING included) is one module."""
+    grimp = pytest.importorskip("grimp")  # with import-linter (the dev extra)
+    nx = pytest.importorskip("networkx")
+    graph = grimp.build_graph("playtester", cache_dir=None)
+    imports = nx.DiGraph()
+    for module in graph.modules:
+        imports.add_node(module)
+        imports.add_edges_from((module, imported) for imported in graph.find_modules_directly_imported_by(module))
+    assert {m.split(".")[1] for m in graph.modules if "." in m} >= set(AREAS), "grimp did not walk the areas (the links into playtester/)"
+    cycles = [sorted(part) for part in nx.strongly_connected_components(imports) if len(part) > 1]
+    said = []
+    for part in cycles:
+        edges = [f"{a} -> {b} (line {graph.get_import_details(importer=a, imported=b)[0]['line_number']})"
+                 for a in part for b in part if imports.has_edge(a, b)]
+        said.append("; ".join(edges))
+    assert not cycles, "import cycles: " + " | ".join(said)

@@ -9,7 +9,7 @@ import torch
 
 from playtester.errors import UserError
 from playtester.load.reward import AreaMask, LoadReward, LoadRewardConfig, LoadThreshold, vector_info
-from playtester.exploration.ppo import ShapedRewards, StepView
+from playtester.exploration.hook import ShapedRewards, StepView
 
 THRESHOLD = LoadThreshold.from_baseline([1, 2, 3, 4, 5])  # t = 10.906 ms
 

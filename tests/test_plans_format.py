@@ -9,7 +9,7 @@ import yaml
 
 from playtester.errors import UserError
 from playtester.cli import main
-from playtester.plans.schema import Condition, Node, Rule, Target, load_plan, parse_plan, save_plan
+from playtester.datasets.plans import Condition, Node, Rule, Target, load_plan, parse_plan, save_plan
 from playtester.plans.text import TextParser
 from playtester.plans.validation import Moment, PendingCheck, ValidationRegistry, call_with_timeout
 

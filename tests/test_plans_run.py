@@ -20,7 +20,7 @@ from playtester.cli import main
 from playtester.plans.record import plan_from_episode
 from playtester.plans.report import write_plan_report
 from playtester.plans.runner import PlanRunner, RunnerConfig
-from playtester.plans.schema import load_plan, parse_plan
+from playtester.datasets.plans import load_plan, parse_plan
 from playtester.plans.validation import ValidationRegistry
 from playtester.tester.runlog import read_jsonl
 from playtester.tester.loop import GroundTruthDetector

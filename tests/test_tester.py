@@ -202,7 +202,7 @@ def test_a_run_divides_its_cores_among_its_processes(monkeypatch):
     cores given; a lone instance plays in the trainer's process and has its threads; forked workers
     keep to one thread (spawned ones, on a GPU, take their share); at least one thread each."""
     from playtester.cores import cores
-    from playtester.tester.runner import RunThreads, run_threads
+    from playtester.tester.instance import RunThreads, run_threads
 
     assert run_threads(1, served=False, given=2) == RunThreads(2, 2, 2)
     assert run_threads(1, served=False, given=16) == RunThreads(16, 16, 16)

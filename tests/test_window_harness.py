@@ -101,7 +101,7 @@ def test_a_recipe_plays_its_keys_and_waits_for_its_screen(tmp_path):
 
 
 def test_a_reset_plan_is_a_plan_of_keys_and_waits(tmp_path):
-    from playtester.plans.reset import reset_recipe
+    from playtester.tester.reset import reset_recipe
 
     (tmp_path / "title.png").write_bytes(cv2.imencode(".png", np.zeros((8, 8, 3), np.uint8))[1].tobytes())
     plan = tmp_path / "reset.yaml"

@@ -9,7 +9,7 @@ they do not apply: in the game of the tests, `y` answers the continue dialog and
 the menus, and the menu keys do nothing in play (docs/your-own-game.md).
 
 Given as a plan file (`--reset PLAN.yaml`: nodes with `keys` or a key-map `action`, `repeat`, `wait`,
-`until`, `timeout`; read by `playtester.plans.schema`, above this layer) or as a plain key
+`until`, `timeout`; read by `playtester.datasets.plans`, above this layer) or as a plain key
 sequence (`--reset "down enter 10 down down enter 30"`: a key, or keys joined by `+`, is
 pressed for one step; a whole number waits that many steps). Either becomes the same list of
 step dicts (JSON, so that a run's config and a finding can carry it), checked here: every key

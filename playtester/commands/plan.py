@@ -106,7 +106,7 @@ def run_plan(
     from playtester.tester.object_source import check_object_source
     from playtester.plans.report import write_plan_report
     from playtester.plans.runner import PlanRunner, RunnerConfig
-    from playtester.plans.schema import load_plan
+    from playtester.datasets.plans import load_plan
     from playtester.plans.validation import ValidationRegistry, load_validations
 
     from playtester.capture.rules import check_rules, is_level
@@ -163,7 +163,7 @@ def record_plan(
     """Make a plan from a recorded session: positions sampled periodically and every non-movement
     action (with telemetry), else the objects approached along the way."""
     from playtester.plans.record import RecordConfig, plan_from_episode
-    from playtester.plans.schema import save_plan
+    from playtester.datasets.plans import save_plan
 
     plan = plan_from_episode(episode, RecordConfig(every=every, tolerance=tolerance))
     inputs_checked()
@@ -181,7 +181,7 @@ def plan_from_text_command(
 ) -> None:
     """Make a plan from plain-text steps: each line a node, or a rule when it says 'any'/'whenever'."""
     from playtester.capture.keymap import load_keymap
-    from playtester.plans.schema import save_plan
+    from playtester.datasets.plans import save_plan
     from playtester.plans.text import plan_from_text
 
     names = [c.strip() for c in classes.split(",") if c.strip()]

@@ -90,7 +90,7 @@ LISTS = ("assertions", "out_of_play")
 
 def resolve_reset(text: str) -> str:
     """`--reset`: a plan file by its absolute path (the run's config.yaml is read from elsewhere), keys as given."""
-    from playtester.plans.reset import is_plan_file
+    from playtester.tester.reset import is_plan_file
 
     return str(Path(text).resolve()) if is_plan_file(text) else text
 
@@ -219,9 +219,6 @@ def as_field(key: str, value: Any) -> Any:
     return value
 
 
-EVOLUTION_FIELDS = {"reward": "reward", "population_size": "population", "generations": "generations",
-                    "eval_steps": "steps", "num_envs": "num_envs", "seed": "seed"}
-"""An evolve run's config.yaml `evolution` section (`EvolutionConfig`) → the `RunSpec` fields."""
 CONFIG_EXTRAS = ("agent", "found_by", "evolution")
 """Keys a run's config.yaml holds besides its options (what it was, for the report)."""
 
@@ -365,7 +362,7 @@ def check_inputs(spec) -> None:
     from playtester.capture.games import probe_game
     from playtester.imitation.live import load_policy
     from playtester.bugs.oracles import TextureOracle, load_assertion
-    from playtester.tester.runner import make_detector
+    from playtester.tester.instance import make_detector
 
     check_device(spec.device)
     with about("--tester"):
@@ -415,14 +412,16 @@ def check_texture_kinds(path: str, texture, kinds: list[str] | None) -> None:
 def saved_options(out: Path) -> dict[str, Any]:
     """The options the run in `out` was started with, read from its config.yaml as today's
     `RunSpec` names them: a run from before --oracle-labels said `detector: ground-truth`, and an
-    evolve run keeps its options in an `evolution` section (`EvolutionConfig`'s names)."""
+    evolve run from before its options were written at the top kept them in its `evolution` section."""
     from playtester.tester.runlog import read_config
 
     saved = dict(read_config(out))
     if saved.get("detector") == "ground-truth":
         saved.update(detector=None, oracle_labels=True)
-    evolution = saved.get("evolution") or {}
-    saved.update({field_name: evolution[key] for key, field_name in EVOLUTION_FIELDS.items() if key in evolution})
+    if saved.get("evolution") and "population" not in saved:
+        from playtester.evolution.run import options_of_old_run
+
+        saved.update(options_of_old_run(saved["evolution"]))
     return saved
 
 

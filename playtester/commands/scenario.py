@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from dataclasses import dataclass
@@ -106,15 +107,7 @@ def shots(
     carries ground-truth boxes, otherwise ready to label by hand; with --prelabel, a detector's
     boxes are the first draft (docs/labelling.md).
     """
-    if (game is None) == (demos is None):
-        raise UserError("shots: give exactly one of --game (auto-labelled) or --demos (frames from episodes)")
-    if classes is not None and game is None:
-        raise UserError("shots --classes: it picks what --game labels; frames from --demos keep the labels they carry")
-    if background and game is None:
-        raise UserError("shots --background: the engine tells which free-play frames are empty only with --game; "
-                        "with --demos, leave the empty frames unlabelled in the labelling tool")
-    if prelabel is not None and demos is None:
-        raise UserError("shots --prelabel: it drafts labels for frames from --demos; --game labels its shots itself")
+    _check_shot_sources(game, demos, classes, background, prelabel)
     labelled = (out / "labels.json").exists  # until then shots are no use: a refusal leaves no folder
     if game is not None:
         from playtester.capture.rules import check_rules
@@ -136,6 +129,20 @@ def shots(
     summary = ", ".join(f"{k} {v}" for k, v in counts.items())
     kind = "pre-labels to correct, frames most uncertain first" if prelabel is not None else "boxes"
     console.print(f"wrote {path} and images in {path.parent / 'images'} ({kind}: {summary})")
+
+
+def _check_shot_sources(game: str | None, demos: Path | None, classes: str | None, background: int,
+                        prelabel: Path | None) -> None:
+    """Refuse the options of one source of shots given with the other."""
+    if (game is None) == (demos is None):
+        raise UserError("shots: give exactly one of --game (auto-labelled) or --demos (frames from episodes)")
+    if classes is not None and game is None:
+        raise UserError("shots --classes: it picks what --game labels; frames from --demos keep the labels they carry")
+    if background and game is None:
+        raise UserError("shots --background: the engine tells which free-play frames are empty only with --game; "
+                        "with --demos, leave the empty frames unlabelled in the labelling tool")
+    if prelabel is not None and demos is None:
+        raise UserError("shots --prelabel: it drafts labels for frames from --demos; --game labels its shots itself")
 
 
 @dataclass
@@ -410,13 +417,16 @@ def demos(
                                 steps=steps, flag_below=flag_below)
     if idm is not None:
         raise UserError("--idm labels video: pass --from-video FILE|FOLDER too")
-    import numpy as np
+    _expert_demos(out, game, behavior=behavior, episodes=episodes, steps=steps, seed=seed, resolution=resolution,
+                  dagger=dagger, beta=beta, video=video, cluster=cluster, rules=rules)
 
-    from playtester.capture.experts import Inspector, PathFollower, inspect_start
-    from playtester.capture.games import make_game
-    from playtester.datasets.episodes import EpisodeWriter, episode_folders, next_episode_name
 
-    from playtester.capture.rules import check_rules, is_level
+def _expert_demos(out: Path, game: str, *, behavior: str, episodes: int, steps: int, seed: int, resolution: str,
+                  dagger: Path | None, beta: float, video: bool, cluster: str | None, rules: str | None) -> None:
+    """`demos` by the scripted experts (`imitation/demos.py`), here or in Ray tasks."""
+    from playtester.capture.rules import check_rules
+    from playtester.datasets.episodes import episode_folders
+    from playtester.imitation.demos import record_demos
 
     levels = [g.strip() for g in game.split(",") if g.strip()]
     for level in levels:
@@ -428,57 +438,18 @@ def demos(
     def recorded() -> bool:  # until an episode is written, a refusal leaves no folder
         return out.is_dir() and bool(episode_folders(out))
 
-    if levels and all(is_level(level) for level in levels) and cluster is None:
-        from playtester.commands.level_demos import record_level_demos
-
-        inputs_checked()
-        with new_folder(out, kept=recorded):
-            stats = record_level_demos(levels, out, behavior=behavior, episodes=episodes, steps=steps, seed=seed,
-                                       resolution=resolution, rules=rules, video=video, dagger=dagger, beta=beta)
-        return _say_demo_stats(behavior, episodes, out, stats, dagger=dagger is not None)
     if cluster is not None:
         options = {"game": game, "behavior": behavior, "steps": steps, "resolution": resolution, "video": video,
-                   "fps": fps, "key_map": key_map, "flag_below": flag_below, "rules": rules}
+                   "rules": rules}
         inputs_checked()
         with new_folder(out, kept=recorded):
             return _demos_on_cluster(cluster, out, episodes, seed, options)
-    env = make_game(game, resolution=resolution, **({"rules": rules} if rules else {}))
-    try:
-        layout = getattr(env.unwrapped, "scenario", None) and env.unwrapped.scenario.layout
-        if layout is None:
-            raise UserError(f"demos --game {game}: the scripted experts need a game with ground truth (doom:park)")
-        keymap = env.unwrapped.keymap
-        driver, path_starts, reachable = _starts_and_driver(layout, keymap, game, behavior, dagger, beta, seed)
-        extra = {"dagger": {"policy": str(dagger), "beta": beta}} if driver is not None else {}
-        stats = []
-        inputs_checked()
-        with new_folder(out, kept=recorded), progress() as bar:
-            task = bar.add_task(f"{behavior} {'DAgger episodes' if driver else 'demos'}", total=episodes)
-            for i in range(episodes):
-                ep_seed = seed + i
-                rng = np.random.default_rng(ep_seed)
-                if behavior == "path":
-                    expert = PathFollower(layout, keymap, rng)
-                    start: object = path_starts[int(rng.integers(len(path_starts)))]
-                else:
-                    expert = Inspector(layout, keymap, rng, reachable[(seed + i) % len(reachable)])
-                    start = [round(v, 3) for v in inspect_start(layout, expert.ooi, rng)]
-                options = {"start": start}
-                writer = EpisodeWriter(
-                    out, next_episode_name(out), game=game, behavior=behavior, keymap=keymap,
-                    fps=env.unwrapped.metadata["render_fps"],
-                    extra={"reset": {"seed": ep_seed, "options": options}, "expert": type(expert).__name__, **extra},
-                )
-                reset = {"seed": ep_seed, "options": options}
-                stats.append(_record_expert_episode(env, writer, expert, driver, reset, steps, layout, behavior))
-                if video:
-                    from playtester.datasets.video import episode_video
-
-                    episode_video(writer.final)
-                bar.advance(task)
-    finally:
-        env.close()
-    _say_demo_stats(behavior, episodes, out, stats, dagger=driver is not None)
+    with new_folder(out, kept=recorded), progress() as bar:
+        stats = record_demos(out, game, behavior=behavior, episodes=episodes, steps=steps, seed=seed,
+                             resolution=resolution, rules=rules, video=video, dagger=dagger, beta=beta,
+                             checked=inputs_checked,
+                             progress=lambda title: functools.partial(bar.advance, bar.add_task(title, total=episodes)))
+    _say_demo_stats(behavior, episodes, out, stats, dagger=dagger is not None)
 
 
 def _check_demo_options(out: Path, behavior: str, episodes: int, steps: int, resolution: str, dagger: Path | None,
@@ -503,63 +474,6 @@ def _demos_on_cluster(cluster: str, out: Path, episodes: int, seed: int, options
         written = demos_on_cluster(cluster, out, episodes, seed, options, advance=lambda: bar.advance(task))
     console.print(f"wrote {len(written)} {options['behavior']} episodes to {out} (recorded by Ray tasks, "
                   f"seeds {seed}..{seed + episodes - 1})")
-
-
-def _starts_and_driver(layout, keymap, game: str, behavior: str, dagger: Path | None, beta: float, seed: int):
-    """`(driver, path starts, reachable OOIs)`: the park's, or with --dagger the policy that drives
-    and the starts and targets it was trained from."""
-    path_starts = [i for i, s in enumerate(layout.starts) if s.on_path] or list(range(len(layout.starts)))
-    reachable = [o for o in layout.oois if o.reachable]
-    if dagger is None:
-        return None, path_starts, reachable
-    from playtester.imitation.dagger import load_driver, training_starts, training_targets
-
-    with about("--dagger"):
-        driver, scoring = load_driver(dagger, behavior, keymap, beta, seed)
-    if behavior == "path":
-        path_starts = [i for i in training_starts(scoring, dagger, game) if i < len(layout.starts)]
-    else:
-        known = set(training_targets(scoring, dagger, game))
-        reachable = [o for o in reachable if o.id in known]
-    if not path_starts or not reachable:
-        raise UserError(f"--dagger {dagger}: its training starts or targets are not in {game}; use the game it was trained on")
-    return driver, path_starts, reachable
-
-
-def _record_expert_episode(env, writer, expert, driver, reset: dict[str, Any], steps: int, layout,
-                           behavior: str) -> dict[str, float]:
-    """Play one scripted episode (the expert acts, or with DAgger labels while the policy drives)
-    into `writer`; the episode's figures for the summary line."""
-    frame, info = env.reset(**reset)
-    expert.reset(info)
-    if driver is not None:
-        driver.reset()
-    keymap = env.unwrapped.keymap
-    with writer:
-        on_path, cells = 0, set()
-        for _ in range(steps):
-            taken = expert.act(info)  # jitter included
-            label = expert.intended  # what the expert meant: what a policy should learn
-            notes = expert.annotations(info)
-            action = taken if driver is None else driver.choose(frame, notes.get("test_box"), taken)
-            writer.add(
-                frame, action, keymap.keys_for(action), position=info["position"], angle=info["angle"],
-                pitch=info["pitch"], objects=info.get("objects", []), **notes,
-                **({"label": label} if label != action else {}),
-            )
-            if layout is not None:  # the park's pathways; a level's walker counts its own cells
-                on_path += layout.on_pathway(*info["position"][:2])
-                cells.add(layout.cell_of(*info["position"][:2]))
-            frame, _, terminated, truncated, info = env.step(action)
-            if terminated or truncated or expert.done:
-                break
-        n = writer.n
-    if behavior == "path" and layout is None:
-        return {"steps": n, "cells": int(expert.visited.sum())}
-    if behavior == "path":
-        return {"steps": n, "on_path": on_path / n, "cells": len(cells)}
-    p = expert.progress
-    return {"steps": n, "degrees": p.degrees, "on_screen": p.steps_on_screen / max(1, p.steps)}
 
 
 def _say_demo_stats(behavior: str, episodes: int, out: Path, stats: list[dict[str, float]], *, dagger: bool) -> None:

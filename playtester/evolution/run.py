@@ -115,8 +115,11 @@ class EpisodeOracles:
 
 
 def run_evolve(cfg: EvolutionConfig, *, assertions: Sequence[str] = (), stuck_steps: int = 20,
-               overwrite: bool = False, log: Callable[[str], None] = print, on_cluster: bool = False) -> Evolution:
-    """The whole `--explorer evolve` run in `cfg.run_dir` (see the module doc)."""
+               overwrite: bool = False, log: Callable[[str], None] = print, on_cluster: bool = False,
+               options: dict[str, Any] | None = None) -> Evolution:
+    """The whole `--explorer evolve` run in `cfg.run_dir` (see the module doc). `options`: the
+    run's command-line options, by `playtester run evolve`'s names, for its config.yaml (what
+    `--resume` and `--config` read back, as of every run)."""
     from playtester.options import inputs_checked
 
     out = Path(cfg.run_dir)
@@ -137,8 +140,8 @@ def run_evolve(cfg: EvolutionConfig, *, assertions: Sequence[str] = (), stuck_st
     with new_folder(out, replace=overwrite and not cfg.resume, kept=lambda: holds_lines(out / "generations.jsonl")):
         out.mkdir(parents=True, exist_ok=True)
         if not cfg.resume:
-            config = {"game": cfg.game, "agent": "evolve explorer", "explorer": "evolve", "assertions": list(assertions),
-                      "stuck_steps": stuck_steps, "evolution": asdict(cfg)}
+            config = {"game": cfg.game, **(options or {}), "agent": "evolve explorer", "explorer": "evolve",
+                      "assertions": list(assertions), "stuck_steps": stuck_steps, "evolution": asdict(cfg)}
             write_text_atomic(out / "config.yaml", yaml.safe_dump(config, sort_keys=False))
         evolution.run()
     return evolution
@@ -159,8 +162,21 @@ def run_evolve_command(*, game: str, out: Path, reward: str | None, population: 
                               vector_env="async" if game.startswith("doom:") and envs > 1 else "sync")
     except ValueError as e:
         raise UserError(f"--explorer evolve: {e}") from None
-    evolution = run_evolve(cfg, assertions=assertions, stuck_steps=stuck_steps, overwrite=overwrite, log=log, on_cluster=on_cluster)
+    options = {"reward": reward, "population": population, "generations": generations, "steps": steps, "num_envs": envs,
+               "seed": seed}
+    evolution = run_evolve(cfg, assertions=assertions, stuck_steps=stuck_steps, overwrite=overwrite, log=log,
+                           on_cluster=on_cluster, options=options)
     watch = evolution.watch
     log(f"{evolution.generation} generations, {evolution.steps} game steps, {len(evolution.states)} states covered, "
         f"{watch.count} findings ({len(watch.signatures)} distinct, in {out / 'findings'})")
     return evolution
+
+
+def options_of_old_run(section: dict[str, Any]) -> dict[str, Any]:
+    """The `playtester run evolve` options of a run from before they were written at the top of
+    its config.yaml, from the `EvolutionConfig` it kept (its `evolution` section): the inverse of
+    `run_evolve_command`'s, so that such a run still resumes from its folder alone."""
+    given = {"reward": section.get("reward"), "population": section.get("population_size"),
+             "generations": section.get("generations"), "steps": section.get("eval_steps"),
+             "num_envs": section.get("num_envs"), "seed": section.get("seed")}
+    return {name: value for name, value in given.items() if name == "reward" or value is not None}

@@ -30,7 +30,8 @@ from playtester.files import write_text_atomic
 from playtester.errors import UserError
 from playtester.files import read_json
 from playtester.capture.timing import missing_frame_time_message
-from playtester.exploration.ppo import RewardHook, ShapedRewards, StepView, rollout_rewards
+from playtester.exploration.hook import RewardHook, ShapedRewards, StepView
+from playtester.exploration.ppo import rollout_rewards
 
 
 @dataclass(frozen=True)

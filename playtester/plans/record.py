@@ -18,7 +18,7 @@ from typing import Any
 from playtester.errors import UserError
 from playtester.datasets.episodes import Episode
 from playtester.plans.navigate import is_movement
-from playtester.plans.schema import Node, Plan, Target
+from playtester.datasets.plans import Node, Plan, Target
 
 
 @dataclass

@@ -28,7 +28,7 @@ import yaml
 from playtester.capture.experts import bearing
 from playtester.bugs.oracles import Finding
 from playtester.plans.navigate import Moves, SightNavigator, TelemetryNavigator, turn_toward
-from playtester.plans.schema import Condition, Node, Plan, Rule, Target
+from playtester.datasets.plans import Condition, Node, Plan, Rule, Target
 from playtester.plans.validation import Moment, PendingCheck, ValidationRegistry, call_with_timeout
 from playtester.tester.runlog import JsonlWriter
 

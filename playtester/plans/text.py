@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Sequence
 
 from playtester.errors import UserError
-from playtester.plans.schema import Condition, Node, Plan, Rule, Target
+from playtester.datasets.plans import Condition, Node, Plan, Rule, Target
 
 VERB_SYNONYMS: dict[str, tuple[str, ...]] = {
     "go": ("go", "walk", "run", "head", "approach", "travel", "proceed", "navigate", "reach", "find", "move", "return"),

@@ -335,7 +335,7 @@ def unpack_inputs(staged: dict[str, Any], folder: Path) -> dict[str, Any]:
 
 def tester_on_worker(env: Any, index: int) -> Any:
     """The `wrap` of a run's game instance in an actor: its tester loop, on the scratch run folder."""
-    from playtester.tester.runner import tester_env
+    from playtester.tester.instance import tester_env
 
     if _here is None:
         raise RuntimeError("tester_on_worker: no run mirror opened in this process (RayVectorEnv opens it)")
@@ -363,7 +363,7 @@ def explore_at_random_on_cluster(spec: Any, progress: Callable[[int], None] = la
     episode budget is played or the game stops the run."""
     from playtester.tester.crashes import clear_stop
     from playtester.exploration.ray_env import RayVectorEnv
-    from playtester.tester.runner import all_idle, run_stopped
+    from playtester.tester.instance import all_idle, run_stopped
 
     clear_stop(Path(spec.run_dir))
     envs = RayVectorEnv([functools.partial(random_instance, spec)], link=RunLink(spec))
@@ -388,14 +388,14 @@ DEMO_CHUNK = 4
 
 
 def demo_chunk(options: dict[str, Any], seed: int, episodes: int) -> list[dict[str, Any]]:
-    """A Ray task: `playtester demos` for `episodes` episodes from `seed` (episode i uses seed+i,
+    """A Ray task: the expert demos of `playtester demos` for `episodes` episodes from `seed` (episode i uses seed+i,
     as on one machine) into a scratch folder of this node; the episodes' files, in order."""
-    from playtester.commands.scenario import demos
     from playtester.datasets.episodes import episode_folders
+    from playtester.imitation.demos import record_demos
 
     with tempfile.TemporaryDirectory(prefix="playtester-demos-") as tmp:
         out = Path(tmp) / "demos"
-        demos(out=out, seed=seed, episodes=episodes, dagger=None, beta=0.0, from_video=None, idm=None, cluster=None, **options)
+        record_demos(out, seed=seed, episodes=episodes, **options)
         recorded = []
         for folder in sorted(episode_folders(out)):
             video = out / f"{folder.name}.mp4"

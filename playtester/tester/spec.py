@@ -280,7 +280,7 @@ def check_harness(launch: str | None, reset: str | None, out_of_play: list[str])
 
         launch_argv(launch)
     if reset is not None:
-        from playtester.plans.reset import reset_recipe
+        from playtester.tester.reset import reset_recipe
 
         reset_recipe(reset)
     if out_of_play:
@@ -296,7 +296,7 @@ def harness_options(launch: str | None, reset: str | None, out_of_play: list[str
     if launch is not None:
         options["launch"] = launch
     if reset is not None:
-        from playtester.plans.reset import reset_recipe
+        from playtester.tester.reset import reset_recipe
 
         options["reset_recipe"] = reset_recipe(reset)
     if out_of_play:

@@ -1,6 +1,6 @@
 """`--reset`: a window game's reset recipe, from a reset plan (a plan file) or from plain keys.
 
-A reset plan is a plan (`schema.py`) whose nodes only press keys and wait: each node's `keys` (or
+A reset plan is a plan (`datasets/plans.py`) whose nodes only press keys and wait: each node's `keys` (or
 a key-map `action`) held for `repeat` steps, its `wait`, and with `until` idle steps until the
 screen matches a screenshot, within its `timeout`. Targets, rules and behaviours need play, which
 a reset is not, and are refused. The recipe it becomes is plain data (`capture/window/reset.py`
@@ -46,7 +46,7 @@ def reset_recipe(text: str, keymap: KeyMap | None = None) -> dict[str, Any]:
 
 def plan_steps(path: str, keymap: KeyMap, given_as: str) -> list[dict[str, Any]]:
     """The steps of a reset plan file."""
-    from playtester.plans.schema import load_plan
+    from playtester.datasets.plans import load_plan
 
     if not _is_file(path):
         raise UserError(f"{given_as}: no such file; give a reset plan (YAML) or the keys themselves, e.g. --reset \"down enter 10\"")
