@@ -70,7 +70,6 @@ def _figure(png: bytes, caption: str) -> dict[str, str]:
 
 def facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
     """The header's lines: what was run and what came of it."""
-    cov = summary.get("coverage", {})
     out = [("game", summary["game"]), ("explorer", summary["agent"] or "–"),
            ("objects found by", summary.get("objects_found_by") or "not recorded"),
            ("test policy", summary.get("test_policy") or ("not recorded" if summary["tests"] else "none (the run tested no object)")),
@@ -78,6 +77,27 @@ def facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
            ("episodes", summary["episodes"]), ("steps", summary["steps"])]
     if summary.get("rules"):
         out.insert(1, ("tester rules", summary["rules"]))
+    out += _coverage_facts(summary)
+    out += _object_facts(summary)
+    out.append(("findings", sum(summary["findings"].values()) if summary["findings"] else 0))
+    out += _behaviour_test_facts(summary)
+    if "load" in summary:
+        out.append(("low-FPS points (frame time over t = %.2f ms on most visits)" % summary["load"]["threshold_ms"],
+                    summary["load"]["points"]))
+    out += _level_facts(summary)
+    if summary.get("softlock_oracle"):
+        out.append(("softlock oracle", summary["softlock_oracle"]))
+    out += harness_facts(summary)
+    if summary.get("stopped_early"):
+        out.append(("stopped early", summary["stopped_early"]))
+    return out
+
+
+def _coverage_facts(summary: dict[str, Any]) -> list[tuple[str, Any]]:
+    """How much of the game the run saw: the map's cells where positions were recorded, else frame
+    cells and places, so that a run without a map still says how far it went."""
+    cov = summary.get("coverage", {})
+    out: list[tuple[str, Any]] = []
     if "reachable_share" in cov:
         out.append(("reachable area covered (walkable cells reachable from the start, doors open, lifts moved)",
                     f"{cov['reachable_share']:.1%} of {cov['reachable_cells']} cells"))
@@ -96,8 +116,14 @@ def facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
                     summary["places"]["places"]))
     if summary.get("map_missing"):
         out.append(("map", f"missing: {summary['map_missing']}"))
+    return out
+
+
+def _object_facts(summary: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The objects the run tested, and how many tests hit a real object (when the game's labels
+    could score them), so that phantom detections are not counted as coverage."""
     tested = f"{summary['oois_tested']}" + (f" of {summary['oois_total']}" if "oois_total" in summary else "")
-    out.append(("objects tested", tested))
+    out: list[tuple[str, Any]] = [("objects tested", tested)]
     if summary.get("test_precision") is not None:
         out.append(("tests of real objects (scored by the game's labels: an object in the tested box)",
                     f"{summary['tests_matched']} of {summary['tests']} ({summary['test_precision']:.0%}); "
@@ -109,32 +135,37 @@ def facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
         out.append(("objects by state", ", ".join(f"{STATE_BY_KEY[k].label}: {v}" for k, v in summary["oois_by_state"].items())))
     if summary.get("objects_note"):
         out.append(("objects", summary["objects_note"]))
-    out.append(("findings", sum(summary["findings"].values()) if summary["findings"] else 0))
+    return out
+
+
+def _behaviour_test_facts(summary: dict[str, Any]) -> list[tuple[str, Any]]:
+    """How often the test policy did what it was asked: on real objects when the labels say which
+    were real (with the failures by kind), else over all tests."""
     if summary.get("test_success_on_real") is not None:
         failures = summary.get("test_failures_on_real") or {}
         why = "; failed: " + ", ".join(f"{k} {v}" for k, v in failures.items()) if failures else ""
-        out.append(("behaviour tests of real objects performed as asked", f"{summary['test_success_on_real']:.0%}{why}"))
-    elif summary["test_success_rate"] is not None:
-        out.append(("behaviour tests performed as asked", f"{summary['test_success_rate']:.0%}"))
-    if "load" in summary:
-        out.append(("low-FPS points (frame time over t = %.2f ms on most visits)" % summary["load"]["threshold_ms"],
-                    summary["load"]["points"]))
+        return [("behaviour tests of real objects performed as asked", f"{summary['test_success_on_real']:.0%}{why}")]
+    if summary["test_success_rate"] is not None:
+        return [("behaviour tests performed as asked", f"{summary['test_success_rate']:.0%}")]
+    return []
+
+
+def _level_facts(summary: dict[str, Any]) -> list[tuple[str, Any]]:
+    """What the level's geometry says of the run (doors, unreached sectors, deaths, softlocks);
+    nothing when the game has no level section."""
     level = summary.get("level")
-    if level:
-        doors = level["doors"]
-        out.append(("doors", f"{doors['opened']} of {doors['total']} opened; used without effect {doors['no effect']}, "
-                             f"used not gone through {doors['pressed']}, reached not used {doors['reached']}, "
-                             f"never reached {doors['never reached']}"))
-        out.append(("sectors reachable in the level's geometry that no one reached", len(level["unreached_sectors"])))
-        if summary.get("rules") in ("play", "no-monsters") or level["deaths"]:
-            out.append(("deaths (each a finding; the level started again)", len(level["deaths"])))
-        out.append(("softlocks (trapped for good, by the level's geometry; each a finding, the episode ended there)",
-                    len(level.get("softlocks", []))))
-    if summary.get("softlock_oracle"):
-        out.append(("softlock oracle", summary["softlock_oracle"]))
-    out += harness_facts(summary)
-    if summary.get("stopped_early"):
-        out.append(("stopped early", summary["stopped_early"]))
+    if not level:
+        return []
+    doors = level["doors"]
+    out: list[tuple[str, Any]] = [
+        ("doors", f"{doors['opened']} of {doors['total']} opened; used without effect {doors['no effect']}, "
+                  f"used not gone through {doors['pressed']}, reached not used {doors['reached']}, "
+                  f"never reached {doors['never reached']}"),
+        ("sectors reachable in the level's geometry that no one reached", len(level["unreached_sectors"]))]
+    if summary.get("rules") in ("play", "no-monsters") or level["deaths"]:
+        out.append(("deaths (each a finding; the level started again)", len(level["deaths"])))
+    out.append(("softlocks (trapped for good, by the level's geometry; each a finding, the episode ended there)",
+                len(level.get("softlocks", []))))
     return out
 
 
