@@ -94,6 +94,49 @@ class _Slot:
         self.generator = torch.Generator().manual_seed(job.seed)
 
 
+def _choose_actions(
+    agents: Sequence[nn.Module], slots: list[_Slot | None], frames: list[np.ndarray | None], spec: FrameSpec
+) -> np.ndarray:
+    """One action per instance (0 where it idles). The instances playing the same policy go through
+    it in one batch; each samples with its own job's generator, so a job's actions do not depend on
+    which instance or which neighbours it had."""
+    actions = np.zeros(len(slots), dtype=np.int64)
+    by_policy: dict[int, list[int]] = {}
+    for i, slot in enumerate(slots):
+        if slot is not None:
+            by_policy.setdefault(slot.result.job.policy, []).append(i)
+    with torch.no_grad():
+        for policy, members in by_policy.items():
+            agent = agents[policy]
+            raw = np.stack([spec.resize(frames[i]) for i in members])
+            inputs = agent.prepare(torch.as_tensor(raw)).unsqueeze(0)
+            state = torch.cat([slots[i].state for i in members])
+            done = torch.tensor([[float(slots[i].first) for i in members]])
+            out = agent(inputs, state, done)
+            probs = torch.softmax(out.logits[0].float(), dim=-1)
+            for k, i in enumerate(members):
+                slot = slots[i]
+                slot.state, slot.first = out.state[k : k + 1], False
+                actions[i] = int(torch.multinomial(probs[k], 1, generator=slot.generator))
+    return actions
+
+
+def _record_step(
+    slot: _Slot, action: int, obs: np.ndarray, reward: float, info: dict, ended: bool, coverage: StateCoverageConfig
+) -> None:
+    """Add one step to the slot's episode result (reward, action, state covered) and show it to
+    its watcher, closing the watcher when the episode ended."""
+    r = slot.result
+    r.reward += reward
+    r.steps += 1
+    r.actions.append(action)
+    r.states.add(state_key(obs, info, coverage))
+    if slot.watcher is not None:
+        slot.watcher.step(action, obs, reward, info, ended)
+        if ended:
+            slot.watcher.close()
+
+
 def evaluate(
     agents: Sequence[nn.Module],
     jobs: Sequence[EvalJob],
@@ -130,24 +173,7 @@ def evaluate(
     frames: list[np.ndarray | None] = [None] * n
     start(np.ones(n, dtype=bool))
     while any(s is not None for s in slots):
-        actions = np.zeros(n, dtype=np.int64)
-        by_policy: dict[int, list[int]] = {}
-        for i, slot in enumerate(slots):
-            if slot is not None:
-                by_policy.setdefault(slot.result.job.policy, []).append(i)
-        with torch.no_grad():
-            for policy, members in by_policy.items():
-                agent = agents[policy]
-                raw = np.stack([spec.resize(frames[i]) for i in members])
-                inputs = agent.prepare(torch.as_tensor(raw)).unsqueeze(0)
-                state = torch.cat([slots[i].state for i in members])
-                done = torch.tensor([[float(slots[i].first) for i in members]])
-                out = agent(inputs, state, done)
-                probs = torch.softmax(out.logits[0].float(), dim=-1)
-                for k, i in enumerate(members):
-                    slot = slots[i]
-                    slot.state, slot.first = out.state[k : k + 1], False
-                    actions[i] = int(torch.multinomial(probs[k], 1, generator=slot.generator))
+        actions = _choose_actions(agents, slots, frames, spec)
         obs, rewards, terminations, truncations, infos = envs.step(actions)
         ended = np.logical_or(terminations, truncations)
         if on_steps is not None:
@@ -157,17 +183,9 @@ def evaluate(
             if slot is None:
                 continue
             info = unbatch_info(infos, i)
-            r = slot.result
-            r.reward += float(rewards[i])
-            r.steps += 1
-            r.actions.append(int(actions[i]))
-            r.states.add(state_key(obs[i], info, coverage))
-            if slot.watcher is not None:
-                slot.watcher.step(int(actions[i]), obs[i], float(rewards[i]), info, bool(ended[i]))
+            _record_step(slot, int(actions[i]), obs[i], float(rewards[i]), info, bool(ended[i]), coverage)
             if ended[i]:
-                if slot.watcher is not None:
-                    slot.watcher.close()
-                results.append(r)
+                results.append(slot.result)
         if ended.any():
             start(ended)
     order = {job: k for k, job in enumerate(jobs)}
