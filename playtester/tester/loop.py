@@ -35,7 +35,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -231,6 +231,20 @@ class ClaimLog:
 
 class RunStopped(Exception):
     """The game cannot go on (crashed too often, or will not start again); the message says why."""
+
+
+class _TestPlay(NamedTuple):
+    """What the test policy's steps on one OOI came to."""
+
+    obs: np.ndarray
+    info: dict[str, Any]
+    reward: float
+    terminated: bool
+    truncated: bool
+    actions: list[int]
+    crops: list[tuple[np.ndarray, list[float]]]
+    found: str  # each detector pass of the test: found its object again (1) or not (0)
+    last_seen: list[float] | None
 
 
 class TesterEnv(gym.Wrapper):
@@ -555,18 +569,29 @@ class TesterEnv(gym.Wrapper):
         return {"target": "matched", "target_ooi": key}, witness
 
     def _run_test(self, obs: np.ndarray, info: dict[str, Any], target: Detection):
+        """Hand the game to the test policy on `target` for up to `test_steps` steps, then judge
+        and log the test; returns the last step's outcome with the test's summed reward."""
         ooi, kind = target["ooi"], target["class"]
         by_sight = "view" in target  # no telemetry named it: remember how it looks
         self.claims.claim(ooi, self.episode, kind, [target["view"]] if by_sight else ())
         self._forget_candidates()
         scored, witness = self._score_start(info, target)
-        start_frame = obs
+        start_frame, start = obs, self.t
         self.tester.reset()
+        play = self._play_test(obs, info, target, witness)
+        if by_sight:
+            self._remember_test_views(target, play)
+        self._log_test(target, play, start, start_frame, scored, witness)
+        return play.obs, play.reward, play.terminated, play.truncated, play.info
+
+    def _play_test(self, obs: np.ndarray, info: dict[str, Any], target: Detection, witness: TestWitness | None) -> _TestPlay:
+        """The test policy's steps, the tested box followed between detector passes (by the OOI's
+        id or its overlap; by the box tracker in between when `track_every` > 1)."""
+        ooi = target["ooi"]
         box: list[float] | None = target["box"]
         last_seen = box
-        crops, actions, frames = [], [], []
+        crops, actions = [], []
         found = []  # what each detector pass of the test said: found its object again (1) or not (0)
-        start = self.t
         total = 0.0
         terminated = truncated = False
         tracker = BoxTracker() if self.cfg.track_every > 1 else None  # follows the OOI between detector passes
@@ -578,7 +603,6 @@ class TesterEnv(gym.Wrapper):
             actions.append(a)
             obs, r, terminated, truncated, info = self._step(a, "test", ooi)
             total += r
-            frames.append(obs)
             if terminated or truncated or len(actions) % self.cfg.track_every == 0:
                 box = self._track(obs, info, target, box if box is not None else last_seen)
                 found.append("1" if box is not None else "0")
@@ -594,24 +618,37 @@ class TesterEnv(gym.Wrapper):
                 witness.step(a, info, box)
             if terminated or truncated:
                 break
-        if by_sight and last_seen is not None:
-            self.following[ooi] = {**target, "box": last_seen}
-        if by_sight and crops:  # the views the test saw: from any side it comes back from, it is known
+        return _TestPlay(obs, info, total, terminated, truncated, actions, crops, "".join(found), last_seen)
+
+    def _remember_test_views(self, target: Detection, play: _TestPlay) -> None:
+        """An OOI known only by sight: follow it from where the test last saw it, and claim the
+        views the test saw, so that from any side it comes back from it is known."""
+        ooi = target["ooi"]
+        if play.last_seen is not None:
+            self.following[ooi] = {**target, "box": play.last_seen}
+        if play.crops:
+            crops = play.crops
             picks = np.linspace(0, len(crops) - 1, num=min(VIEWS_PER_TEST, len(crops))).round().astype(int)
             views = [v for v in (appearance_signature(*crops[i]) for i in sorted(set(picks))) if v is not None]
-            self.claims.claim(ooi, self.episode, kind, views)
+            self.claims.claim(ooi, self.episode, target["class"], views)
+
+    def _log_test(self, target: Detection, play: _TestPlay, start: int, start_frame: np.ndarray,
+                  scored: dict[str, Any], witness: TestWitness | None) -> None:
+        """Judge the test (JSD of its actions against the expert's, the texture oracle on its
+        crops), write its record to tests.jsonl, and save a texture finding when the oracle says so."""
+        ooi, kind, actions, crops = target["ooi"], target["class"], play.actions, play.crops
         score = jsd(action_distribution(actions, len(self.expert)), self.expert)
         verdict = self.texture.judge(kind, crops) if self.texture is not None else None
         success = score <= self.threshold
         record = {"env": self.env_index, "episode": self.episode, "step": start, "ooi": ooi, "kind": kind,
                   "box": [round(float(v), 1) for v in target["box"]], "score": round(float(target["score"]), 3),
-                  "steps": len(actions), "jsd": score, "success": success, "crops": len(crops), "found": "".join(found),
+                  "steps": len(actions), "jsd": score, "success": success, "crops": len(crops), "found": play.found,
                   "texture": None if verdict is None else {"bug": verdict.bug, "aspect_ratio": verdict.aspect_ratio,
                                                            "texel_ratio": verdict.texel_ratio, "crops": verdict.crops},
                   **scored}
         if witness is not None and not success:
             record["failure"] = witness.failure()
-        if self.negatives is not None and found and not crops:
+        if self.negatives is not None and play.found and not crops:
             # no detector pass of the test found it again: its first frame is a candidate negative
             record["negative"] = self.negatives.write(start_frame, self.episode, start, "test found nothing", [target])
         self.tests.write(record)
@@ -619,7 +656,6 @@ class TesterEnv(gym.Wrapper):
             self._save(Finding("texture", f"{kind} OOI {ooi} looks {verdict.bug} (aspect ×{verdict.aspect_ratio:.2f}, "
                                           f"texel ×{verdict.texel_ratio:.2f})", self.episode, self.t - 1,
                                {"ooi": ooi, "kind": kind, "bug": verdict.bug, **scored}))
-        return obs, total, terminated, truncated, info
 
     # -- findings -----------------------------------------------------------------------------
     def _finding_prefix(self) -> str:
