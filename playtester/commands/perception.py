@@ -149,10 +149,7 @@ def eval_detector(
     """Per-class AP50 and AP@[.5:.95] of a detector on labelled shots (the paper's Table I), also
     for the healthy and the bugged boxes apart when the file marks bugs; the per-class score
     thresholds the checkpoint keeps, and with --target-precision those these shots give."""
-    from playtester.datasets.detection import detector_splits, load_coco
     from playtester.perception.detector import detector_memory, load_detector
-    from playtester.perception.detector_eval import evaluate_variants
-    from playtester.perception.recipes import too_few_to_score
     from playtester.perception.training import resolve_device
 
     if store and target_precision is None:
@@ -160,6 +157,19 @@ def eval_detector(
     with about("--ckpt"):
         detector = load_detector(ckpt, resolve_device(None if device == "auto" else device))
     check_memory(detector_memory(detector.config, batch_size, training=False), f"--batch-size {batch_size}")
+    data = _eval_shots(ckpt, coco, images, split, store, detector)
+    inputs_checked()
+    _report_ap(detector, data, f"{ckpt.name} on {coco.name}", split, batch_size, json_out)
+    _show_thresholds(ckpt, detector, data, target_precision, store, batch_size)
+
+
+def _eval_shots(ckpt: Path, coco: Path, images: Path | None, split: str, store: bool, detector):
+    """The labelled shots `eval detector` scores, checked before any work: the detector's classes,
+    a split the checkpoint can name (its own held-out shots, the same way training drew them), not
+    empty, and enough background images when --store will keep thresholds picked on them."""
+    from playtester.datasets.detection import detector_splits, load_coco
+    from playtester.perception.recipes import too_few_to_score
+
     _check_eval_classes(coco, ckpt, detector.classes)
     data = load_coco(coco, images, classes=detector.classes)
     if split != "all":
@@ -180,10 +190,17 @@ def eval_detector(
     scant = too_few_to_score(data.counts(), f"boxes in the {split} split", "score on more shots")
     if scant:
         console.print(scant)
-    inputs_checked()
+    return data
+
+
+def _report_ap(detector, data, title: str, split: str, batch_size: int, json_out: Path | None) -> None:
+    """Print the AP table of every box, and of the healthy and the bugged boxes apart when the
+    shots mark bugs; write them as JSON to `json_out` when given."""
+    from playtester.perception.detector_eval import evaluate_variants
+
     tables = evaluate_variants(detector, data, batch_size=batch_size, progress=True)
     table = tables["all"]
-    _print_ap_table(table, f"{ckpt.name} on {coco.name} ({split}: {table.images} images)")
+    _print_ap_table(table, f"{title} ({split}: {table.images} images)")
     marked = any(im.bugged.any() for im in data.images)
     if marked:
         for variant in ("healthy", "bugged"):
@@ -196,7 +213,6 @@ def eval_detector(
             doc["variants"] = {v: tables[v].to_json() for v in ("healthy", "bugged")}
         write_text_atomic(json_out, json.dumps(doc, indent=1))
         console.print(f"wrote {json_out}")
-    _show_thresholds(ckpt, detector, data, target_precision, store, batch_size)
 
 
 def _show_thresholds(ckpt: Path, detector, data, target: float | None, store: bool, batch_size: int) -> None:
