@@ -68,20 +68,33 @@ def train_policy(
     """
     give_cores(threads)
     from playtester.imitation.fit import fit_policy
-    from playtester.imitation.policy import PolicyConfig, training_memory
     from playtester.imitation.training import TrainConfig
 
-    features = _encoder_features(encoder)
-    check_memory(training_memory(PolicyConfig(feature_dim=features, global_hidden=global_hidden, local_hidden=local_hidden),
-                                 batch_size, chunk, teacher=not no_teacher),
-                 f"--global-hidden {global_hidden} with --local-hidden {local_hidden}, --batch-size {batch_size}, "
-                 f"--chunk {chunk} and {features} encoder features")
+    _check_training_memory(encoder, global_hidden, local_hidden, batch_size, chunk, teacher=not no_teacher)
     _check_demos_and_init(demos, init, behavior)
     tcfg = TrainConfig(epochs=epochs, batch_size=batch_size, chunk=chunk, lr_peak=lr, lr_start=lr / 10,
                        teacher=not no_teacher, seed=seed, idm_weight=idm_weight, idm_min_confidence=idm_min_confidence)
     result = fit_policy(demos, encoder, out, tcfg, behavior=behavior, max_minutes=max_minutes, logdir=logdir,
                         shape={"global_hidden": global_hidden, "local_hidden": local_hidden},
                         say=lambda msg: console.print(msg), init=init, resume=resume)
+    _print_trained_policy(result, out)
+
+
+def _check_training_memory(encoder: Path, global_hidden: int, local_hidden: int, batch_size: int, chunk: int, teacher: bool) -> None:
+    """Refuse, before any data is read, a policy shape and batch that would not fit in memory,
+    naming the options that set them."""
+    from playtester.imitation.policy import PolicyConfig, training_memory
+
+    features = _encoder_features(encoder)
+    check_memory(training_memory(PolicyConfig(feature_dim=features, global_hidden=global_hidden, local_hidden=local_hidden),
+                                 batch_size, chunk, teacher=teacher),
+                 f"--global-hidden {global_hidden} with --local-hidden {local_hidden}, --batch-size {batch_size}, "
+                 f"--chunk {chunk} and {features} encoder features")
+
+
+def _print_trained_policy(result, out: Path) -> None:
+    """The trained policy's held-out accuracy per action, its best validation loss and the
+    success threshold its tests will be scored by."""
     tag, keymap, held_out, scoring = result.behavior, result.keymap, result.held_out, result.scoring
     table = Table(title=f"policy {tag}: held-out accuracy per action ({result.held_out_split} episodes)")
     table.add_column("action")
