@@ -117,11 +117,7 @@ def run_plan(
     harness = window_harness(game, launch, reset)
     check_object_source(detector, oracle_labels, needed=_looks_for_objects(the_plan), needed_by=f"plan {plan} (it looks for objects)")
     registry = load_validations(validations) if validations else ValidationRegistry()
-    if path_policy is not None:
-        from playtester.imitation.live import load_policy
-
-        with about("--path-policy"):  # a bad checkpoint is refused before the game starts
-            load_policy(path_policy)
+    _check_path_policy(path_policy)
     if out.exists() and not overwrite:
         raise UserError(f"--out {out}: the folder exists; give --overwrite to replace it")
     policies = [b.partition("=")[2] for b in behavior] + list(the_plan.behaviors.values()) + [path_policy]
@@ -142,13 +138,29 @@ def run_plan(
             report = write_plan_report(out, result)
     finally:
         env.close()
+    _say_plan_result(the_plan.name, result, report)
+
+
+def _check_path_policy(path_policy: Path | None) -> None:
+    """Load --path-policy once before the game starts, so that a bad checkpoint is refused in one
+    line naming the option rather than after the game is up."""
+    if path_policy is not None:
+        from playtester.imitation.live import load_policy
+
+        with about("--path-policy"):  # a bad checkpoint is refused before the game starts
+            load_policy(path_policy)
+
+
+def _say_plan_result(name: str, result, report: Path) -> None:
+    """One line: the plan passed, or how many nodes and rule firings failed and the first one's
+    reason; exit status 1 when it failed."""
     failed = [r for r in result.nodes + result.rules if not r.passed]
     if result.passed:
-        console.print(f"plan {the_plan.name} PASSED: {len(result.nodes)} nodes, {len(result.rules)} rule firings, "
+        console.print(f"plan {name} PASSED: {len(result.nodes)} nodes, {len(result.rules)} rule firings, "
                       f"{result.steps} steps; report {report}")
         return
     first = failed[0]
-    console.print(f"plan {the_plan.name} FAILED: {len(failed)} of {len(result.nodes) + len(result.rules)} nodes and rule "
+    console.print(f"plan {name} FAILED: {len(failed)} of {len(result.nodes) + len(result.rules)} nodes and rule "
                   f"firings; first: {first.kind} {first.index + 1} ({first.name}): {first.reasons[0]}; report {report}")
     raise typer.Exit(1)
 
