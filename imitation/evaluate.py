@@ -29,6 +29,9 @@ def evaluate_policy(
     live: LivePolicy, game: str, behavior: str, *, episodes: int, steps: int | None, seed: int,
     greedy: bool = False, ckpt: str = "policy",
 ) -> dict[str, Any]:
+    """Play `episodes` tests of `behavior` on `game` from held-out starts (one rng, seeded by
+    `seed`, draws the starts and the sampled actions), each scored by the JSD of its actions
+    against the expert's and by the behaviour's own measures."""
     scoring = live.scoring
     if "expert_distribution" not in scoring:
         raise UserError(f"checkpoint {ckpt}: it has no scoring data (expert distribution); retrain it")
@@ -37,52 +40,71 @@ def evaluate_policy(
     steps = steps or int(round(1.5 * scoring.get("max_length", 200)))
     env = make_game(game)
     try:
-        unwrapped = env.unwrapped
-        if not unwrapped.keymap.same_actions(live.keymap):
-            raise UserError(
-                f"checkpoint {ckpt}: its key map ({', '.join(live.keymap.names)}) differs from "
-                f"{game}'s ({', '.join(unwrapped.keymap.names)}); train it on demos from this game"
-            )
-        layout = getattr(getattr(unwrapped, "scenario", None), "layout", None)
-        if layout is None:
-            raise UserError(f"eval policy --game {game}: the behaviour's measures need a game with ground truth (doom:park)")
+        layout = _scored_layout(env, live, game, ckpt)
         rng = np.random.default_rng(seed)
         targets, starts, held_out = held_out_cases(layout, scoring, game, behavior)
         tests = []
         for i in range(episodes):
             live.reset()
-            if behavior == "inspect":
-                ooi = targets[i % len(targets)]
-                frame, info = env.reset(seed=seed + i, options={"start": inspect_start(layout, ooi, rng, facing_spread=20.0)})
-                progress = CircleProgress(ooi)
-            else:
-                frame, info = env.reset(seed=seed + i, options={"start": starts[int(rng.integers(len(starts)))]})
-            actions, on_path, cells = [], 0, set()
-            for _ in range(steps):
-                box = None
-                if behavior == "inspect":
-                    seen = ooi_on_screen(info, ooi.id)
-                    box = seen["box"] if seen else None
-                probs = live.step(frame, box)
-                action = int(np.argmax(probs)) if greedy else int(rng.choice(len(probs), p=probs / probs.sum()))
-                actions.append(action)
-                frame, _, terminated, truncated, info = env.step(action)
-                x, y, _ = info["position"]
-                on_path += layout.on_pathway(x, y)
-                cells.add(layout.cell_of(x, y))
-                if behavior == "inspect":
-                    progress.update(x, y, ooi_on_screen(info, ooi.id) is not None)
-                if terminated or truncated:
-                    break
+            target = targets[i % len(targets)] if behavior == "inspect" else None
+            actions, measures = _play_test(live, env, layout, target, starts, rng, seed + i, steps, greedy)
             score = jsd(action_distribution(actions, len(expert)), expert)
-            result: dict[str, Any] = {"jsd": score, "success": score <= threshold, "steps": len(actions)}
-            if behavior == "inspect":
-                result.update(ooi=ooi.id, degrees=progress.degrees, on_screen=progress.steps_on_screen / max(1, progress.steps))
-            else:
-                result.update(on_path=on_path / len(actions), cells=len(cells))  # standing still on a path is not walking it
-            tests.append(result)
+            tests.append({"jsd": score, "success": score <= threshold, "steps": len(actions), **measures})
     finally:
         env.close()
+    return {"game": game, "behavior": behavior, "summary": _summary(tests, behavior, threshold, held_out), "tests": tests}
+
+
+def _scored_layout(env, live: LivePolicy, game: str, ckpt: str):
+    """The game's ground-truth layout, which the behaviour's measures need; refused in one line
+    when the game has none or plays with another key map than the policy's."""
+    unwrapped = env.unwrapped
+    if not unwrapped.keymap.same_actions(live.keymap):
+        raise UserError(
+            f"checkpoint {ckpt}: its key map ({', '.join(live.keymap.names)}) differs from "
+            f"{game}'s ({', '.join(unwrapped.keymap.names)}); train it on demos from this game"
+        )
+    layout = getattr(getattr(unwrapped, "scenario", None), "layout", None)
+    if layout is None:
+        raise UserError(f"eval policy --game {game}: the behaviour's measures need a game with ground truth (doom:park)")
+    return layout
+
+
+def _play_test(
+    live: LivePolicy, env, layout, target, starts: list[int], rng: np.random.Generator, seed: int, steps: int, greedy: bool,
+) -> tuple[list[int], dict[str, Any]]:
+    """One test: inspect `target` (from a start facing it) or, with no target, walk from a random
+    path start; its actions and the behaviour's measures (degrees circled and time on screen, or
+    share of steps on a pathway and cells reached)."""
+    if target is not None:
+        frame, info = env.reset(seed=seed, options={"start": inspect_start(layout, target, rng, facing_spread=20.0)})
+        progress = CircleProgress(target)
+    else:
+        frame, info = env.reset(seed=seed, options={"start": starts[int(rng.integers(len(starts)))]})
+    actions, on_path, cells = [], 0, set()
+    for _ in range(steps):
+        box = None
+        if target is not None:
+            seen = ooi_on_screen(info, target.id)
+            box = seen["box"] if seen else None
+        probs = live.step(frame, box)
+        action = int(np.argmax(probs)) if greedy else int(rng.choice(len(probs), p=probs / probs.sum()))
+        actions.append(action)
+        frame, _, terminated, truncated, info = env.step(action)
+        x, y, _ = info["position"]
+        on_path += layout.on_pathway(x, y)
+        cells.add(layout.cell_of(x, y))
+        if target is not None:
+            progress.update(x, y, ooi_on_screen(info, target.id) is not None)
+        if terminated or truncated:
+            break
+    if target is not None:
+        return actions, {"ooi": target.id, "degrees": progress.degrees, "on_screen": progress.steps_on_screen / max(1, progress.steps)}
+    return actions, {"on_path": on_path / len(actions), "cells": len(cells)}  # standing still on a path is not walking it
+
+
+def _summary(tests: list[dict[str, Any]], behavior: str, threshold: float, held_out: bool) -> dict[str, Any]:
+    """The tests' success rate and mean JSD, with the behaviour's measures averaged."""
     summary: dict[str, Any] = {"success_rate": float(np.mean([t["success"] for t in tests])), "threshold": threshold,
                                "mean_jsd": float(np.mean([t["jsd"] for t in tests])), "held_out": held_out}
     if behavior == "inspect":
@@ -90,4 +112,4 @@ def evaluate_policy(
         summary.update(circled_270=float(np.mean([d >= 270 for d in degrees])), median_degrees=float(np.median(degrees)))
     else:
         summary.update(on_path=float(np.mean([t["on_path"] for t in tests])), cells=float(np.mean([t["cells"] for t in tests])))
-    return {"game": game, "behavior": behavior, "summary": summary, "tests": tests}
+    return summary
