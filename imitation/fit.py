@@ -74,12 +74,7 @@ def fit_policy(
     once `out` is written; `resume` goes on from there, with the same demos, encoder and settings."""
     out = Path(out)
     folder = training_folder(out)
-    settings = json.loads(json.dumps({
-        "demos": sorted(str(Path(d).resolve()) for d in ([demos] if isinstance(demos, (str, Path)) else demos)),
-        "encoder": str(Path(encoder).resolve()), "behavior": behavior, "shape": shape, "init": init and str(Path(init).resolve()),
-        "train": {k: v for k, v in asdict(tcfg).items() if k != "epochs"},  # more epochs may be asked on resuming
-    }))
-    last = folder / "last.ckpt"
+    settings = _training_settings(demos, encoder, behavior, shape, init, tcfg)
     if resume:
         check_resumable(out, folder, settings)
     L.seed_everything(tcfg.seed, verbose=False)
@@ -99,23 +94,8 @@ def fit_policy(
         warm_start(module, init)
         say(f"starting from the weights of {init}")
     inputs_checked()  # the demos, the encoder and --init are read: from here on the training's state is kept
-    if not resume:
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
-        write_text_atomic(folder / "settings.json", json.dumps(settings, indent=1))
-    if resume:
-        finished = int(load_torch_file(last, "the interrupted training's state")["epoch"]) + 1
-        say(f"going on after the {finished} finished epochs of the interrupted training ({last})")
-    best = ModelCheckpoint(folder, filename="best", monitor="val/loss", mode="min", save_weights_only=True,
-                           enable_version_counter=False)
-    trainer = make_trainer(
-        name="policy", logdir=logdir or out.parent / "logs", epochs=tcfg.epochs, max_minutes=max_minutes, progress=progress,
-        callbacks=[EarlyStopping("val/loss", patience=tcfg.patience), best, keep_last(last)],
-    )
-    with warnings.catch_warnings():  # the frozen encoder and the EMA teacher are in eval mode on purpose
-        warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode.*")
-        warnings.filterwarnings("ignore", message=r".*exists and is not empty.*")  # the state folder: its own files
-        trainer.fit(module, datamodule=dm, ckpt_path=last if resume else None)
+    _open_training_state(folder, settings, resume, say)
+    best, trainer = _train(module, dm, tcfg, folder, logdir or out.parent / "logs", max_minutes, progress, resume)
     if best.best_model_path:  # else no validation ran (the time limit came first): the last weights
         module.model.load_state_dict(read_checkpoint(best.best_model_path, "policy")[1])
     save_checkpoint_atomic(trainer, out)
@@ -124,6 +104,52 @@ def fit_policy(
     held_out = evaluate_offline(module.model, test)
     best_val = float(best.best_model_score) if best.best_model_score is not None else float("inf")
     return FitResult(module, tag, dm.keymap, scoring, held_out, "test" if dm.trajs["test"] else "validation", best_val)
+
+
+def _training_settings(
+    demos: str | Path | Sequence[str | Path], encoder: str | Path, behavior: str | None, shape: dict[str, Any] | None,
+    init: str | Path | None, tcfg: TrainConfig,
+) -> dict[str, Any]:
+    """What a training is run with, as JSON would read it back: `--resume` refuses to go on with
+    other demos, encoder or settings (the epochs alone may change)."""
+    return json.loads(json.dumps({
+        "demos": sorted(str(Path(d).resolve()) for d in ([demos] if isinstance(demos, (str, Path)) else demos)),
+        "encoder": str(Path(encoder).resolve()), "behavior": behavior, "shape": shape, "init": init and str(Path(init).resolve()),
+        "train": {k: v for k, v in asdict(tcfg).items() if k != "epochs"},  # more epochs may be asked on resuming
+    }))
+
+
+def _open_training_state(folder: Path, settings: dict[str, Any], resume: bool, say: Callable[[str], None]) -> None:
+    """A fresh state folder holding the training's settings, or (resuming) say how many epochs the
+    interrupted training had finished."""
+    if not resume:
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        write_text_atomic(folder / "settings.json", json.dumps(settings, indent=1))
+    if resume:
+        last = folder / "last.ckpt"
+        finished = int(load_torch_file(last, "the interrupted training's state")["epoch"]) + 1
+        say(f"going on after the {finished} finished epochs of the interrupted training ({last})")
+
+
+def _train(
+    module: BehaviourCloning, dm: DemoDataModule, tcfg: TrainConfig, folder: Path, logdir: str | Path,
+    max_minutes: float | None, progress: bool, resume: bool,
+) -> tuple[ModelCheckpoint, L.Trainer]:
+    """Fit with early stopping on the validation loss, the best epoch's weights and the last
+    epoch's state kept in `folder` (the last is where `resume` goes on from)."""
+    last = folder / "last.ckpt"
+    best = ModelCheckpoint(folder, filename="best", monitor="val/loss", mode="min", save_weights_only=True,
+                           enable_version_counter=False)
+    trainer = make_trainer(
+        name="policy", logdir=logdir, epochs=tcfg.epochs, max_minutes=max_minutes, progress=progress,
+        callbacks=[EarlyStopping("val/loss", patience=tcfg.patience), best, keep_last(last)],
+    )
+    with warnings.catch_warnings():  # the frozen encoder and the EMA teacher are in eval mode on purpose
+        warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode.*")
+        warnings.filterwarnings("ignore", message=r".*exists and is not empty.*")  # the state folder: its own files
+        trainer.fit(module, datamodule=dm, ckpt_path=last if resume else None)
+    return best, trainer
 
 
 def training_folder(out: str | Path) -> Path:
