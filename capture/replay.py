@@ -98,19 +98,7 @@ def replay_episode(
     check_actions([step.get("action") for step in episode.steps], env, f"episode {episode.name}")
     result = ReplayResult()
     frames = episode.frames
-    reset = episode.meta.get("reset") or {}
-    seed = reset.get("seed")
-    if seed is None:
-        result.notes.append("the episode has no reset seed: the start may differ from the recording")
-    obs, _ = env.reset(seed=seed, options=reset.get("options") or None)
-    comparable = tuple(obs.shape) == tuple(frames.shape[1:])
-    if sync > 0 and comparable:  # a live game: start when it shows what the recording started on
-        deadline = time.perf_counter() + sync
-        while similarity(look(obs), look(np.asarray(frames[0]))) < SYNC_MATCH and time.perf_counter() < deadline:
-            time.sleep(0.05)
-            obs, _ = env.reset(seed=seed, options=reset.get("options") or None)
-    if not comparable:
-        result.notes.append(f"frames are {obs.shape}, the recording's {frames.shape[1:]}: not compared")
+    obs, comparable = _reset_as_recorded(episode, env, sync, result.notes)
 
     def compare(index: int, frame: np.ndarray) -> bool | None:
         if not comparable or index >= len(frames):
@@ -130,12 +118,7 @@ def replay_episode(
     steps = list(episode.steps)
     for t, step in enumerate(steps):
         if speed > 0:
-            due = float(step.get("time", t / fps))
-            if release is not None and t and due - float(steps[t - 1].get("time", (t - 1) / fps)) > 1.5 / fps:
-                # the recording skipped moments when no action's keys were held: let go of them there too
-                _sleep_until(start + (float(steps[t - 1].get("time", (t - 1) / fps)) + 1 / fps) / speed)
-                release()
-            _sleep_until(start + due / speed)
+            _keep_recorded_pace(steps, t, fps, start, speed, release)
         obs, _, terminated, truncated, _ = env.step(int(step["action"]))
         result.steps += 1
         same = compare(t + 1, obs)
@@ -146,6 +129,40 @@ def replay_episode(
             result.notes.append(f"the game ended at step {t} of {len(episode.steps)}")
             break
     return result
+
+
+def _reset_as_recorded(episode, env, sync: float, notes: list[str]) -> tuple[np.ndarray, bool]:
+    """Reset `env` with the recording's seed and options; the first frame, and whether its frames
+    can be compared with the recording's (same shape). With `sync`, reset again until a live game
+    shows the recording's first frame or `sync` seconds pass. Why the start may differ goes to `notes`."""
+    from playtester.capture.window.play_state import look, similarity
+
+    frames = episode.frames
+    reset = episode.meta.get("reset") or {}
+    seed = reset.get("seed")
+    if seed is None:
+        notes.append("the episode has no reset seed: the start may differ from the recording")
+    obs, _ = env.reset(seed=seed, options=reset.get("options") or None)
+    comparable = tuple(obs.shape) == tuple(frames.shape[1:])
+    if sync > 0 and comparable:  # a live game: start when it shows what the recording started on
+        deadline = time.perf_counter() + sync
+        while similarity(look(obs), look(np.asarray(frames[0]))) < SYNC_MATCH and time.perf_counter() < deadline:
+            time.sleep(0.05)
+            obs, _ = env.reset(seed=seed, options=reset.get("options") or None)
+    if not comparable:
+        notes.append(f"frames are {obs.shape}, the recording's {frames.shape[1:]}: not compared")
+    return obs, comparable
+
+
+def _keep_recorded_pace(steps: list[dict], t: int, fps: float, start: float, speed: float, release: Callable[[], None] | None) -> None:
+    """Wait until step `t` is due at the recording's pace (scaled by `speed`); a live window game
+    also lets go of its keys where the recording had a gap with no action held."""
+    due = float(steps[t].get("time", t / fps))
+    if release is not None and t and due - float(steps[t - 1].get("time", (t - 1) / fps)) > 1.5 / fps:
+        # the recording skipped moments when no action's keys were held: let go of them there too
+        _sleep_until(start + (float(steps[t - 1].get("time", (t - 1) / fps)) + 1 / fps) / speed)
+        release()
+    _sleep_until(start + due / speed)
 
 
 def _sleep_until(when: float) -> None:
