@@ -270,65 +270,92 @@ def softlock_levels() -> dict[str, TrapLevel]:
     and round (the traps: a player looking for a way out), or leaves by the exit or the lift and
     walks the room above (the others).
     """
-    room, pit = Room(ceiling=160), Room(floor=-96, ceiling=160, floor_texture="FLAT20")
-    pit_rows = ["###########",
-                "#aaaaaaaaa#",
-                "#aaaapppaa#",
-                "#aaaapppaa#",
-                "#aaaapppaa#",
-                "#aaaaaaaaa#",
-                "###########"]
-    lift_rows = [row.replace("aaaaaaaaa", "aaaaLLLaa", 1) if i == 1 else row for i, row in enumerate(pit_rows)]
-    once = Join(special=DOOR_RAISE, args=(5, 32, 280), repeat=False)  # Door_Raise(tag 5), open 280 tics
-    teleport = Join(special=TELEPORT, args=(0, 3), use=False)  # Teleport(tid 0, sector tag 3), walked over
-    look = (("wait", 40),)  # a look around the room first: a tester taking in the level
-    room_above = (("go", 416, 416), ("go", 576, 416), ("go", 576, 96), ("go", 160, 96), ("go", 160, 416))  # round the pit
-    in_pit = look + (("go", 416, 224),) + _tour(368, 176, 464, 272)
+    return {"pit": _pit_level(), "door": _door_level(), "teleport": _teleport_level(), "drop": _drop_level(),
+            "lift": _lift_level()}
+
+
+_ROOM = Room(ceiling=160)
+_PIT = Room(floor=-96, ceiling=160, floor_texture="FLAT20")
+_LOOK = (("wait", 40),)  # a look around the room first: a tester taking in the level
+_INTO_PIT = _LOOK + (("go", 416, 224),) + _tour(368, 176, 464, 272)
+
+
+def _pit_rows() -> list[str]:
+    """The room with a pit 3 cells wide in it (`pit` and `lift`)."""
+    return ["###########",
+            "#aaaaaaaaa#",
+            "#aaaapppaa#",
+            "#aaaapppaa#",
+            "#aaaapppaa#",
+            "#aaaaaaaaa#",
+            "###########"]
+
+
+def _pit_level() -> TrapLevel:
+    """A pit too deep to climb and too wide to leap: the player who walks in is trapped."""
     out_of_pit = _tour(368, 176, 464, 272, times=20)  # trying to get out: along the walls, round and round
-    return {
-        "pit": TrapLevel(LevelPlan(rows=pit_rows, rooms={"a": room, "p": pit}, start="a"), ("p",), "a pit 96 units deep",
-                         in_pit + out_of_pit),
-        "door": TrapLevel(LevelPlan(
-            rows=["##########",
-                  "#aaaaaaaa#",
-                  "#aaaaaaaa#",
-                  "#aaaaaaaa#",
-                  "####DD####",
-                  "###cccc###",
-                  "###cccc###",
-                  "##########"],
-            rooms={"a": room, "D": Room(ceiling=0, tag=5), "c": room}, joins={("a", "#"): once}, start="a"),
-            ("c",), "a door a switch of one use opens, which closes behind the player",
-            look + (("face", 90), ("forward", 6), ("use",), ("go", 320, 288), ("go", 320, 224), ("go", 320, 128))
-            + _tour(240, 100, 400, 160, times=20)),
-        "teleport": TrapLevel(LevelPlan(
-            rows=["##########",
-                  "#aaaaaaaa#",
-                  "#aaaTTaaa#",
-                  "#aaaTTaaa#",
-                  "#aaaaaaaa#",
-                  "##########",
-                  "###ccc####",
-                  "###ccc####",
-                  "##########"],
-            rooms={"a": room, "T": Room(ceiling=160, floor_texture="GATE1"), "c": Room(ceiling=160, tag=3)},
-            joins={("a", "T"): teleport}, start="a", things=[(14, "c", {})]), ("c",), "a one-way teleporter into a sealed room",
-            look + (("go", 320, 384),) + _tour(224, 96, 352, 160, times=20)),
-        "drop": TrapLevel(LevelPlan(
-            rows=["############",
-                  "#aaaabbbbbb#",
-                  "#aaaabbbbbb#",
-                  "#aaaabbbbbx#",
-                  "############"],
-            rooms={"a": room, "b": Room(floor=-96, ceiling=160), "x": Room(floor=-96, ceiling=160)},
-            joins={("x", "#"): Join(special=EXIT_NORMAL)}, start="a"), (),
-            "a one-way drop to a lower hall that goes on to the exit",
-            look + (("go", 480, 160),) + _tour(416, 96, 608, 224) + (("go", 672, 96), ("face", 0), ("forward", 4), ("use",))
-            + _tour(96, 96, 224, 224) + (("wait", 100),)),
-        "lift": TrapLevel(LevelPlan(
-            rows=lift_rows, rooms={"a": room, "p": pit, "L": Room(ceiling=160, tag=2, floor_texture="FLAT20")},
-            joins={("p", "L"): Join(special=PLAT_DOWN_WAIT_UP_STAY, args=(2, 32, 105))}, start="a"), (),
-            "a pit with a lift that brings the player back up",
-            in_pit + (("go", 416, 288), ("face", 90), ("use",), ("forward", 12), ("wait", 36), ("go", 416, 416))
-            + room_above + (("wait", 100),)),
-    }
+    return TrapLevel(LevelPlan(rows=_pit_rows(), rooms={"a": _ROOM, "p": _PIT}, start="a"), ("p",), "a pit 96 units deep",
+                     _INTO_PIT + out_of_pit)
+
+
+def _door_level() -> TrapLevel:
+    """A closet behind a door that a one-use switch opens for 8 s: it closes behind the player."""
+    once = Join(special=DOOR_RAISE, args=(5, 32, 280), repeat=False)  # Door_Raise(tag 5), open 280 tics
+    return TrapLevel(LevelPlan(
+        rows=["##########",
+              "#aaaaaaaa#",
+              "#aaaaaaaa#",
+              "#aaaaaaaa#",
+              "####DD####",
+              "###cccc###",
+              "###cccc###",
+              "##########"],
+        rooms={"a": _ROOM, "D": Room(ceiling=0, tag=5), "c": _ROOM}, joins={("a", "#"): once}, start="a"),
+        ("c",), "a door a switch of one use opens, which closes behind the player",
+        _LOOK + (("face", 90), ("forward", 6), ("use",), ("go", 320, 288), ("go", 320, 224), ("go", 320, 128))
+        + _tour(240, 100, 400, 160, times=20))
+
+
+def _teleport_level() -> TrapLevel:
+    """A teleporter pad walked over into a sealed room: no way back."""
+    teleport = Join(special=TELEPORT, args=(0, 3), use=False)  # Teleport(tid 0, sector tag 3), walked over
+    return TrapLevel(LevelPlan(
+        rows=["##########",
+              "#aaaaaaaa#",
+              "#aaaTTaaa#",
+              "#aaaTTaaa#",
+              "#aaaaaaaa#",
+              "##########",
+              "###ccc####",
+              "###ccc####",
+              "##########"],
+        rooms={"a": _ROOM, "T": Room(ceiling=160, floor_texture="GATE1"), "c": Room(ceiling=160, tag=3)},
+        joins={("a", "T"): teleport}, start="a", things=[(14, "c", {})]), ("c",), "a one-way teleporter into a sealed room",
+        _LOOK + (("go", 320, 384),) + _tour(224, 96, 352, 160, times=20))
+
+
+def _drop_level() -> TrapLevel:
+    """A one-way drop that is no trap: the lower hall goes on to the exit switch."""
+    return TrapLevel(LevelPlan(
+        rows=["############",
+              "#aaaabbbbbb#",
+              "#aaaabbbbbb#",
+              "#aaaabbbbbx#",
+              "############"],
+        rooms={"a": _ROOM, "b": Room(floor=-96, ceiling=160), "x": Room(floor=-96, ceiling=160)},
+        joins={("x", "#"): Join(special=EXIT_NORMAL)}, start="a"), (),
+        "a one-way drop to a lower hall that goes on to the exit",
+        _LOOK + (("go", 480, 160),) + _tour(416, 96, 608, 224) + (("go", 672, 96), ("face", 0), ("forward", 4), ("use",))
+        + _tour(96, 96, 224, 224) + (("wait", 100),))
+
+
+def _lift_level() -> TrapLevel:
+    """The pit again, with a lift on one side that brings the player back up: no trap."""
+    lift_rows = [row.replace("aaaaaaaaa", "aaaaLLLaa", 1) if i == 1 else row for i, row in enumerate(_pit_rows())]
+    room_above = (("go", 416, 416), ("go", 576, 416), ("go", 576, 96), ("go", 160, 96), ("go", 160, 416))  # round the pit
+    return TrapLevel(LevelPlan(
+        rows=lift_rows, rooms={"a": _ROOM, "p": _PIT, "L": Room(ceiling=160, tag=2, floor_texture="FLAT20")},
+        joins={("p", "L"): Join(special=PLAT_DOWN_WAIT_UP_STAY, args=(2, 32, 105))}, start="a"), (),
+        "a pit with a lift that brings the player back up",
+        _INTO_PIT + (("go", 416, 288), ("face", 90), ("use",), ("forward", 12), ("wait", 36), ("go", 416, 416))
+        + room_above + (("wait", 100),))
