@@ -127,6 +127,68 @@ def wrap_angle(deg: float) -> float:
     return 180.0 if d == -180.0 else d
 
 
+def _check_options(
+    resolution: str, frame_clock: str, frame_skip: int, render_mode: str | None, render_modes: list[str], rules: str | None,
+) -> None:
+    """Refuse in one line, before the engine starts, an option the Doom backend does not take."""
+    from playtester.capture.rules import RULES
+
+    if resolution not in RESOLUTIONS:
+        raise UserError(f"resolution {resolution!r}: use one of {', '.join(RESOLUTIONS)}")
+    if frame_clock not in FRAME_CLOCKS:
+        raise UserError(f"frame clock {frame_clock!r}: use one of {', '.join(FRAME_CLOCKS)}")
+    if frame_skip < 1:
+        raise UserError(f"frame skip {frame_skip}: use a whole number of tics of at least 1")
+    if render_mode not in (None, *render_modes):
+        raise UserError(f"render mode {render_mode!r}: use rgb_array or human")
+    if rules is not None and rules not in RULES:
+        raise UserError(f"rules {rules!r}: use one of {', '.join(RULES)}")
+
+
+def _bound_keymap(keymap: KeyMap) -> KeyMap:
+    """`keymap`, refused in one line when it names a key the Doom backend has no button for."""
+    unknown = sorted(k for k in keymap.keys if k not in KEY_BUTTONS)
+    if unknown:
+        raise UserError(
+            f"key map {keymap.name!r}: the Doom backend has no binding for {', '.join(unknown)}; "
+            f"it binds {', '.join(KEY_BUTTONS)}"
+        )
+    return keymap
+
+
+def _engine_buttons(keymap: KeyMap) -> list[vzd.Button]:
+    """The engine buttons the key map's keys press, in `KEY_BUTTONS` order, and the two turns
+    (used to face a start angle) whether the key map has them or not."""
+    buttons: list[vzd.Button] = []
+    for key in sorted(keymap.keys, key=list(KEY_BUTTONS).index):
+        if KEY_BUTTONS[key] not in buttons:
+            buttons.append(KEY_BUTTONS[key])
+    for extra in (vzd.Button.TURN_LEFT, vzd.Button.TURN_RIGHT):  # used to face a start angle
+        if extra not in buttons:
+            buttons.append(extra)
+    return buttons
+
+
+def _button_vectors(keymap: KeyMap, buttons: list[vzd.Button]) -> list[list[float]]:
+    """Each action of the key map as the engine's button vector (1 for each button it presses)."""
+    vectors = []
+    for action in keymap.actions:
+        vec = [0.0] * len(buttons)
+        for key in action.keys:
+            vec[buttons.index(KEY_BUTTONS[key])] = 1.0
+        vectors.append(vec)
+    return vectors
+
+
+def _object_ids_by_place(layout: ParkLayout | None, graph) -> dict[tuple[int, int], int]:
+    """Each object's id by where it was placed (rounded map units), to name the engine's labels:
+    the park's OOIs, or a level's things (named where they stand, as monsters move)."""
+    ooi_at = {} if layout is None else {(round(o.x), round(o.y)): o.id for o in layout.oois}
+    if graph is not None:  # a level's things are named by their id where they stand (monsters move)
+        ooi_at = {(round(t.x), round(t.y)): t.id for t in graph.level.objects()}
+    return ooi_at
+
+
 class DoomGame(gym.Env):
     """ViZDoom as a Gymnasium env: RGB frames in, `Discrete(n)` key-map actions out."""
 
@@ -148,28 +210,11 @@ class DoomGame(gym.Env):
         rules: str | None = None,
         frame_clock: str = "cpu",
     ) -> None:
-        from playtester.capture.rules import RULES
-
-        if resolution not in RESOLUTIONS:
-            raise UserError(f"resolution {resolution!r}: use one of {', '.join(RESOLUTIONS)}")
-        if frame_clock not in FRAME_CLOCKS:
-            raise UserError(f"frame clock {frame_clock!r}: use one of {', '.join(FRAME_CLOCKS)}")
-        if frame_skip < 1:
-            raise UserError(f"frame skip {frame_skip}: use a whole number of tics of at least 1")
-        if render_mode not in (None, *self.metadata["render_modes"]):
-            raise UserError(f"render mode {render_mode!r}: use rgb_array or human")
-        if rules is not None and rules not in RULES:
-            raise UserError(f"rules {rules!r}: use one of {', '.join(RULES)}")
+        _check_options(resolution, frame_clock, frame_skip, render_mode, self.metadata["render_modes"], rules)
         self.scenario = scenario
         self.rules = rules if rules is not None or not scenario.level else "immortal"
         """Tester rules (`capture/rules.py`); None: the game as it plays (the park)."""
-        self.keymap = keymap or KeyMap.builtin("level" if scenario.level else "default")
-        unknown = sorted(k for k in self.keymap.keys if k not in KEY_BUTTONS)
-        if unknown:
-            raise UserError(
-                f"key map {self.keymap.name!r}: the Doom backend has no binding for {', '.join(unknown)}; "
-                f"it binds {', '.join(KEY_BUTTONS)}"
-            )
+        self.keymap = _bound_keymap(keymap or KeyMap.builtin("level" if scenario.level else "default"))
         self.frame_skip = int(frame_skip)
         self.render_mode = render_mode
         self.max_steps = max_steps
@@ -181,19 +226,8 @@ class DoomGame(gym.Env):
         self._cpu_clock = StepCpuClock(None)
         self.metadata = dict(self.metadata, render_fps=TICRATE / self.frame_skip)
 
-        self.buttons: list[vzd.Button] = []
-        for key in sorted(self.keymap.keys, key=list(KEY_BUTTONS).index):
-            if KEY_BUTTONS[key] not in self.buttons:
-                self.buttons.append(KEY_BUTTONS[key])
-        for extra in (vzd.Button.TURN_LEFT, vzd.Button.TURN_RIGHT):  # used to face a start angle
-            if extra not in self.buttons:
-                self.buttons.append(extra)
-        self._vectors = []
-        for action in self.keymap.actions:
-            vec = [0.0] * len(self.buttons)
-            for key in action.keys:
-                vec[self.buttons.index(KEY_BUTTONS[key])] = 1.0
-            self._vectors.append(vec)
+        self.buttons = _engine_buttons(self.keymap)
+        self._vectors = _button_vectors(self.keymap, self.buttons)
         self._noop = [0.0] * len(self.buttons)
         self._uses = [vzd.Button.USE in (KEY_BUTTONS[k] for k in action.keys) for action in self.keymap.actions]
         self.graph = None
@@ -216,10 +250,7 @@ class DoomGame(gym.Env):
         self._stall = engine_guard.StallGuard()
         self.game = self._make_engine(resolution, visible=render_mode == "human" or spectator)
         self._frame = np.zeros((h, w, 3), dtype=np.uint8)
-        layout = scenario.layout
-        self._ooi_at = {} if layout is None else {(round(o.x), round(o.y)): o.id for o in layout.oois}
-        if self.graph is not None:  # a level's things are named by their id where they stand (monsters move)
-            self._ooi_at = {(round(t.x), round(t.y)): t.id for t in self.graph.level.objects()}
+        self._ooi_at = _object_ids_by_place(scenario.layout, self.graph)
         self._steps = 0
         self._started = False
 
