@@ -48,8 +48,60 @@ from playtester.capture.window.platform import (
 )
 
 
+def _check_options(title: str | None, region: tuple[int, int, int, int] | None, fps: float, render_mode: str | None) -> None:
+    """Refuse in one line, before any window is touched, options a window game cannot play with."""
+    if title is None and region is None:
+        raise UserError("window game: name the window (window:TITLE) or give a screen region X,Y,W,H")
+    if not fps > 0:
+        raise UserError(f"control rate {fps}: use a positive number of steps per second")
+    if render_mode not in (None, "rgb_array"):
+        raise UserError(f"render mode {render_mode!r}: a window game renders rgb_array only")
+
+
+class IgnoredKeys:
+    """Whether a game ignores the keys it is sent: the picture has not changed at all in the first
+    `limit` steps that sent keys since the game was opened (the module's doc)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.reference: np.ndarray | None = None
+        """The first frame seen (every 4th pixel), until the picture changes under keys."""
+        self.keyed_steps = 0
+        """Steps that sent keys while the picture stayed the reference."""
+        self.responds = False
+        """The picture has changed since the game was opened, keys sent."""
+
+    def remember(self, frame: np.ndarray) -> None:
+        """Keep the first frame a reset shows, while the game has not yet answered a key."""
+        if self.reference is None and not self.responds:
+            self.reference = frame[::4, ::4].astype(np.int16)
+
+    def still_ignored(self, frame: np.ndarray, keyed: bool) -> bool:
+        """Whether the game has ignored every key sent since it was opened, for long enough to say so."""
+        if self.responds or self.reference is None:
+            return False
+        if np.abs(frame[::4, ::4].astype(np.int16) - self.reference).mean() >= 0.5:
+            self.responds, self.reference = True, None
+            return False
+        self.keyed_steps += keyed
+        return self.keyed_steps >= self.limit
+
+
 class WindowGame(gym.Env):
-    """A game window as a Gymnasium env: RGB frames of its client area, `Discrete(n)` key-map actions."""
+    """A game window as a Gymnasium env: RGB frames of its client area, `Discrete(n)` key-map actions.
+
+    `title`: a substring of the window's title (a regular expression with `regex=True`).
+    `region`: `(x, y, w, h)` screen pixels to capture when the window cannot be found by title;
+    keys then go to whichever window has the focus. `size`: `(width, height)` of the
+    observation (default: the window's size when found). `telemetry_port`: listen for the
+    game's telemetry there (0 picks a free port, see `telemetry_port` afterwards);
+    `reset()` waits up to `telemetry_wait` seconds for its first line. `launch`: the command
+    that starts the game (its window must appear within `launch_wait` seconds).
+    `reset_recipe`: `{"from": how it was given, "steps": [step dicts]}` (`reset.py`).
+    `out_of_play`: screenshots of screens that are not play; `still_steps`: steps of a picture
+    no action changes that count as out of play when no screenshot is given; `ignored_keys_steps`:
+    steps that sent keys with no change of the picture before the keys count as ignored.
+    """
 
     metadata = {"render_modes": ["rgb_array"]}
 
@@ -75,23 +127,7 @@ class WindowGame(gym.Env):
         still_steps: int | None = None,
         ignored_keys_steps: int = 100,
     ) -> None:
-        """`title`: a substring of the window's title (a regular expression with `regex=True`).
-        `region`: `(x, y, w, h)` screen pixels to capture when the window cannot be found by title;
-        keys then go to whichever window has the focus. `size`: `(width, height)` of the
-        observation (default: the window's size when found). `telemetry_port`: listen for the
-        game's telemetry there (0 picks a free port, see `telemetry_port` afterwards);
-        `reset()` waits up to `telemetry_wait` seconds for its first line. `launch`: the command
-        that starts the game (its window must appear within `launch_wait` seconds).
-        `reset_recipe`: `{"from": how it was given, "steps": [step dicts]}` (`reset.py`).
-        `out_of_play`: screenshots of screens that are not play; `still_steps`: steps of a picture
-        no action changes that count as out of play when no screenshot is given.
-        """
-        if title is None and region is None:
-            raise UserError("window game: name the window (window:TITLE) or give a screen region X,Y,W,H")
-        if not fps > 0:
-            raise UserError(f"control rate {fps}: use a positive number of steps per second")
-        if render_mode not in (None, "rgb_array"):
-            raise UserError(f"render mode {render_mode!r}: a window game renders rgb_array only")
+        _check_options(title, region, fps, render_mode)
         self.title, self.regex, self.region = title, regex, region
         self.keymap = keymap or KeyMap.default()  # KeyMap refuses system combinations unless allowed
         self.fps = float(fps)
@@ -102,29 +138,14 @@ class WindowGame(gym.Env):
             "playtester/WindowGame-v0", entry_point=f"{__name__}:WindowGame", nondeterministic=True,
         )
         self._closed = True
-        from playtester.capture.window.grab import FrameGrabber
-        from playtester.capture.window.keys import KeySender
-        from playtester.capture.window.telemetry import TelemetryListener
-
         self.desktop = desktop or open_desktop()  # held open: an Xvfb left with no client resets itself
         self._closed = False
         self.grabber = self.sender = self.recipe_sender = self.telemetry = self.launcher = None
         try:
             self.recipe, self.out_of_play = self._harness(reset_recipe, out_of_play, still_steps)
-            if launch is not None:
-                from playtester.capture.window.launch import LAUNCH_WAIT, LaunchedGame
-
-                if title is None:
-                    raise UserError("--launch: name the game's window too (window:TITLE), so that it can be found")
-                self.launcher = LaunchedGame(launch, title=title, regex=regex, wait=launch_wait or LAUNCH_WAIT)
-                self.window: WindowInfo | None = self.launcher.start(self.desktop)
-            else:
-                self.window = self._find() if title is not None else None
+            self.window: WindowInfo | None = self._open_window(launch, launch_wait)
             w, h = size if size is not None else (self.window.width, self.window.height) if self.window else region[2:]  # type: ignore[index]
-            self.grabber = FrameGrabber(size=(int(w), int(h)))
-            self.sender = KeySender(keyboard or open_keyboard(), self.keymap.keys)
-            self.recipe_sender = KeySender(self.sender.keyboard, self.recipe.keys) if self.recipe else None
-            self.telemetry = TelemetryListener(telemetry_port) if telemetry_port is not None else None
+            self._open_senses(int(w), int(h), keyboard, telemetry_port)
         except BaseException:
             self.close()
             raise
@@ -136,14 +157,32 @@ class WindowGame(gym.Env):
         self._crashed = False
         self.ticker = Ticker(self.fps)
         self.late_ticks = 0
-        self.ignored_keys_steps = ignored_keys_steps
-        self._reference: np.ndarray | None = None
-        """The first frame seen (every 4th pixel), until the picture changes under keys."""
-        self._keyed_steps = 0
-        """Steps that sent keys while the picture stayed the reference."""
-        self.responds = False
-        """The picture has changed since the game was opened, keys sent."""
+        self.keys_watch = IgnoredKeys(ignored_keys_steps)
         self._relaunch = False
+
+    def _open_window(self, launch: str | None, launch_wait: float | None) -> WindowInfo | None:
+        """The game's window: launched here with `launch` (and waited for), else found by its
+        title; None when only a screen region is captured."""
+        if launch is not None:
+            from playtester.capture.window.launch import LAUNCH_WAIT, LaunchedGame
+
+            if self.title is None:
+                raise UserError("--launch: name the game's window too (window:TITLE), so that it can be found")
+            self.launcher = LaunchedGame(launch, title=self.title, regex=self.regex, wait=launch_wait or LAUNCH_WAIT)
+            return self.launcher.start(self.desktop)
+        return self._find() if self.title is not None else None
+
+    def _open_senses(self, w: int, h: int, keyboard: Keyboard | None, telemetry_port: int | None) -> None:
+        """What the env sees and plays through: the frame grabber at `w`×`h`, the key senders (the
+        key map's and the reset recipe's) and the telemetry listener when a port is given."""
+        from playtester.capture.window.grab import FrameGrabber
+        from playtester.capture.window.keys import KeySender
+        from playtester.capture.window.telemetry import TelemetryListener
+
+        self.grabber = FrameGrabber(size=(w, h))
+        self.sender = KeySender(keyboard or open_keyboard(), self.keymap.keys)
+        self.recipe_sender = KeySender(self.sender.keyboard, self.recipe.keys) if self.recipe else None
+        self.telemetry = TelemetryListener(telemetry_port) if telemetry_port is not None else None
 
     @staticmethod
     def _harness(reset_recipe, out_of_play, still_steps):
@@ -230,8 +269,8 @@ class WindowGame(gym.Env):
         focused = self._focus()
         if not self._observe():
             self._crashed = True
-        elif self._reference is None and not self.responds:
-            self._reference = self._frame[::4, ::4].astype(np.int16)
+        else:
+            self.keys_watch.remember(self._frame)
         if self.telemetry is not None:
             self.telemetry.drop_events()
             self.telemetry.wait_for_first(self.telemetry_wait)
@@ -311,23 +350,13 @@ class WindowGame(gym.Env):
             if not self.out_of_play.references and not self.out_of_play.moved and self.recipe is not None:
                 info["reset_failed"] = f"{self.recipe.given_as} did not bring the game to play: {left}"
                 self._relaunch = self.launcher is not None
-        elif not crashed and self._still_ignored(bool(keys)):
-            info["keys_ignored"] = self._keyed_steps
+        elif not crashed and self.keys_watch.still_ignored(self._frame, bool(keys)):
+            info["keys_ignored"] = self.keys_watch.keyed_steps
         return self._frame.copy(), 0.0, terminated, truncated, info
 
     def release_keys(self) -> None:
         """Let go of the held keys between steps (a replay of a recording with idle moments)."""
         self.sender.release_all()  # type: ignore[union-attr]
-
-    def _still_ignored(self, keyed: bool) -> bool:
-        """Whether the game has ignored every key sent since it was opened, for long enough to say so."""
-        if self.responds or self._reference is None:
-            return False
-        if np.abs(self._frame[::4, ::4].astype(np.int16) - self._reference).mean() >= 0.5:
-            self.responds, self._reference = True, None
-            return False
-        self._keyed_steps += keyed
-        return self._keyed_steps >= self.ignored_keys_steps
 
     def _crash_reason(self) -> str:
         """Why the game counts as crashed, in words."""
