@@ -111,11 +111,48 @@ def train_detector(r: DetectorRecipe, *, say: Callable[[str], None] = log.info, 
     """Train the OOI detector (Faster R-CNN) for a budget of optimizer steps on labelled shots,
     holding out what scores it (`detector_splits`, or `--val-coco`), stopping once its held-out
     mAP has converged; score it on the held-out images, with a bootstrap interval."""
-    from playtester.datasets.detection import DetectionDataModule, load_coco
     from playtester.perception.compact_backbone import anchors_for_coco
-    from playtester.perception.detector import BACKBONE_STAGES, DetectorConfig, DetectorModule, detector_memory, resolve_pretrained
-    from playtester.perception.detector_eval import ap50_intervals, ap_table, predict_set
 
+    _check_budget_options(r)
+    backbone, chosen, options = _detector_options(r, memory)
+    dm, train, held_out = _training_data(r, say, about)
+    if chosen:
+        say(chosen)
+    if backbone == "compact":
+        options["anchor_sizes"], options["aspect_ratios"] = anchors_for_coco(train, r.image_size)
+        log.info("anchors fitted to the training boxes at %d px: sizes %s, aspect ratios (h/w) %s", r.image_size,
+                 options["anchor_sizes"], options["aspect_ratios"])
+    inputs_checked()
+    if r.threads:
+        torch.set_num_threads(r.threads)
+    per_epoch = -(-len(train.images) // r.batch_size)
+    steps = r.epochs * per_epoch if r.epochs is not None else (r.steps or DETECTOR_STEPS)
+    say(describe_budget(r, steps, len(train.images), bool(held_out.images)))
+    if steps < MIN_DETECTOR_STEPS:
+        say(too_few_steps(r, steps))
+    module = _new_detector(r, dm.classes, options)
+    validated = bool(held_out.images)
+    trainer = make_trainer(
+        name="detector", logdir=r.logdir or r.out.parent / "logs", epochs=-(-steps // per_epoch), steps=steps,
+        max_minutes=r.max_minutes, accelerator=r.accelerator, val_every_steps=validation_interval(steps) if validated else None,
+        callbacks=[stop_when_converged("val/map", patience=PATIENCE, min_rise=MIN_RISE, min_steps=steps // 2)] if validated else [],
+        limit_val_batches=max(1, VALIDATION_IMAGES // r.batch_size),
+    )
+    trainer.fit(module, datamodule=dm)
+    if module.diverged:
+        raise UserError("detector training diverged (non-finite loss); nothing was saved; try a lower --lr")
+    seen = recompute_batchnorm(module.model, dm.train_dataloader(), BATCHNORM_BATCHES)
+    if seen:
+        log.info("BatchNorm statistics set anew from %d training batches", seen)
+    for line in after_training(r, trainer.global_step, steps, module.val_history):
+        say(line)
+    table = _score_held_out(module, held_out, r.batch_size) if validated else None
+    save_checkpoint_atomic(trainer, r.out)
+    return Trained(trainer, module, table, len(held_out.images))
+
+
+def _check_budget_options(r: DetectorRecipe) -> None:
+    """Refuse in one line, before anything is read, options that contradict each other."""
     if r.base_images is not None and r.base_coco is None:
         raise UserError("--base-images needs --base-coco")
     if r.threads < 0:
@@ -125,12 +162,29 @@ def train_detector(r: DetectorRecipe, *, say: Callable[[str], None] = log.info, 
     for option, value in (("--steps", r.steps), ("--epochs", r.epochs)):
         if value is not None and value < 1:
             raise UserError(f"{option} {value}: at least 1")
+
+
+def _detector_options(r: DetectorRecipe, memory: Memory) -> tuple[str, str | None, dict[str, Any]]:
+    """The backbone, what was said of its choice (when it was not the one asked for), and the
+    detector's settings (the learning rate follows the backbone and its starting weights); refused
+    before the data is read when the batch would not fit in memory."""
+    from playtester.perception.detector import DetectorConfig, detector_memory, resolve_pretrained
+
     backbone, pretrained, chosen = resolve_pretrained(r.backbone, r.pretrained)
     lr = r.lr if r.lr is not None else (2e-3 if pretrained == "none" or backbone == "compact" else 3e-4)
     options = dict(backbone=backbone, pretrained=pretrained, image_size=r.image_size, lr=lr, batch_size=r.batch_size,
                    trainable_layers=r.trainable_layers, schedule=r.schedule)
     memory(detector_memory(DetectorConfig(classes=["_"], **options), r.batch_size),
            f"--batch-size {r.batch_size} at --image-size {r.image_size} ({backbone} backbone)")
+    return backbone, chosen, options
+
+
+def _training_data(r: DetectorRecipe, say: Callable[[str], None], about: About):
+    """The shots split into training and held-out sets, checked (a trainable set, classes with
+    boxes, the same classes in --val-coco) and described, with the warnings on scant boxes and
+    mixed image sizes."""
+    from playtester.datasets.detection import DetectionDataModule, load_coco
+
     with about("--coco"):
         whole = load_coco(r.coco, r.images, check_images=False)
     check_trainable_set(r.coco, whole)
@@ -152,51 +206,36 @@ def train_detector(r: DetectorRecipe, *, say: Callable[[str], None] = log.info, 
     for line in box_warnings(counts, held_out.counts() if held_out.images else {}):
         say(line)
     say_mixed_sizes(dm.coco, r.image_size, say)
-    if chosen:
-        say(chosen)
-    if backbone == "compact":
-        options["anchor_sizes"], options["aspect_ratios"] = anchors_for_coco(train, r.image_size)
-        log.info("anchors fitted to the training boxes at %d px: sizes %s, aspect ratios (h/w) %s", r.image_size,
-                 options["anchor_sizes"], options["aspect_ratios"])
-    inputs_checked()
-    if r.threads:
-        torch.set_num_threads(r.threads)
-    per_epoch = -(-len(train.images) // r.batch_size)
-    steps = r.epochs * per_epoch if r.epochs is not None else (r.steps or DETECTOR_STEPS)
-    say(describe_budget(r, steps, len(train.images), bool(held_out.images)))
-    if steps < MIN_DETECTOR_STEPS:
-        say(too_few_steps(r, steps))
-    cfg = DetectorConfig(classes=dm.classes, split_seed=r.seed, split="none" if r.val_coco is not None else "held-out", **options)
+    return dm, train, held_out
+
+
+def _new_detector(r: DetectorRecipe, classes: list[str], options: dict[str, Any]):
+    """The detector to train, seeded by the recipe's seed, from its pretrained weights; its config
+    names how the held-out set was drawn so that `eval detector` can draw it again."""
+    from playtester.perception.detector import BACKBONE_STAGES, DetectorConfig, DetectorModule
+
+    backbone = options["backbone"]
+    cfg = DetectorConfig(classes=classes, split_seed=r.seed, split="none" if r.val_coco is not None else "held-out", **options)
     L.seed_everything(r.seed, verbose=False)
     module = DetectorModule(**asdict(cfg))
     started_from = module.model.load_pretrained()
     module.config.pretrained_used = module.hparams["pretrained_used"] = f"{backbone}, {started_from}"
     log.info("detector %s at %d px starts from %s; %d of %d backbone stages trained (%.0f %% of its weights frozen)",
              backbone, r.image_size, started_from, cfg.trainable_layers, BACKBONE_STAGES[backbone], 100 * module.model.frozen_fraction)
-    validated = bool(held_out.images)
-    trainer = make_trainer(
-        name="detector", logdir=r.logdir or r.out.parent / "logs", epochs=-(-steps // per_epoch), steps=steps,
-        max_minutes=r.max_minutes, accelerator=r.accelerator, val_every_steps=validation_interval(steps) if validated else None,
-        callbacks=[stop_when_converged("val/map", patience=PATIENCE, min_rise=MIN_RISE, min_steps=steps // 2)] if validated else [],
-        limit_val_batches=max(1, VALIDATION_IMAGES // r.batch_size),
-    )
-    trainer.fit(module, datamodule=dm)
-    if module.diverged:
-        raise UserError("detector training diverged (non-finite loss); nothing was saved; try a lower --lr")
-    seen = recompute_batchnorm(module.model, dm.train_dataloader(), BATCHNORM_BATCHES)
-    if seen:
-        log.info("BatchNorm statistics set anew from %d training batches", seen)
-    for line in after_training(r, trainer.global_step, steps, module.val_history):
-        say(line)
-    table = None
-    if validated:
-        preds = predict_set(module.model, held_out, batch_size=r.batch_size)
-        table = ap_table(preds, held_out)
-        table.ap50_interval = ap50_intervals(preds, held_out)
-        module.held_out = {"map50": table.map50, "map": table.map, "images": table.images, **table.to_json()}
-        module.thresholds = calibrate_on_held_out(module.model, held_out.images, r.batch_size)
-    save_checkpoint_atomic(trainer, r.out)
-    return Trained(trainer, module, table, len(held_out.images))
+    return module
+
+
+def _score_held_out(module, held_out, batch_size: int):
+    """The trained detector's AP table on the held-out shots (with a bootstrap interval of AP50),
+    kept in the module with the per-class thresholds calibrated there, so the checkpoint holds them."""
+    from playtester.perception.detector_eval import ap50_intervals, ap_table, predict_set
+
+    preds = predict_set(module.model, held_out, batch_size=batch_size)
+    table = ap_table(preds, held_out)
+    table.ap50_interval = ap50_intervals(preds, held_out)
+    module.held_out = {"map50": table.map50, "map": table.map, "images": table.images, **table.to_json()}
+    module.thresholds = calibrate_on_held_out(module.model, held_out.images, batch_size)
+    return table
 
 
 def check_trainable_set(coco_path: Path, coco) -> None:
