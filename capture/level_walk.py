@@ -22,7 +22,7 @@ agent under test (which sees only pixels).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import cv2
@@ -44,13 +44,14 @@ walker leaves the sector ahead aside: a door opens and a lift comes down within 
 BLOCKED_PATIENCE = 8
 """Steps stuck with no door or lift ahead (a monster in the way, a corner) before the walker routes around."""
 GIVE_UP_STEPS = 40
-NO_PROGRESS = 30
-"""Steps without a new coverage cell after which the walker routes around the way it was taking."""
 """Steps after which the walker gives up a cell it has not got into (a lift that needs a switch
 it cannot find, a ledge that looks walkable)."""
+NO_PROGRESS = 30
+"""Steps without a new coverage cell after which the walker routes around the way it was taking."""
 TURN_COST = 10.0
 """Degrees of turning that cost as much as walking one nav cell when choosing where to go next."""
 DOOR_REACH = 96.0
+"""Within this far of a door's sector on its route the walker presses USE."""
 ROOMY = 28.0
 LOOKAHEAD = 72.0
 """The walker heads for the first node of its route at least this far away."""
@@ -63,7 +64,10 @@ SOLID_THINGS = {2035: 10, 70: 16, 2028: 16, 30: 16, 31: 16, 32: 16, 33: 16, 36: 
                 27: 16, 28: 16, 29: 16, 49: 16, 50: 16, 51: 16, 52: 16, 53: 16, 73: 16, 74: 16, 75: 16, 76: 16, 77: 16,
                 78: 16}
 """Doom's solid decorations by editor number, with their radius in map units."""
-"""Within this far of a door's sector on its route the walker presses USE."""
+MONSTERS = {3004: 20, 9: 20, 65: 20, 3001: 20, 3002: 30, 58: 30, 3006: 16, 3005: 31, 69: 24, 3003: 24, 68: 64, 71: 31,
+            66: 20, 67: 48, 64: 20, 16: 40, 7: 128, 84: 20, 72: 16}
+"""Doom's monsters by editor number, with their radius: under `immortal` (notarget) they stand
+where the level puts them for good, and the walker, which cannot fire, walks round them."""
 
 
 @dataclass
@@ -75,6 +79,10 @@ class NavGrid:
     """Sectors left aside (stuck there)."""
     active: frozenset[int] | None = None
     """The lines set off so far (None: every line): what they move is where it moved to."""
+    monsters: bool = True
+    """Whether the level's monsters stand in the way (`MONSTERS`; not under `no-monsters`)."""
+    crossings: dict | None = field(default=None, repr=False, compare=False)
+    """`_line_crossings()`, computed once and handed on to the level's later grids (`replace`)."""
 
     def __post_init__(self) -> None:
         level = self.graph.level
@@ -83,6 +91,8 @@ class NavGrid:
         h, w = self.sectors.shape
         x0, _, _, y1 = level.bounds
         self.origin = (x0, y1)
+        if self.crossings is None:
+            self.crossings = self._line_crossings()
         reached = self.graph.reachable()
         passages = self.graph.passages(None if self.active is None else set(self.active))
         stand = self.graph.walkable_sectors()
@@ -96,9 +106,7 @@ class NavGrid:
                 allowed[p.source, p.target] = True
         for sector in range(len(level.sectors) + 1):
             allowed[sector, sector] = True
-        # a 16-unit cell may skip a thin sector between two others (a door, a step): two passages in a row count
         direct = allowed
-        allowed = (allowed.astype(np.uint8) @ allowed.astype(np.uint8)) > 0
         # walls (lines passable neither way) and solid things, at the raster's 8 units: the player's
         # centre keeps its radius (16 units) from a wall, and a thing's radius more from a thing
         barrier = np.zeros(self.graph.raster.shape, dtype=np.uint8)
@@ -110,7 +118,7 @@ class NavGrid:
             if not open_line:
                 cv2.line(barrier, to_raster(*self.graph.line_ends[i][:2]), to_raster(*self.graph.line_ends[i][2:]), 1, 1)
         for t in level.things:
-            radius = SOLID_THINGS.get(t.type)
+            radius = SOLID_THINGS.get(t.type) or (MONSTERS.get(t.type) if self.monsters else None)
             if radius is not None:
                 cv2.circle(things, to_raster(t.x, t.y), int(math.ceil((radius + PLAYER_RADIUS) / RASTER_UNITS)), 1, -1)
         clearance = cv2.distanceTransform((barrier == 0).astype(np.uint8), cv2.DIST_L2, 3) * RASTER_UNITS
@@ -139,8 +147,9 @@ class NavGrid:
             s0, s1 = self.sectors[r0, c0], self.sectors[r1, c1]
             length = math.hypot(dr, dc)
             cost = length * (1.0 + 2.0 * (near_wall[r0, c0] | near_wall[r1, c1]))
-            for fwd, (a0, a1) in enumerate(((s0, s1), (s1, s0))):
-                ok_move = allowed[a0, a1]
+            moves = self._moves(r0, c0, r1, c1, direct)
+            for fwd in (0, 1):
+                ok_move = moves[fwd]
                 src = (ids[r0, c0], ids[r1, c1])[fwd]
                 dst = (ids[r1, c1], ids[r0, c0])[fwd]
                 rows.append(src[ok_move])
@@ -161,6 +170,66 @@ class NavGrid:
                     costs.append(np.array([4.0]))
         self.edges = (np.concatenate(rows), np.concatenate(cols), np.concatenate(costs))
         self.matrix = self._matrix(set())
+
+    def _moves(self, r0: np.ndarray, c0: np.ndarray, r1: np.ndarray, c1: np.ndarray, direct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Whether the player walks from each cell `(r0, c0)` to its neighbour `(r1, c1)` (forward)
+        and back: every line the straight move between their centres crosses is a passage that way
+        (a step up it climbs, a drop, an open door; a thin sector between the two cells too). A
+        move that crosses no line stays in its sector, or goes where the 8-unit raster put a cell
+        a pixel off its line: where a passage leads straight there."""
+        h, w = self.sectors.shape
+        s0, s1 = self.sectors[r0, c0], self.sectors[r1, c1]
+        fwd, bwd = direct[s0, s1].copy(), direct[s1, s0].copy()
+        keys, owner, frm, to = self.crossings[(int(r1[0] - r0[0]), int(c1[0] - c0[0]))] if len(r0) else ((), (), (), ())
+        if not len(keys):
+            return fwd, bwd
+        where = np.searchsorted(keys, r0 * w + c0).clip(0, len(keys) - 1)
+        crossing = keys[where] == r0 * w + c0
+        wall = (frm < 0) | (to < 0)
+        ok_f = np.ones(len(keys), dtype=bool)
+        ok_b = np.ones(len(keys), dtype=bool)
+        ok_f[owner[wall | ~direct[frm, to]]] = False  # a -1 side indexes the outside row: a wall either way
+        ok_b[owner[wall | ~direct[to, frm]]] = False
+        fwd[crossing], bwd[crossing] = ok_f[where[crossing]], ok_b[where[crossing]]
+        return fwd, bwd
+
+    def _line_crossings(self) -> dict[tuple[int, int], tuple[np.ndarray, ...]]:
+        """Per move direction `(dr, dc)`: the moves between neighbouring cell centres that cross a
+        line (`keys`: their first cell, `row * width + col`, sorted) and each line crossed
+        (`owner`: an index into `keys`; `frm`, `to`: the sectors it leads from and into, -1 for a
+        wall's missing side or a blocking line). Geometry only: the same for every grid of a level."""
+        level, ends = self.graph.level, self.graph.line_ends
+        h, w = self.sectors.shape
+        x0, y1 = self.origin
+        moves = ((0, 1), (1, 0), (1, 1), (1, -1))
+        found: dict[tuple[int, int], list[tuple[np.ndarray, ...]]] = {m: [] for m in moves}
+        for i, (lx1, ly1, lx2, ly2) in enumerate(ends):
+            ld = level.linedefs[i]
+            cmin, rmin = self.pixel(min(lx1, lx2), max(ly1, ly2))
+            cmax, rmax = self.pixel(max(lx1, lx2), min(ly1, ly2))
+            rr, cc = np.mgrid[max(0, rmin - 1):min(h, rmax + 2), max(0, cmin - 1):min(w, cmax + 2)]
+            r0, c0 = rr.ravel(), cc.ravel()
+            ax, ay = x0 + (c0 + 0.5) * NAV_UNITS, y1 - (r0 + 0.5) * NAV_UNITS
+            ex, ey = lx2 - lx1, ly2 - ly1
+            d1 = ex * (ay - ly1) - ey * (ax - lx1)
+            front, back = (-1, -1) if ld.blocking or ld.front is None or ld.back is None else (ld.front, ld.back)
+            for dr, dc in moves:
+                mx, my = dc * NAV_UNITS, -dr * NAV_UNITS
+                d2 = d1 + ex * my - ey * mx
+                d3 = mx * (ly1 - ay) - my * (lx1 - ax)
+                d4 = mx * (ly2 - ay) - my * (lx2 - ax)
+                hit = ((d1 < 0) != (d2 < 0)) & (d3 * d4 <= 0)
+                if hit.any():  # the line's front lies on its right: a move from the right goes front to back
+                    right = d1[hit] < 0
+                    found[dr, dc].append((r0[hit] * w + c0[hit], np.where(right, front, back), np.where(right, back, front)))
+        out = {}
+        for m, parts in found.items():
+            key = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+            keys, owner = np.unique(key, return_inverse=True)
+            frm = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+            to = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+            out[m] = (keys, owner.ravel(), frm.astype(np.int64), to.astype(np.int64))
+        return out
 
     def _matrix(self, without: set[int]):
         from scipy.sparse import csr_matrix
@@ -232,7 +301,7 @@ class LevelWalker(_Expert):
     behavior = "path"
 
     def __init__(self, graph: LevelGraph, keymap: KeyMap, rng: np.random.Generator, *, jitter: float = 0.05,
-                 remember: bool = False, replan_every: int = 24) -> None:
+                 remember: bool = False, replan_every: int = 24, monsters: bool = True) -> None:
         if "use" not in keymap.names:
             raise UserError(f"key map {keymap.name!r}: the level-walk expert presses USE; play the level with the level key map")
         self.graph = graph
@@ -254,7 +323,7 @@ class LevelWalker(_Expert):
         self.switches = [i for i, a in enumerate(graph.actions) if a is not None and i not in self.at_hand
                          and a.trigger in (USE, CROSS) and a.kind in (DOOR, LIFT, FLOOR) and lines[i].front in reached]
         """Switches and walk-over lines that move something elsewhere: places to go and set off."""
-        self.nav = NavGrid(graph, active=self.at_hand)
+        self.nav = NavGrid(graph, active=self.at_hand, monsters=monsters)
         self.moving = {s for i in range(len(graph.actions)) for s in graph.targets(i)}
         self.lifts = {s for i, a in enumerate(graph.actions) if a is not None and a.kind == LIFT for s in graph.targets(i)}
         """Sectors a special moves (doors, lifts, floors): the ones set aside when stuck at them."""
@@ -282,7 +351,7 @@ class LevelWalker(_Expert):
         self.goal_since = 0
         self.last_new = 0
         if self.nav.blocked or self.nav.active != self.at_hand:
-            self.nav = NavGrid(self.graph, active=self.at_hand)
+            self.nav = replace(self.nav, blocked=frozenset(), active=self.at_hand)
         else:
             self.nav.avoid(self.avoided)
 
@@ -434,7 +503,7 @@ class LevelWalker(_Expert):
     def _set_off(self, line: int) -> None:
         """A switch or walk-over line worked: what it moves has moved; look at the level again."""
         self.pressed.add(line)
-        self.nav = NavGrid(self.graph, frozenset(), frozenset(self.at_hand | self.pressed))
+        self.nav = replace(self.nav, blocked=frozenset(), active=frozenset(self.at_hand | self.pressed))
         self.nav.avoid(self.avoided)
         self.route, self.goal_switch = [], None
 
@@ -502,7 +571,7 @@ class LevelWalker(_Expert):
         if self.stuck_steps < (STUCK_PATIENCE if aside else BLOCKED_PATIENCE):
             return self.steer.toward(info, self._heading(x, y)) if self.route else self.actions.turn_left
         if aside:
-            self.nav = NavGrid(self.graph, frozenset(self.nav.blocked | aside), self.nav.active)
+            self.nav = replace(self.nav, blocked=frozenset(self.nav.blocked | aside))
             self.nav.avoid(self.avoided)
         else:  # stuck in its own sector (a thing, a corner): route around the cells ahead
             self.avoided |= set(self.route[:4])
