@@ -32,7 +32,7 @@ from playtester.capture.doom import wrap_angle
 from playtester.capture.experts import _Actions, _Expert, _Steering, bearing
 from playtester.capture.keymap import KeyMap
 from playtester.capture.level_graph import RASTER_UNITS, LevelGraph
-from playtester.capture.level_specials import CROSS, DOOR, EXIT, FLOOR, LIFT, TELEPORT, USE
+from playtester.capture.level_specials import CROSS, DOOR, EXIT, FLOOR, KEY_THINGS, LIFT, TELEPORT, USE
 from playtester.errors import UserError
 
 NAV_UNITS = 16.0
@@ -44,15 +44,26 @@ walker leaves the sector ahead aside: a door opens and a lift comes down within 
 BLOCKED_PATIENCE = 8
 """Steps stuck with no door or lift ahead (a monster in the way, a corner) before the walker routes around."""
 GIVE_UP_STEPS = 40
-"""Steps after which the walker gives up a cell it has not got into (a lift that needs a switch
+"""Steps without getting nearer after which the walker gives up a cell it has not got into (a lift that needs a switch
 it cannot find, a ledge that looks walkable)."""
 NO_PROGRESS = 30
-"""Steps without a new coverage cell after which the walker routes around the way it was taking."""
+"""Steps without a new coverage cell or a step nearer the goal after which the walker routes
+around the way it was taking."""
 TURN_COST = 10.0
 """Degrees of turning that cost as much as walking one nav cell when choosing where to go next."""
 DOOR_REACH = 96.0
 """Within this far of a door's sector on its route the walker presses USE."""
 ROOMY = 28.0
+SWITCH_TRIES = 2
+"""Times the walker goes to a switch that did not work before it leaves it (its face out of reach)."""
+UNLOCK_BONUS = 400.0
+"""Nav cells nearer than it lies a key counts while cells are left that the grid cannot reach yet
+(the door it opens may lead there). A switch counts 12 nearer: going out of the way to every
+switch first walked the walker into a pit on MAP10 (a walk-over line past a drop)."""
+KEY_TOUCH = 34.0
+"""Map units (along each axis) within which the player has picked a key up (Doom: 16 + 20 apart)."""
+DRIFT = 24.0
+"""Map units a step: at least this, the player's momentum carries it on while the walker turns."""
 LOOKAHEAD = 72.0
 """The walker heads for the first node of its route at least this far away."""
 PLAYER_RADIUS = 16.0
@@ -81,6 +92,8 @@ class NavGrid:
     """The lines set off so far (None: every line): what they move is where it moved to."""
     monsters: bool = True
     """Whether the level's monsters stand in the way (`MONSTERS`; not under `no-monsters`)."""
+    shut: frozenset[int] = frozenset()
+    """Lines that stand as walls whatever their sides allow (a locked door's face, its key not held)."""
     crossings: dict | None = field(default=None, repr=False, compare=False)
     """`_line_crossings()`, computed once and handed on to the level's later grids (`replace`)."""
 
@@ -113,7 +126,7 @@ class NavGrid:
         things = np.zeros_like(barrier)
         to_raster = lambda x, y: (int((x - x0) // RASTER_UNITS), int((y1 - y) // RASTER_UNITS))  # noqa: E731
         for i, ld in enumerate(level.linedefs):
-            open_line = ld.front is not None and ld.back is not None and not ld.blocking and (
+            open_line = ld.front is not None and ld.back is not None and not ld.blocking and i not in self.shut and (
                 ld.front == ld.back or direct[ld.front, ld.back] or direct[ld.back, ld.front])
             if not open_line:
                 cv2.line(barrier, to_raster(*self.graph.line_ends[i][:2]), to_raster(*self.graph.line_ends[i][2:]), 1, 1)
@@ -170,6 +183,11 @@ class NavGrid:
                     costs.append(np.array([4.0]))
         self.edges = (np.concatenate(rows), np.concatenate(cols), np.concatenate(costs))
         self.matrix = self._matrix(set())
+        from scipy.sparse.csgraph import connected_components
+
+        self.component = connected_components(self.matrix, directed=True, connection="strong")[1]
+        """Per node: its strongly connected component (nodes that reach each other: a one-way drop
+        leads out of one)."""
 
     def _moves(self, r0: np.ndarray, c0: np.ndarray, r1: np.ndarray, c1: np.ndarray, direct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Whether the player walks from each cell `(r0, c0)` to its neighbour `(r1, c1)` (forward)
@@ -180,12 +198,12 @@ class NavGrid:
         h, w = self.sectors.shape
         s0, s1 = self.sectors[r0, c0], self.sectors[r1, c1]
         fwd, bwd = direct[s0, s1].copy(), direct[s1, s0].copy()
-        keys, owner, frm, to = self.crossings[(int(r1[0] - r0[0]), int(c1[0] - c0[0]))] if len(r0) else ((), (), (), ())
+        keys, owner, frm, to, line = self.crossings[(int(r1[0] - r0[0]), int(c1[0] - c0[0]))] if len(r0) else ((),) * 5
         if not len(keys):
             return fwd, bwd
         where = np.searchsorted(keys, r0 * w + c0).clip(0, len(keys) - 1)
         crossing = keys[where] == r0 * w + c0
-        wall = (frm < 0) | (to < 0)
+        wall = (frm < 0) | (to < 0) | np.isin(line, list(self.shut))
         ok_f = np.ones(len(keys), dtype=bool)
         ok_b = np.ones(len(keys), dtype=bool)
         ok_f[owner[wall | ~direct[frm, to]]] = False  # a -1 side indexes the outside row: a wall either way
@@ -197,7 +215,7 @@ class NavGrid:
         """Per move direction `(dr, dc)`: the moves between neighbouring cell centres that cross a
         line (`keys`: their first cell, `row * width + col`, sorted) and each line crossed
         (`owner`: an index into `keys`; `frm`, `to`: the sectors it leads from and into, -1 for a
-        wall's missing side or a blocking line). Geometry only: the same for every grid of a level."""
+        wall's missing side or a blocking line; `line`: the line). Geometry only: the same for every grid of a level."""
         level, ends = self.graph.level, self.graph.line_ends
         h, w = self.sectors.shape
         x0, y1 = self.origin
@@ -221,14 +239,16 @@ class NavGrid:
                 hit = ((d1 < 0) != (d2 < 0)) & (d3 * d4 <= 0)
                 if hit.any():  # the line's front lies on its right: a move from the right goes front to back
                     right = d1[hit] < 0
-                    found[dr, dc].append((r0[hit] * w + c0[hit], np.where(right, front, back), np.where(right, back, front)))
+                    found[dr, dc].append((r0[hit] * w + c0[hit], np.where(right, front, back), np.where(right, back, front),
+                                          np.full(int(hit.sum()), i)))
         out = {}
         for m, parts in found.items():
             key = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
             keys, owner = np.unique(key, return_inverse=True)
             frm = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
             to = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
-            out[m] = (keys, owner.ravel(), frm.astype(np.int64), to.astype(np.int64))
+            line = np.concatenate([p[3] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+            out[m] = (keys, owner.ravel(), frm.astype(np.int64), to.astype(np.int64), line)
         return out
 
     def _matrix(self, without: set[int]):
@@ -309,6 +329,9 @@ class LevelWalker(_Expert):
         self.use = keymap.index("use")
         self.rng = rng
         self.steer = _Steering(self.actions, rng, jitter, turn_tolerance=30.0)
+        a = self.actions
+        self.pushes = {a.forward, a.backward, a.strafe_left, a.strafe_right, self.use}
+        """Actions that move the player (or open what it faces): not moving after them is being stuck."""
         self.remember = remember
         self.replan_every = replan_every
         self.bounds = graph.level.bounds
@@ -323,7 +346,12 @@ class LevelWalker(_Expert):
         self.switches = [i for i, a in enumerate(graph.actions) if a is not None and i not in self.at_hand
                          and a.trigger in (USE, CROSS) and a.kind in (DOOR, LIFT, FLOOR) and lines[i].front in reached]
         """Switches and walk-over lines that move something elsewhere: places to go and set off."""
-        self.nav = NavGrid(graph, active=self.at_hand, monsters=monsters)
+        self.key_spots = [(KEY_THINGS[t.type], t.x, t.y) for t in graph.level.things
+                          if t.type in KEY_THINGS and graph.sector_at(t.x, t.y) in reached]
+        """Keys lying in reach: `(lock, x, y)`; the walker fetches one when what it opens is still to walk."""
+        self.keys: set[str] = set()
+        self.pressed: set[int] = set()
+        self.nav = NavGrid(graph, active=self._active(), shut=self._shut(), monsters=monsters)
         self.moving = {s for i in range(len(graph.actions)) for s in graph.targets(i)}
         self.lifts = {s for i, a in enumerate(graph.actions) if a is not None and a.kind == LIFT for s in graph.targets(i)}
         """Sectors a special moves (doors, lifts, floors): the ones set aside when stuck at them."""
@@ -336,6 +364,11 @@ class LevelWalker(_Expert):
             self.visited = np.zeros_like(self.targets_mask)
         self.pressed: set[int] = set()
         """Switches and walk-over lines set off in this episode."""
+        self.keys = set()
+        """The keys picked up in this episode (where the player touched one)."""
+        self.tries: dict[int, int] = {}
+        """Switches and walk-over lines gone to in this episode, and how often."""
+        self.goal_key: str | None = None
         self.route: list[int] = []
         self.goal_switch: int | None = None
         self.since_plan = 0
@@ -350,8 +383,12 @@ class LevelWalker(_Expert):
         self.goal_cell: tuple[int, int] | None = None
         self.goal_since = 0
         self.last_new = 0
-        if self.nav.blocked or self.nav.active != self.at_hand:
-            self.nav = replace(self.nav, blocked=frozenset(), active=self.at_hand)
+        self.last_closer = 0
+        """The step at which the route to the goal was last shorter than ever (the walker getting there)."""
+        self.closing_on: int | None = None
+        self.fewest = 0
+        if self.nav.blocked or self.nav.active != self._active() or self.nav.shut != self._shut():
+            self._regrid()
         else:
             self.nav.avoid(self.avoided)
 
@@ -360,11 +397,12 @@ class LevelWalker(_Expert):
         x, y, _ = info["position"]
         self.t += 1
         self._visit(x, y)
+        self._pick_up(x, y)
         self.track.append((x, y))
         self._crossed()
         if self._stuck():
             return self._unstick(info, x, y)
-        if self.t - self.last_new > NO_PROGRESS and self.route:  # sliding along a wall the grid thinks open
+        if self.t - max(self.last_new, self.last_closer) > NO_PROGRESS and self.route:  # sliding along a wall the grid thinks open
             self.avoided |= set(self.route[:6])
             self.nav.avoid(self.avoided)
             if self.goal_cell is not None:
@@ -376,7 +414,8 @@ class LevelWalker(_Expert):
         if self.goal_switch is not None and len(self.route) <= 1:
             return self._press_switch(info, x, y)
         self._advance(x, y)
-        if self.route and self.goal_switch is None and self._reached_goal():
+        self._closer()
+        if self.route and self.goal_switch is None and self.goal_key is None and self._reached_goal():
             self._plan(x, y, float(info["angle"]))
         if not self.route:
             if self.goal_switch is not None:
@@ -390,7 +429,25 @@ class LevelWalker(_Expert):
         if self._door_ahead(x, y) is not None and self._facing_usable(x, y, info) and self.t - self.last_use > 16:
             self.last_use = self.t
             return self.use
-        return self.steer.toward(info, heading)
+        return self._toward(info, heading)
+
+    def _toward(self, info: dict[str, Any], heading: float) -> int:
+        """Walk toward a heading without stopping to turn: forward when facing it (within the
+        steering's tolerance); else turn while the last step's momentum still carries the player
+        its way, and otherwise step with the key that moves it nearest that way (a strafe or a
+        step back), so that a walker turning round to a cell behind it is on its way meanwhile."""
+        angle = float(info["angle"])
+        err = wrap_angle(heading - angle)
+        if abs(err) <= self.steer.turn_tolerance:
+            return self.steer.toward(info, heading)
+        if len(self.track) >= 2:
+            (x0, y0), (x1, y1) = self.track[-2], self.track[-1]
+            drift = math.hypot(x1 - x0, y1 - y0)
+            if drift >= DRIFT and abs(wrap_angle(bearing(x0, y0, x1, y1) - heading)) <= 60.0:
+                return self.steer.toward(info, heading)
+        offset, key = min(((90.0, self.actions.strafe_left), (-90.0, self.actions.strafe_right), (180.0, self.actions.backward)),
+                          key=lambda k: abs(wrap_angle(err - k[0])))
+        return self.steer.toward(info, angle, walk=key)
 
     def _riding_lift(self, x: float, y: float, z: float) -> bool:
         """On a lift, with the route going on to a floor more than a step above the player."""
@@ -431,6 +488,16 @@ class LevelWalker(_Expert):
             passed = near + 1 if gaps[near] < 48.0 else near  # the nearest is reached too when close
             del self.route[:min(passed, len(self.route) - 1)]
 
+    def _closer(self) -> None:
+        """Note the step when the route to its goal is shorter than it has been: a long walk
+        through cells walked before toward a far goal is progress too."""
+        if not self.route:
+            return
+        if self.route[-1] != self.closing_on:
+            self.closing_on, self.fewest = self.route[-1], len(self.route)
+        elif len(self.route) < self.fewest:
+            self.fewest, self.last_closer = len(self.route), self.t
+
     def _reached_goal(self) -> bool:
         """Whether the coverage cell the route leads to has been visited already (on the way)."""
         row, col = coverage_cell(self.bounds, *self.nav.centre(self.route[-1]))
@@ -448,7 +515,7 @@ class LevelWalker(_Expert):
         target that needs turning counts as farther (a turn of `TURN_COST` degrees as one cell)."""
         self.since_plan = 0
         start = self.nav.node_at(x, y) or self.nav._node_near(x, y, radius=4)
-        self.route, self.goal_switch = [], None
+        self.route, self.goal_switch, self.goal_key = [], None, None
         if start is None:
             return
         dist, pred = self.nav.routes(start)
@@ -462,17 +529,38 @@ class LevelWalker(_Expert):
             turn = np.abs((np.degrees(np.arctan2(cy - y, cx - x)) - angle + 180.0) % 360.0 - 180.0)
             dist = dist + turn / TURN_COST
         best, best_d = None, np.inf
+        home = self.nav.component == self.nav.component[start]
+        """Where the walker can come back from: it takes a one-way drop (into a pit, perhaps) only
+        when nothing is left to walk this side of it."""
+        if (wanted & home).any():
+            wanted &= home
+        else:
+            home[:] = True
         if (wanted & self.nav.roomy).any():
             wanted &= self.nav.roomy
         if wanted.any():
             best = int(np.flatnonzero(wanted)[np.argmin(dist[wanted])])
             best_d = dist[best]
+        seen = np.zeros_like(self.visited)
+        seen[crow[np.isfinite(dist)], ccol[np.isfinite(dist)]] = True
+        beyond = bool((self.targets_mask & ~(self.visited | self.given_up | seen)).any())
+        """Cells are left to walk that the grid cannot reach yet: a switch or a key may open them."""
+        bonus = 12.0
         for line in self.switches:
-            if line in self.pressed:
+            if line in self.pressed or not self._unlocked(line) or self.tries.get(line, 0) >= SWITCH_TRIES:
                 continue
             node = self._switch_node(line)
-            if node is not None and np.isfinite(dist[node]) and dist[node] - 12 < best_d:
-                best, best_d, self.goal_switch = node, dist[node] - 12, line
+            if node is not None and home[node] and np.isfinite(dist[node]) and dist[node] - bonus < best_d:
+                best, best_d, self.goal_switch = node, dist[node] - bonus, line
+        if beyond:  # a key counts as near when cells it may open are still to walk and out of reach now
+            for lock, kx, ky in self.key_spots:
+                node = self.nav._node_near(kx, ky)
+                krow, kcol = coverage_cell(self.bounds, kx, ky)
+                if lock in self.keys or node is None or not home[node] or not np.isfinite(dist[node]) or self.given_up[krow, kcol]:
+                    continue
+                cost = dist[node] - UNLOCK_BONUS
+                if cost < best_d:
+                    best, best_d, self.goal_switch, self.goal_key = node, cost, None, lock
         if best is None:
             if self.avoided or self.given_up.any():  # walled in by what it set aside: forget it and look again
                 self.avoided.clear()
@@ -486,12 +574,40 @@ class LevelWalker(_Expert):
         self.route = NavGrid.path(pred, best)[1:]
         goal = coverage_cell(self.bounds, *self.nav.centre(best))
         if goal == self.goal_cell:  # still after the same cell: give it up after a while
-            if self.t - self.goal_since > GIVE_UP_STEPS:
+            if self.t - max(self.goal_since, self.last_closer) > GIVE_UP_STEPS:
                 self.given_up[min(goal[0], self.given_up.shape[0] - 1), min(goal[1], self.given_up.shape[1] - 1)] = True
                 self.goal_cell = None
                 self._plan(x, y, angle)
         else:
             self.goal_cell, self.goal_since = goal, self.t
+
+    def _unlocked(self, line: int) -> bool:
+        """Whether a line's lock (if any) opens to the keys held."""
+        key = self.graph.actions[line].key
+        return key is None or key in self.keys
+
+    def _active(self) -> frozenset[int]:
+        """The lines the walker can work now: those at hand and those set off, their keys held."""
+        return frozenset(i for i in self.at_hand | self.pressed if self._unlocked(i))
+
+    def _shut(self) -> frozenset[int]:
+        """Locked doors' faces whose key is not held: walls to the walker (a door opened from its
+        other side, or by a face with no lock, still opens)."""
+        return frozenset(i for i in self.at_hand if self.graph.actions[i].kind == DOOR and not self._unlocked(i))
+
+    def _regrid(self, blocked: frozenset[int] = frozenset()) -> None:
+        """The grid again, for the lines set off and the keys held now."""
+        self.nav = replace(self.nav, blocked=blocked, active=self._active(), shut=self._shut())
+
+    def _pick_up(self, x: float, y: float) -> None:
+        """Keys touched (the player's box and the key's overlap: 16 + 20 units less a margin):
+        what they open opens to the walker's grid."""
+        for lock, kx, ky in self.key_spots:
+            if lock not in self.keys and abs(kx - x) < KEY_TOUCH and abs(ky - y) < KEY_TOUCH:
+                self.keys.add(lock)
+                self._regrid()
+                self.nav.avoid(self.avoided)
+                self.route, self.goal_key = [], None
 
     def _switch_node(self, line: int) -> int | None:
         """Where to go to set a line off: in front of a switch, just past a walk-over line."""
@@ -502,8 +618,10 @@ class LevelWalker(_Expert):
 
     def _set_off(self, line: int) -> None:
         """A switch or walk-over line worked: what it moves has moved; look at the level again."""
-        self.pressed.add(line)
-        self.nav = replace(self.nav, blocked=frozenset(), active=frozenset(self.at_hand | self.pressed))
+        action, tag = self.graph.actions[line], self.graph.level.linedefs[line].tag
+        self.pressed |= {i for i in self.switches if i == line or (tag and self.graph.level.linedefs[i].tag == tag and (
+            self.graph.actions[i].kind, self.graph.actions[i].floor) == (action.kind, action.floor))}  # its twins move the same
+        self._regrid()
         self.nav.avoid(self.avoided)
         self.route, self.goal_switch = [], None
 
@@ -524,6 +642,7 @@ class LevelWalker(_Expert):
                 self._set_off(line)
 
     def _press_switch(self, info: dict[str, Any], x: float, y: float) -> int:
+        self.tries[self.goal_switch] = self.tries.get(self.goal_switch, 0) + 1
         if self.graph.actions[self.goal_switch].trigger == CROSS:  # on its far side already, or about to be
             x1, y1, x2, y2 = self.graph.line_ends[self.goal_switch]
             tx, ty = NavGrid._in_front(self.graph.line_ends[self.goal_switch], -24.0)
@@ -556,7 +675,7 @@ class LevelWalker(_Expert):
             (x0, y0), (x1, y1) = self.track[-2], self.track[-1]
             if math.hypot(x1 - x0, y1 - y0) >= 4.0:
                 self.stuck_steps = 0
-            elif self.last_action in (self.actions.forward, self.use) or self.stuck_steps:
+            elif self.last_action in self.pushes or self.stuck_steps:
                 self.stuck_steps += 1
         return self.stuck_steps >= 4
 
@@ -569,9 +688,9 @@ class LevelWalker(_Expert):
         here = self.graph.sector_at(x, y)
         aside = {s for s in ahead if s != here and s in self.moving}  # a door or a lift that did not open or come
         if self.stuck_steps < (STUCK_PATIENCE if aside else BLOCKED_PATIENCE):
-            return self.steer.toward(info, self._heading(x, y)) if self.route else self.actions.turn_left
+            return self._toward(info, self._heading(x, y)) if self.route else self.actions.turn_left
         if aside:
-            self.nav = replace(self.nav, blocked=frozenset(self.nav.blocked | aside))
+            self._regrid(frozenset(self.nav.blocked | aside))
             self.nav.avoid(self.avoided)
         else:  # stuck in its own sector (a thing, a corner): route around the cells ahead
             self.avoided |= set(self.route[:4])
