@@ -78,7 +78,10 @@ SOLID_THINGS = {2035: 10, 70: 16, 2028: 16, 30: 16, 31: 16, 32: 16, 33: 16, 36: 
 MONSTERS = {3004: 20, 9: 20, 65: 20, 3001: 20, 3002: 30, 58: 30, 3006: 16, 3005: 31, 69: 24, 3003: 24, 68: 64, 71: 31,
             66: 20, 67: 48, 64: 20, 16: 40, 7: 128, 84: 20, 72: 16}
 """Doom's monsters by editor number, with their radius: under `immortal` (notarget) they stand
-where the level puts them for good, and the walker, which cannot fire, walks round them."""
+where the level puts them, and the walker, which cannot fire, walks round them where it can."""
+MONSTER_COST = 50.0
+"""Extra cost of a nav cell a monster stands on (not a wall: one on a lift rides it, and where it
+blocks the only way the walker's stuck handling routes round it)."""
 
 
 @dataclass
@@ -130,16 +133,20 @@ class NavGrid:
                 ld.front == ld.back or direct[ld.front, ld.back] or direct[ld.back, ld.front])
             if not open_line:
                 cv2.line(barrier, to_raster(*self.graph.line_ends[i][:2]), to_raster(*self.graph.line_ends[i][2:]), 1, 1)
+        crowd = np.zeros_like(barrier)
         for t in level.things:
-            radius = SOLID_THINGS.get(t.type) or (MONSTERS.get(t.type) if self.monsters else None)
+            radius = SOLID_THINGS.get(t.type)
             if radius is not None:
                 cv2.circle(things, to_raster(t.x, t.y), int(math.ceil((radius + PLAYER_RADIUS) / RASTER_UNITS)), 1, -1)
+            elif self.monsters and t.type in MONSTERS:
+                cv2.circle(crowd, to_raster(t.x, t.y), int(math.ceil((MONSTERS[t.type] + PLAYER_RADIUS) / RASTER_UNITS)), 1, -1)
         clearance = cv2.distanceTransform((barrier == 0).astype(np.uint8), cv2.DIST_L2, 3) * RASTER_UNITS
         free &= (clearance >= CLEARANCE)[step // 2::step, step // 2::step][:h, :w]
         free &= (things == 0)[step // 2::step, step // 2::step][:h, :w]
         self.free = free
         roomy = (clearance >= ROOMY)[step // 2::step, step // 2::step][:h, :w]
         near_wall = cv2.distanceTransform(free.astype(np.uint8), cv2.DIST_L2, 3) < 2.0
+        crowded = (crowd > 0)[step // 2::step, step // 2::step][:h, :w]
         ids = -np.ones((h, w), dtype=np.int64)
         ids[free] = np.arange(int(free.sum()))
         self.ids, self.cells = ids, np.argwhere(free)  # cells: (row, col) of each node
@@ -159,7 +166,7 @@ class NavGrid:
             r0, c0, r1, c1 = r0[keep], c0[keep], r1[keep], c1[keep]
             s0, s1 = self.sectors[r0, c0], self.sectors[r1, c1]
             length = math.hypot(dr, dc)
-            cost = length * (1.0 + 2.0 * (near_wall[r0, c0] | near_wall[r1, c1]))
+            cost = length * (1.0 + 2.0 * (near_wall[r0, c0] | near_wall[r1, c1]) + MONSTER_COST * crowded[r1, c1])
             moves = self._moves(r0, c0, r1, c1, direct)
             for fwd in (0, 1):
                 ok_move = moves[fwd]
