@@ -362,6 +362,11 @@ class LevelWalker(_Expert):
         self.moving = {s for i in range(len(graph.actions)) for s in graph.targets(i)}
         self.lifts = {s for i, a in enumerate(graph.actions) if a is not None and a.kind == LIFT for s in graph.targets(i)}
         """Sectors a special moves (doors, lifts, floors): the ones set aside when stuck at them."""
+        movers = [i for i, ld in enumerate(lines) if ld.front is not None and ld.back is not None
+                  and (ld.front in self.moving or ld.back in self.moving)]
+        self.mover_lines = (graph.line_ends[movers].reshape(-1, 4), np.array([[lines[i].front, lines[i].back] for i in movers],
+                                                                          dtype=np.int64).reshape(-1, 2))
+        """The lines between a moving sector and another: `(ends, (front, back))`."""
         self.visited = np.zeros_like(self.targets_mask)
         self.done = False
         self.reset({})
@@ -433,7 +438,7 @@ class LevelWalker(_Expert):
         heading = self._heading(x, y)
         if self._riding_lift(x, y, float(info["position"][2])):  # wait for it to take the player up
             return self.actions.turn_left if self.t % 2 else self.actions.turn_right
-        if self._door_ahead(x, y) is not None and self._facing_usable(x, y, info) and self.t - self.last_use > 16:
+        if self._movers_ahead(x, y) and self._facing_usable(x, y, info) and self.t - self.last_use > 16:
             self.last_use = self.t
             return self.use
         return self._toward(info, heading)
@@ -663,17 +668,27 @@ class LevelWalker(_Expert):
         self.last_use = self.t
         return self.use
 
-    def _door_ahead(self, x: float, y: float) -> int | None:
-        """The door's or lift's sector the next stretch of the route enters, when the player is near it."""
+    def _movers_ahead(self, x: float, y: float, reach: float = DOOR_REACH) -> set[int]:
+        """The doors' and lifts' sectors (any a special moves) that the route enters within `reach`
+        of the player: those its cells lie in, and those whose lines it crosses (a door 8 units
+        thick has no cell of its own)."""
         here = self.graph.sector_at(x, y)
+        points, out = [(x, y)], set()
         for node in self.route[:8]:
-            s = int(self.nav.sectors[tuple(self.nav.cells[node])])
-            if s in self.moving and s != here:
-                cx, cy = self.nav.centre(node)
-                return s if math.hypot(cx - x, cy - y) < DOOR_REACH else None
-            if math.hypot(*np.subtract(self.nav.centre(node), (x, y))) > DOOR_REACH:
-                return None
-        return None
+            if math.hypot(*np.subtract(self.nav.centre(node), (x, y))) > reach:
+                break
+            points.append(self.nav.centre(node))
+            out.add(int(self.nav.sectors[tuple(self.nav.cells[node])]))
+        ends, sides = self.mover_lines
+        for (ax, ay), (bx, by) in zip(points, points[1:]):
+            x1, y1, x2, y2 = ends.T
+            d1 = (x2 - x1) * (ay - y1) - (y2 - y1) * (ax - x1)
+            d2 = (x2 - x1) * (by - y1) - (y2 - y1) * (bx - x1)
+            d3 = (bx - ax) * (y1 - ay) - (by - ay) * (x1 - ax)
+            d4 = (bx - ax) * (y2 - ay) - (by - ay) * (x2 - ax)
+            for pair in sides[(d1 * d2 <= 0) & (d3 * d4 <= 0) & ((d1 != 0) | (d2 != 0))]:
+                out |= set(pair.tolist())
+        return {s for s in out if s in self.moving and s != here}
 
     # -- stuck ---------------------------------------------------------------------------------
     def _stuck(self) -> bool:
@@ -691,9 +706,7 @@ class LevelWalker(_Expert):
         if (self.stuck_steps == 4 or self._facing_usable(x, y, info)) and self.t - self.last_use > 16:
             self.last_use = self.t
             return self.use
-        ahead = [int(self.nav.sectors[tuple(self.nav.cells[n])]) for n in self.route[:6]]
-        here = self.graph.sector_at(x, y)
-        aside = {s for s in ahead if s != here and s in self.moving}  # a door or a lift that did not open or come
+        aside = self._movers_ahead(x, y)  # a door or a lift that did not open or come
         if self.stuck_steps < (STUCK_PATIENCE if aside else BLOCKED_PATIENCE):
             return self._toward(info, self._heading(x, y)) if self.route else self.actions.turn_left
         if aside:
