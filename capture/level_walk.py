@@ -317,6 +317,19 @@ class NavGrid:
         return out[::-1]
 
 
+def crossing(ax: float, ay: float, bx: float, by: float, ends: np.ndarray, *, touch: bool = True) -> np.ndarray:
+    """Per line of `ends` (`N × 4`: `x1, y1, x2, y2`): whether the segment from `(ax, ay)` to
+    `(bx, by)` crosses it (`touch`: an end on the line counts too)."""
+    x1, y1, x2, y2 = np.asarray(ends, dtype=float).reshape(-1, 4).T
+    d1 = (x2 - x1) * (ay - y1) - (y2 - y1) * (ax - x1)
+    d2 = (x2 - x1) * (by - y1) - (y2 - y1) * (bx - x1)
+    d3 = (bx - ax) * (y1 - ay) - (by - ay) * (x1 - ax)
+    d4 = (bx - ax) * (y2 - ay) - (by - ay) * (x2 - ax)
+    if touch:
+        return (d1 * d2 <= 0) & (d3 * d4 <= 0) & ((d1 != 0) | (d2 != 0))
+    return (d1 * d2 < 0) & (d3 * d4 < 0)
+
+
 def coverage_cell(bounds: tuple[float, float, float, float], x: float, y: float) -> tuple[int, int]:
     """`(row, col)` of a point in the report's coverage grid over a level's bounds (row 0 south)."""
     return int((y - bounds[1]) // CELL), int((x - bounds[0]) // CELL)
@@ -641,17 +654,12 @@ class LevelWalker(_Expert):
         """Walk-over lines crossed by the last step."""
         if len(self.track) < 2:
             return
-        (ax, ay), (bx, by) = self.track[-2], self.track[-1]
-        for line in self.switches:
-            if line in self.pressed or self.graph.actions[line].trigger != CROSS:
-                continue
-            x1, y1, x2, y2 = self.graph.line_ends[line]
-            d1 = (x2 - x1) * (ay - y1) - (y2 - y1) * (ax - x1)
-            d2 = (x2 - x1) * (by - y1) - (y2 - y1) * (bx - x1)
-            d3 = (bx - ax) * (y1 - ay) - (by - ay) * (x1 - ax)
-            d4 = (bx - ax) * (y2 - ay) - (by - ay) * (x2 - ax)
-            if d1 * d2 < 0 and d3 * d4 < 0:
-                self._set_off(line)
+        lines = [i for i in self.switches if i not in self.pressed and self.graph.actions[i].trigger == CROSS]
+        if not lines:
+            return
+        for line in np.array(lines)[crossing(*self.track[-2], *self.track[-1], self.graph.line_ends[lines], touch=False)]:
+            if line not in self.pressed:
+                self._set_off(int(line))
 
     def _press_switch(self, info: dict[str, Any], x: float, y: float) -> int:
         self.tries[self.goal_switch] = self.tries.get(self.goal_switch, 0) + 1
@@ -681,12 +689,7 @@ class LevelWalker(_Expert):
             out.add(int(self.nav.sectors[tuple(self.nav.cells[node])]))
         ends, sides = self.mover_lines
         for (ax, ay), (bx, by) in zip(points, points[1:]):
-            x1, y1, x2, y2 = ends.T
-            d1 = (x2 - x1) * (ay - y1) - (y2 - y1) * (ax - x1)
-            d2 = (x2 - x1) * (by - y1) - (y2 - y1) * (bx - x1)
-            d3 = (bx - ax) * (y1 - ay) - (by - ay) * (x1 - ax)
-            d4 = (bx - ax) * (y2 - ay) - (by - ay) * (x2 - ax)
-            for pair in sides[(d1 * d2 <= 0) & (d3 * d4 <= 0) & ((d1 != 0) | (d2 != 0))]:
+            for pair in sides[crossing(ax, ay, bx, by, ends)]:
                 out |= set(pair.tolist())
         return {s for s in out if s in self.moving and s != here}
 
