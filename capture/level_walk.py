@@ -371,6 +371,8 @@ class LevelWalker(_Expert):
         """Keys lying in reach: `(lock, x, y)`; the walker fetches one when what it opens is still to walk."""
         self.keys: set[str] = set()
         self.pressed: set[int] = set()
+        self.traps: dict[int, bool] = {}
+        """Per sector asked about: whether it is a pit with no way back (`_trap`)."""
         self.nav = NavGrid(graph, active=self._active(), shut=self._shut(), monsters=monsters)
         self.moving = {s for i in range(len(graph.actions)) for s in graph.targets(i)}
         self.lifts = {s for i, a in enumerate(graph.actions) if a is not None and a.kind == LIFT for s in graph.targets(i)}
@@ -563,6 +565,15 @@ class LevelWalker(_Expert):
             home[:] = True
         if (wanted & self.nav.roomy).any():
             wanted &= self.nav.roomy
+        node_sector = self.nav.sectors[rows, cols]
+        safe = wanted.copy()
+        while safe.any():  # a pit with no way back (the engine's own rules) waits until nothing else is left
+            best = int(np.flatnonzero(safe)[np.argmin(dist[safe])])
+            if not self._trap(int(node_sector[best])):
+                break
+            safe &= node_sector != node_sector[best]
+        if safe.any():
+            wanted = safe
         if wanted.any():
             best = int(np.flatnonzero(wanted)[np.argmin(dist[wanted])])
             best_d = dist[best]
@@ -575,13 +586,15 @@ class LevelWalker(_Expert):
             if line in self.pressed or not self._unlocked(line) or self.tries.get(line, 0) >= SWITCH_TRIES:
                 continue
             node = self._switch_node(line)
-            if node is not None and home[node] and np.isfinite(dist[node]) and dist[node] - bonus < best_d:
+            if node is not None and home[node] and np.isfinite(dist[node]) and dist[node] - bonus < best_d \
+                    and not self._trap(int(node_sector[node])):
                 best, best_d, self.goal_switch = node, dist[node] - bonus, line
         if beyond:  # a key counts as near when cells it may open are still to walk and out of reach now
             for lock, kx, ky in self.key_spots:
                 node = self.nav._node_near(kx, ky)
                 krow, kcol = coverage_cell(self.bounds, kx, ky)
-                if lock in self.keys or node is None or not home[node] or not np.isfinite(dist[node]) or self.given_up[krow, kcol]:
+                if lock in self.keys or node is None or not home[node] or not np.isfinite(dist[node]) or self.given_up[krow, kcol] \
+                        or self._trap(int(node_sector[node])):
                     continue
                 cost = dist[node] - UNLOCK_BONUS
                 if cost < best_d:
@@ -605,6 +618,15 @@ class LevelWalker(_Expert):
                 self._plan(x, y, angle)
         else:
             self.goal_cell, self.goal_since = goal, self.t
+
+    def _trap(self, sector: int) -> bool:
+        """Whether the level's graph finds no way back to the start from a sector (a pit whose lift
+        is worked only from outside); doors and lifts themselves are ways, not traps."""
+        if sector < 0 or sector in self.moving:
+            return False
+        if sector not in self.traps:
+            self.traps[sector] = self.graph.start_sector() not in self.graph.reachable(start=sector)
+        return self.traps[sector]
 
     def _unlocked(self, line: int) -> bool:
         """Whether a line's lock (if any) opens to the keys held."""
