@@ -2,18 +2,24 @@
 
 `NavGrid` is a level's `LevelGraph` at `NAV_UNITS` (16) map units a cell: the cells a player can
 stand in among the sectors reachable from the start, walls drawn between them as barriers, and
-moves between neighbouring cells where the graph allows them (a step up of at most 24 units, a
-drop, a door's sector, a lift, across a teleporter to its destination). Shortest routes come from
-Dijkstra over it (SciPy), cells beside a wall costing more, so that routes keep off the walls.
+moves between neighbouring cells where every line the move crosses is a passage of the graph
+that way (a step up of at most 24 units, a drop, a door's sector, a lift; a door 8 units thick has
+no cell of its own and is crossed in one move), and across a teleporter to its destination. A
+locked door's face is a wall while its key is not held; a monster (which stands still under
+`immortal`) makes its cells dear. Shortest routes come from Dijkstra over it (SciPy), cells
+beside a wall costing more, so that routes keep off the walls.
 
 `LevelWalker` plays from telemetry and the level's geometry, as a human tester would walk a
 level they know the map of: it goes to the nearest coverage cell (`CELL`, 64 units, the report's)
-it has not been in yet, or to a switch within reach of the route that it has not pressed; it
-presses USE facing a door on its way and walks through, waits at a lift, and when it is stuck
-(a door that needs a switch elsewhere, a lift that does not come) it leaves that sector aside
-until it next presses a switch. It remembers where it has been across episodes (`remember`) or
-per episode. Like the park's experts it adds a little jitter and labels jittered steps with the
-action meant, so that its demos teach a policy to walk a level like a tester.
+it has not been in yet, to a switch within reach of the route that it has not pressed, or, while
+cells are left that a lock keeps from it, to a key; it presses USE facing a door on its way and
+walks through, waits at a lift, and when it is stuck (a door that needs a switch elsewhere, a lift
+that does not come) it leaves that sector aside until it next presses a switch. It walks on with
+a strafe or a step back while it turns round, keeps out of a pit the graph finds no way back from
+(and off one-way drops) while other cells are left, and counts a walk through cells it has been in
+as progress while it gets nearer its goal. It remembers where it has been across episodes
+(`remember`) or per episode. Like the park's experts it adds a little jitter and labels jittered
+steps with the action meant, so that its demos teach a policy to walk a level like a tester.
 
 It uses geometry and telemetry: a stand-in for a human tester making training data, never the
 agent under test (which sees only pixels).
