@@ -123,3 +123,19 @@ def test_a_long_walk_through_walked_cells_toward_a_far_goal_is_progress():
     walker.route, walker.t = list(range(12, 20)), 30
     walker._closer()
     assert walker.last_closer == 9, "no nearer: no progress"
+
+
+def test_it_never_drops_into_a_pit_with_no_way_back():
+    """The pit p (64 units down, no lift) holds the only cells left: the walker does not go for them
+    (the softlock oracle would end the episode there); with a step out of it, it does."""
+    for floor, trap in ((-64, True), (-24, False)):
+        plan = LevelPlan(rows=["#######", "#aaapp#", "#aaapp#", "#######"], rooms={"a": Room(), "p": Room(floor=floor)},
+                         start="a")
+        graph, s = graph_of(plan)
+        walker = walker_on(graph)
+        assert walker._trap(s["p"]) == trap and not walker._trap(s["a"])
+        x, y = plan.centre(1, 1)
+        walker.visited[:, :coverage_cell(walker.bounds, *plan.centre(3, 1))[1] + 1] = True  # a walked
+        walker._plan(x, y)
+        ends_in_pit = bool(walker.route) and graph.sector_at(*walker.nav.centre(walker.route[-1])) == s["p"]
+        assert ends_in_pit != trap
