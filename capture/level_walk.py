@@ -16,8 +16,8 @@ cells are left that a lock keeps from it, to a key; it presses USE facing a door
 walks through, waits at a lift, and when it is stuck (a door that needs a switch elsewhere, a lift
 that does not come) it leaves that sector aside until it next presses a switch. It walks on with
 a strafe or a step back while it turns round, keeps out of a pit the graph finds no way back from
-(the softlock oracle would end the episode there) and off one-way drops while other cells are
-left, and counts a walk through cells it has been in
+(the softlock oracle ends the episode there) and off one-way drops while other cells are left,
+and counts a walk through cells it has been in
 as progress while it gets nearer its goal. It remembers where it has been across episodes
 (`remember`) or per episode. Like the park's experts it adds a little jitter and labels jittered
 steps with the action meant, so that its demos teach a policy to walk a level like a tester.
@@ -574,12 +574,14 @@ class LevelWalker(_Expert):
             wanted &= self.nav.roomy
         node_sector = self.nav.sectors[rows, cols]
         safe = wanted.copy()
-        while safe.any():  # never into a pit with no way back (the engine's own rules): it would end the episode
+        while safe.any():  # a pit with no way back (the engine's own rules) waits until nothing else is left
             best = int(np.flatnonzero(safe)[np.argmin(dist[safe])])
             if not self._trap(int(node_sector[best])):
                 break
             safe &= node_sector != node_sector[best]
-        wanted, best = safe, None
+        if safe.any():
+            wanted = safe
+        best = None
         if wanted.any():
             best = int(np.flatnonzero(wanted)[np.argmin(dist[wanted])])
             best_d = dist[best]

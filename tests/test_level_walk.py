@@ -125,17 +125,21 @@ def test_a_long_walk_through_walked_cells_toward_a_far_goal_is_progress():
     assert walker.last_closer == 9, "no nearer: no progress"
 
 
-def test_it_never_drops_into_a_pit_with_no_way_back():
-    """The pit p (64 units down, no lift) holds the only cells left: the walker does not go for them
-    (the softlock oracle would end the episode there); with a step out of it, it does."""
+def test_a_pit_with_no_way_back_waits_until_nothing_else_is_left():
+    """The pit p (64 units down, no lift: the softlock oracle would end the episode there) is left
+    for last: with cells of a still to walk the walker heads for those even where the pit is
+    nearer; a pit with a step out of it is walked as any room."""
     for floor, trap in ((-64, True), (-24, False)):
         plan = LevelPlan(rows=["#######", "#aaapp#", "#aaapp#", "#######"], rooms={"a": Room(), "p": Room(floor=floor)},
                          start="a")
         graph, s = graph_of(plan)
         walker = walker_on(graph)
         assert walker._trap(s["p"]) == trap and not walker._trap(s["a"])
-        x, y = plan.centre(1, 1)
-        walker.visited[:, :coverage_cell(walker.bounds, *plan.centre(3, 1))[1] + 1] = True  # a walked
+        x, y = plan.centre(3, 1)
+        walker.visited[:, 2:coverage_cell(walker.bounds, x, y)[1] + 1] = True  # a walked but its west end
         walker._plan(x, y)
-        ends_in_pit = bool(walker.route) and graph.sector_at(*walker.nav.centre(walker.route[-1])) == s["p"]
-        assert ends_in_pit != trap
+        goal = graph.sector_at(*walker.nav.centre(walker.route[-1]))
+        assert goal == (s["a"] if trap else s["p"])
+        walker.visited[:, :coverage_cell(walker.bounds, x, y)[1] + 1] = True
+        walker._plan(x, y)
+        assert graph.sector_at(*walker.nav.centre(walker.route[-1])) == s["p"], "nothing else left"
