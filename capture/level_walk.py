@@ -2,18 +2,25 @@
 
 `NavGrid` is a level's `LevelGraph` at `NAV_UNITS` (16) map units a cell: the cells a player can
 stand in among the sectors reachable from the start, walls drawn between them as barriers, and
-moves between neighbouring cells where the graph allows them (a step up of at most 24 units, a
-drop, a door's sector, a lift, across a teleporter to its destination). Shortest routes come from
-Dijkstra over it (SciPy), cells beside a wall costing more, so that routes keep off the walls.
+moves between neighbouring cells where every line the move crosses is a passage of the graph
+that way (a step up of at most 24 units, a drop, a door's sector, a lift; a door 8 units thick has
+no cell of its own and is crossed in one move), and across a teleporter to its destination. A
+locked door's face is a wall while its key is not held; a monster (which stands still under
+`immortal`) makes its cells dear. Shortest routes come from Dijkstra over it (SciPy), cells
+beside a wall costing more, so that routes keep off the walls.
 
 `LevelWalker` plays from telemetry and the level's geometry, as a human tester would walk a
 level they know the map of: it goes to the nearest coverage cell (`CELL`, 64 units, the report's)
-it has not been in yet, or to a switch within reach of the route that it has not pressed; it
-presses USE facing a door on its way and walks through, waits at a lift, and when it is stuck
-(a door that needs a switch elsewhere, a lift that does not come) it leaves that sector aside
-until it next presses a switch. It remembers where it has been across episodes (`remember`) or
-per episode. Like the park's experts it adds a little jitter and labels jittered steps with the
-action meant, so that its demos teach a policy to walk a level like a tester.
+it has not been in yet, to a switch within reach of the route that it has not pressed, or, while
+cells are left that a lock keeps from it, to a key; it presses USE facing a door on its way and
+walks through, waits at a lift, and when it is stuck (a door that needs a switch elsewhere, a lift
+that does not come) it leaves that sector aside until it next presses a switch. It walks on with
+a strafe or a step back while it turns round, keeps out of a pit the graph finds no way back from
+(the softlock oracle ends the episode there) and off one-way drops while other cells are left,
+and counts a walk through cells it has been in
+as progress while it gets nearer its goal. It remembers where it has been across episodes
+(`remember`) or per episode. Like the park's experts it adds a little jitter and labels jittered
+steps with the action meant, so that its demos teach a policy to walk a level like a tester.
 
 It uses geometry and telemetry: a stand-in for a human tester making training data, never the
 agent under test (which sees only pixels).
@@ -22,7 +29,7 @@ agent under test (which sees only pixels).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import cv2
@@ -32,7 +39,7 @@ from playtester.capture.doom import wrap_angle
 from playtester.capture.experts import _Actions, _Expert, _Steering, bearing
 from playtester.capture.keymap import KeyMap
 from playtester.capture.level_graph import RASTER_UNITS, LevelGraph
-from playtester.capture.level_specials import CROSS, DOOR, EXIT, FLOOR, LIFT, TELEPORT, USE
+from playtester.capture.level_specials import CROSS, DOOR, EXIT, FLOOR, KEY_THINGS, LIFT, TELEPORT, USE
 from playtester.errors import UserError
 
 NAV_UNITS = 16.0
@@ -44,14 +51,26 @@ walker leaves the sector ahead aside: a door opens and a lift comes down within 
 BLOCKED_PATIENCE = 8
 """Steps stuck with no door or lift ahead (a monster in the way, a corner) before the walker routes around."""
 GIVE_UP_STEPS = 40
-NO_PROGRESS = 30
-"""Steps without a new coverage cell after which the walker routes around the way it was taking."""
-"""Steps after which the walker gives up a cell it has not got into (a lift that needs a switch
+"""Steps without getting nearer after which the walker gives up a cell it has not got into (a lift that needs a switch
 it cannot find, a ledge that looks walkable)."""
+NO_PROGRESS = 30
+"""Steps without a new coverage cell or a step nearer the goal after which the walker routes
+around the way it was taking."""
 TURN_COST = 10.0
 """Degrees of turning that cost as much as walking one nav cell when choosing where to go next."""
 DOOR_REACH = 96.0
+"""Within this far of a door's sector on its route the walker presses USE."""
 ROOMY = 28.0
+SWITCH_TRIES = 2
+"""Times the walker goes to a switch that did not work before it leaves it (its face out of reach)."""
+UNLOCK_BONUS = 400.0
+"""Nav cells nearer than it lies a key counts while cells are left that the grid cannot reach yet
+(the door it opens may lead there). A switch counts 12 nearer: going out of the way to every
+switch first walked the walker into a pit on MAP10 (a walk-over line past a drop)."""
+KEY_TOUCH = 34.0
+"""Map units (along each axis) within which the player has picked a key up (Doom: 16 + 20 apart)."""
+DRIFT = 24.0
+"""Map units a step: at least this, the player's momentum carries it on while the walker turns."""
 LOOKAHEAD = 72.0
 """The walker heads for the first node of its route at least this far away."""
 PLAYER_RADIUS = 16.0
@@ -63,7 +82,13 @@ SOLID_THINGS = {2035: 10, 70: 16, 2028: 16, 30: 16, 31: 16, 32: 16, 33: 16, 36: 
                 27: 16, 28: 16, 29: 16, 49: 16, 50: 16, 51: 16, 52: 16, 53: 16, 73: 16, 74: 16, 75: 16, 76: 16, 77: 16,
                 78: 16}
 """Doom's solid decorations by editor number, with their radius in map units."""
-"""Within this far of a door's sector on its route the walker presses USE."""
+MONSTERS = {3004: 20, 9: 20, 65: 20, 3001: 20, 3002: 30, 58: 30, 3006: 16, 3005: 31, 69: 24, 3003: 24, 68: 64, 71: 31,
+            66: 20, 67: 48, 64: 20, 16: 40, 7: 128, 84: 20, 72: 16}
+"""Doom's monsters by editor number, with their radius: under `immortal` (notarget) they stand
+where the level puts them, and the walker, which cannot fire, walks round them where it can."""
+MONSTER_COST = 50.0
+"""Extra cost of a nav cell a monster stands on (not a wall: one on a lift rides it, and where it
+blocks the only way the walker's stuck handling routes round it)."""
 
 
 @dataclass
@@ -75,6 +100,12 @@ class NavGrid:
     """Sectors left aside (stuck there)."""
     active: frozenset[int] | None = None
     """The lines set off so far (None: every line): what they move is where it moved to."""
+    monsters: bool = True
+    """Whether the level's monsters stand in the way (`MONSTERS`; not under `no-monsters`)."""
+    shut: frozenset[int] = frozenset()
+    """Lines that stand as walls whatever their sides allow (a locked door's face, its key not held)."""
+    crossings: dict | None = field(default=None, repr=False, compare=False)
+    """`_line_crossings()`, computed once and handed on to the level's later grids (`replace`)."""
 
     def __post_init__(self) -> None:
         level = self.graph.level
@@ -83,6 +114,8 @@ class NavGrid:
         h, w = self.sectors.shape
         x0, _, _, y1 = level.bounds
         self.origin = (x0, y1)
+        if self.crossings is None:
+            self.crossings = self._line_crossings()
         reached = self.graph.reachable()
         passages = self.graph.passages(None if self.active is None else set(self.active))
         stand = self.graph.walkable_sectors()
@@ -96,29 +129,31 @@ class NavGrid:
                 allowed[p.source, p.target] = True
         for sector in range(len(level.sectors) + 1):
             allowed[sector, sector] = True
-        # a 16-unit cell may skip a thin sector between two others (a door, a step): two passages in a row count
         direct = allowed
-        allowed = (allowed.astype(np.uint8) @ allowed.astype(np.uint8)) > 0
         # walls (lines passable neither way) and solid things, at the raster's 8 units: the player's
         # centre keeps its radius (16 units) from a wall, and a thing's radius more from a thing
         barrier = np.zeros(self.graph.raster.shape, dtype=np.uint8)
         things = np.zeros_like(barrier)
         to_raster = lambda x, y: (int((x - x0) // RASTER_UNITS), int((y1 - y) // RASTER_UNITS))  # noqa: E731
         for i, ld in enumerate(level.linedefs):
-            open_line = ld.front is not None and ld.back is not None and not ld.blocking and (
+            open_line = ld.front is not None and ld.back is not None and not ld.blocking and i not in self.shut and (
                 ld.front == ld.back or direct[ld.front, ld.back] or direct[ld.back, ld.front])
             if not open_line:
                 cv2.line(barrier, to_raster(*self.graph.line_ends[i][:2]), to_raster(*self.graph.line_ends[i][2:]), 1, 1)
+        crowd = np.zeros_like(barrier)
         for t in level.things:
             radius = SOLID_THINGS.get(t.type)
             if radius is not None:
                 cv2.circle(things, to_raster(t.x, t.y), int(math.ceil((radius + PLAYER_RADIUS) / RASTER_UNITS)), 1, -1)
+            elif self.monsters and t.type in MONSTERS:
+                cv2.circle(crowd, to_raster(t.x, t.y), int(math.ceil((MONSTERS[t.type] + PLAYER_RADIUS) / RASTER_UNITS)), 1, -1)
         clearance = cv2.distanceTransform((barrier == 0).astype(np.uint8), cv2.DIST_L2, 3) * RASTER_UNITS
         free &= (clearance >= CLEARANCE)[step // 2::step, step // 2::step][:h, :w]
         free &= (things == 0)[step // 2::step, step // 2::step][:h, :w]
         self.free = free
         roomy = (clearance >= ROOMY)[step // 2::step, step // 2::step][:h, :w]
         near_wall = cv2.distanceTransform(free.astype(np.uint8), cv2.DIST_L2, 3) < 2.0
+        crowded = (crowd > 0)[step // 2::step, step // 2::step][:h, :w]
         ids = -np.ones((h, w), dtype=np.int64)
         ids[free] = np.arange(int(free.sum()))
         self.ids, self.cells = ids, np.argwhere(free)  # cells: (row, col) of each node
@@ -138,9 +173,10 @@ class NavGrid:
             r0, c0, r1, c1 = r0[keep], c0[keep], r1[keep], c1[keep]
             s0, s1 = self.sectors[r0, c0], self.sectors[r1, c1]
             length = math.hypot(dr, dc)
-            cost = length * (1.0 + 2.0 * (near_wall[r0, c0] | near_wall[r1, c1]))
-            for fwd, (a0, a1) in enumerate(((s0, s1), (s1, s0))):
-                ok_move = allowed[a0, a1]
+            cost = length * (1.0 + 2.0 * (near_wall[r0, c0] | near_wall[r1, c1]) + MONSTER_COST * crowded[r1, c1])
+            moves = self._moves(r0, c0, r1, c1, direct)
+            for fwd in (0, 1):
+                ok_move = moves[fwd]
                 src = (ids[r0, c0], ids[r1, c1])[fwd]
                 dst = (ids[r1, c1], ids[r0, c0])[fwd]
                 rows.append(src[ok_move])
@@ -161,6 +197,73 @@ class NavGrid:
                     costs.append(np.array([4.0]))
         self.edges = (np.concatenate(rows), np.concatenate(cols), np.concatenate(costs))
         self.matrix = self._matrix(set())
+        from scipy.sparse.csgraph import connected_components
+
+        self.component = connected_components(self.matrix, directed=True, connection="strong")[1]
+        """Per node: its strongly connected component (nodes that reach each other: a one-way drop
+        leads out of one)."""
+
+    def _moves(self, r0: np.ndarray, c0: np.ndarray, r1: np.ndarray, c1: np.ndarray, direct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Whether the player walks from each cell `(r0, c0)` to its neighbour `(r1, c1)` (forward)
+        and back: every line the straight move between their centres crosses is a passage that way
+        (a step up it climbs, a drop, an open door; a thin sector between the two cells too). A
+        move that crosses no line stays in its sector, or goes where the 8-unit raster put a cell
+        a pixel off its line: where a passage leads straight there."""
+        h, w = self.sectors.shape
+        s0, s1 = self.sectors[r0, c0], self.sectors[r1, c1]
+        fwd, bwd = direct[s0, s1].copy(), direct[s1, s0].copy()
+        keys, owner, frm, to, line = self.crossings[(int(r1[0] - r0[0]), int(c1[0] - c0[0]))] if len(r0) else ((),) * 5
+        if not len(keys):
+            return fwd, bwd
+        where = np.searchsorted(keys, r0 * w + c0).clip(0, len(keys) - 1)
+        crossing = keys[where] == r0 * w + c0
+        wall = (frm < 0) | (to < 0) | np.isin(line, list(self.shut))
+        ok_f = np.ones(len(keys), dtype=bool)
+        ok_b = np.ones(len(keys), dtype=bool)
+        ok_f[owner[wall | ~direct[frm, to]]] = False  # a -1 side indexes the outside row: a wall either way
+        ok_b[owner[wall | ~direct[to, frm]]] = False
+        fwd[crossing], bwd[crossing] = ok_f[where[crossing]], ok_b[where[crossing]]
+        return fwd, bwd
+
+    def _line_crossings(self) -> dict[tuple[int, int], tuple[np.ndarray, ...]]:
+        """Per move direction `(dr, dc)`: the moves between neighbouring cell centres that cross a
+        line (`keys`: their first cell, `row * width + col`, sorted) and each line crossed
+        (`owner`: an index into `keys`; `frm`, `to`: the sectors it leads from and into, -1 for a
+        wall's missing side or a blocking line; `line`: the line). Geometry only: the same for every grid of a level."""
+        level, ends = self.graph.level, self.graph.line_ends
+        h, w = self.sectors.shape
+        x0, y1 = self.origin
+        moves = ((0, 1), (1, 0), (1, 1), (1, -1))
+        found: dict[tuple[int, int], list[tuple[np.ndarray, ...]]] = {m: [] for m in moves}
+        for i, (lx1, ly1, lx2, ly2) in enumerate(ends):
+            ld = level.linedefs[i]
+            cmin, rmin = self.pixel(min(lx1, lx2), max(ly1, ly2))
+            cmax, rmax = self.pixel(max(lx1, lx2), min(ly1, ly2))
+            rr, cc = np.mgrid[max(0, rmin - 1):min(h, rmax + 2), max(0, cmin - 1):min(w, cmax + 2)]
+            r0, c0 = rr.ravel(), cc.ravel()
+            ax, ay = x0 + (c0 + 0.5) * NAV_UNITS, y1 - (r0 + 0.5) * NAV_UNITS
+            ex, ey = lx2 - lx1, ly2 - ly1
+            d1 = ex * (ay - ly1) - ey * (ax - lx1)
+            front, back = (-1, -1) if ld.blocking or ld.front is None or ld.back is None else (ld.front, ld.back)
+            for dr, dc in moves:
+                mx, my = dc * NAV_UNITS, -dr * NAV_UNITS
+                d2 = d1 + ex * my - ey * mx
+                d3 = mx * (ly1 - ay) - my * (lx1 - ax)
+                d4 = mx * (ly2 - ay) - my * (lx2 - ax)
+                hit = ((d1 < 0) != (d2 < 0)) & (d3 * d4 <= 0)
+                if hit.any():  # the line's front lies on its right: a move from the right goes front to back
+                    right = d1[hit] < 0
+                    found[dr, dc].append((r0[hit] * w + c0[hit], np.where(right, front, back), np.where(right, back, front),
+                                          np.full(int(hit.sum()), i)))
+        out = {}
+        for m, parts in found.items():
+            key = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+            keys, owner = np.unique(key, return_inverse=True)
+            frm = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+            to = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+            line = np.concatenate([p[3] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+            out[m] = (keys, owner.ravel(), frm.astype(np.int64), to.astype(np.int64), line)
+        return out
 
     def _matrix(self, without: set[int]):
         from scipy.sparse import csr_matrix
@@ -221,6 +324,19 @@ class NavGrid:
         return out[::-1]
 
 
+def crossing(ax: float, ay: float, bx: float, by: float, ends: np.ndarray, *, touch: bool = True) -> np.ndarray:
+    """Per line of `ends` (`N × 4`: `x1, y1, x2, y2`): whether the segment from `(ax, ay)` to
+    `(bx, by)` crosses it (`touch`: an end on the line counts too)."""
+    x1, y1, x2, y2 = np.asarray(ends, dtype=float).reshape(-1, 4).T
+    d1 = (x2 - x1) * (ay - y1) - (y2 - y1) * (ax - x1)
+    d2 = (x2 - x1) * (by - y1) - (y2 - y1) * (bx - x1)
+    d3 = (bx - ax) * (y1 - ay) - (by - ay) * (x1 - ax)
+    d4 = (bx - ax) * (y2 - ay) - (by - ay) * (x2 - ax)
+    if touch:
+        return (d1 * d2 <= 0) & (d3 * d4 <= 0) & ((d1 != 0) | (d2 != 0))
+    return (d1 * d2 < 0) & (d3 * d4 < 0)
+
+
 def coverage_cell(bounds: tuple[float, float, float, float], x: float, y: float) -> tuple[int, int]:
     """`(row, col)` of a point in the report's coverage grid over a level's bounds (row 0 south)."""
     return int((y - bounds[1]) // CELL), int((x - bounds[0]) // CELL)
@@ -232,7 +348,7 @@ class LevelWalker(_Expert):
     behavior = "path"
 
     def __init__(self, graph: LevelGraph, keymap: KeyMap, rng: np.random.Generator, *, jitter: float = 0.05,
-                 remember: bool = False, replan_every: int = 24) -> None:
+                 remember: bool = False, replan_every: int = 24, monsters: bool = True) -> None:
         if "use" not in keymap.names:
             raise UserError(f"key map {keymap.name!r}: the level-walk expert presses USE; play the level with the level key map")
         self.graph = graph
@@ -240,6 +356,9 @@ class LevelWalker(_Expert):
         self.use = keymap.index("use")
         self.rng = rng
         self.steer = _Steering(self.actions, rng, jitter, turn_tolerance=30.0)
+        a = self.actions
+        self.pushes = {a.forward, a.backward, a.strafe_left, a.strafe_right, self.use}
+        """Actions that move the player (or open what it faces): not moving after them is being stuck."""
         self.remember = remember
         self.replan_every = replan_every
         self.bounds = graph.level.bounds
@@ -254,10 +373,22 @@ class LevelWalker(_Expert):
         self.switches = [i for i, a in enumerate(graph.actions) if a is not None and i not in self.at_hand
                          and a.trigger in (USE, CROSS) and a.kind in (DOOR, LIFT, FLOOR) and lines[i].front in reached]
         """Switches and walk-over lines that move something elsewhere: places to go and set off."""
-        self.nav = NavGrid(graph, active=self.at_hand)
+        self.key_spots = [(KEY_THINGS[t.type], t.x, t.y) for t in graph.level.things
+                          if t.type in KEY_THINGS and graph.sector_at(t.x, t.y) in reached]
+        """Keys lying in reach: `(lock, x, y)`; the walker fetches one when what it opens is still to walk."""
+        self.keys: set[str] = set()
+        self.pressed: set[int] = set()
+        self.traps: dict[int, bool] = {}
+        """Per sector asked about: whether it is a pit with no way back (`_trap`)."""
+        self.nav = NavGrid(graph, active=self._active(), shut=self._shut(), monsters=monsters)
         self.moving = {s for i in range(len(graph.actions)) for s in graph.targets(i)}
         self.lifts = {s for i, a in enumerate(graph.actions) if a is not None and a.kind == LIFT for s in graph.targets(i)}
         """Sectors a special moves (doors, lifts, floors): the ones set aside when stuck at them."""
+        movers = [i for i, ld in enumerate(lines) if ld.front is not None and ld.back is not None
+                  and (ld.front in self.moving or ld.back in self.moving)]
+        self.mover_lines = (graph.line_ends[movers].reshape(-1, 4), np.array([[lines[i].front, lines[i].back] for i in movers],
+                                                                          dtype=np.int64).reshape(-1, 2))
+        """The lines between a moving sector and another: `(ends, (front, back))`."""
         self.visited = np.zeros_like(self.targets_mask)
         self.done = False
         self.reset({})
@@ -267,6 +398,11 @@ class LevelWalker(_Expert):
             self.visited = np.zeros_like(self.targets_mask)
         self.pressed: set[int] = set()
         """Switches and walk-over lines set off in this episode."""
+        self.keys = set()
+        """The keys picked up in this episode (where the player touched one)."""
+        self.tries: dict[int, int] = {}
+        """Switches and walk-over lines gone to in this episode, and how often."""
+        self.goal_key: str | None = None
         self.route: list[int] = []
         self.goal_switch: int | None = None
         self.since_plan = 0
@@ -281,8 +417,12 @@ class LevelWalker(_Expert):
         self.goal_cell: tuple[int, int] | None = None
         self.goal_since = 0
         self.last_new = 0
-        if self.nav.blocked or self.nav.active != self.at_hand:
-            self.nav = NavGrid(self.graph, active=self.at_hand)
+        self.last_closer = 0
+        """The step at which the route to the goal was last shorter than ever (the walker getting there)."""
+        self.closing_on: int | None = None
+        self.fewest = 0
+        if self.nav.blocked or self.nav.active != self._active() or self.nav.shut != self._shut():
+            self._regrid()
         else:
             self.nav.avoid(self.avoided)
 
@@ -291,11 +431,12 @@ class LevelWalker(_Expert):
         x, y, _ = info["position"]
         self.t += 1
         self._visit(x, y)
+        self._pick_up(x, y)
         self.track.append((x, y))
         self._crossed()
         if self._stuck():
             return self._unstick(info, x, y)
-        if self.t - self.last_new > NO_PROGRESS and self.route:  # sliding along a wall the grid thinks open
+        if self.t - max(self.last_new, self.last_closer) > NO_PROGRESS and self.route:  # sliding along a wall the grid thinks open
             self.avoided |= set(self.route[:6])
             self.nav.avoid(self.avoided)
             if self.goal_cell is not None:
@@ -307,7 +448,8 @@ class LevelWalker(_Expert):
         if self.goal_switch is not None and len(self.route) <= 1:
             return self._press_switch(info, x, y)
         self._advance(x, y)
-        if self.route and self.goal_switch is None and self._reached_goal():
+        self._closer()
+        if self.route and self.goal_switch is None and self.goal_key is None and self._reached_goal():
             self._plan(x, y, float(info["angle"]))
         if not self.route:
             if self.goal_switch is not None:
@@ -318,10 +460,28 @@ class LevelWalker(_Expert):
         heading = self._heading(x, y)
         if self._riding_lift(x, y, float(info["position"][2])):  # wait for it to take the player up
             return self.actions.turn_left if self.t % 2 else self.actions.turn_right
-        if self._door_ahead(x, y) is not None and self._facing_usable(x, y, info) and self.t - self.last_use > 16:
+        if self._movers_ahead(x, y) and self._facing_usable(x, y, info) and self.t - self.last_use > 16:
             self.last_use = self.t
             return self.use
-        return self.steer.toward(info, heading)
+        return self._toward(info, heading)
+
+    def _toward(self, info: dict[str, Any], heading: float) -> int:
+        """Walk toward a heading without stopping to turn: forward when facing it (within the
+        steering's tolerance); else turn while the last step's momentum still carries the player
+        its way, and otherwise step with the key that moves it nearest that way (a strafe or a
+        step back), so that a walker turning round to a cell behind it is on its way meanwhile."""
+        angle = float(info["angle"])
+        err = wrap_angle(heading - angle)
+        if abs(err) <= self.steer.turn_tolerance:
+            return self.steer.toward(info, heading)
+        if len(self.track) >= 2:
+            (x0, y0), (x1, y1) = self.track[-2], self.track[-1]
+            drift = math.hypot(x1 - x0, y1 - y0)
+            if drift >= DRIFT and abs(wrap_angle(bearing(x0, y0, x1, y1) - heading)) <= 60.0:
+                return self.steer.toward(info, heading)
+        offset, key = min(((90.0, self.actions.strafe_left), (-90.0, self.actions.strafe_right), (180.0, self.actions.backward)),
+                          key=lambda k: abs(wrap_angle(err - k[0])))
+        return self.steer.toward(info, angle, walk=key)
 
     def _riding_lift(self, x: float, y: float, z: float) -> bool:
         """On a lift, with the route going on to a floor more than a step above the player."""
@@ -362,6 +522,16 @@ class LevelWalker(_Expert):
             passed = near + 1 if gaps[near] < 48.0 else near  # the nearest is reached too when close
             del self.route[:min(passed, len(self.route) - 1)]
 
+    def _closer(self) -> None:
+        """Note the step when the route to its goal is shorter than it has been: a long walk
+        through cells walked before toward a far goal is progress too."""
+        if not self.route:
+            return
+        if self.route[-1] != self.closing_on:
+            self.closing_on, self.fewest = self.route[-1], len(self.route)
+        elif len(self.route) < self.fewest:
+            self.fewest, self.last_closer = len(self.route), self.t
+
     def _reached_goal(self) -> bool:
         """Whether the coverage cell the route leads to has been visited already (on the way)."""
         row, col = coverage_cell(self.bounds, *self.nav.centre(self.route[-1]))
@@ -379,7 +549,7 @@ class LevelWalker(_Expert):
         target that needs turning counts as farther (a turn of `TURN_COST` degrees as one cell)."""
         self.since_plan = 0
         start = self.nav.node_at(x, y) or self.nav._node_near(x, y, radius=4)
-        self.route, self.goal_switch = [], None
+        self.route, self.goal_switch, self.goal_key = [], None, None
         if start is None:
             return
         dist, pred = self.nav.routes(start)
@@ -393,17 +563,50 @@ class LevelWalker(_Expert):
             turn = np.abs((np.degrees(np.arctan2(cy - y, cx - x)) - angle + 180.0) % 360.0 - 180.0)
             dist = dist + turn / TURN_COST
         best, best_d = None, np.inf
+        home = self.nav.component == self.nav.component[start]
+        """Where the walker can come back from: it takes a one-way drop (into a pit, perhaps) only
+        when nothing is left to walk this side of it."""
+        if (wanted & home).any():
+            wanted &= home
+        else:
+            home[:] = True
         if (wanted & self.nav.roomy).any():
             wanted &= self.nav.roomy
+        node_sector = self.nav.sectors[rows, cols]
+        safe = wanted.copy()
+        while safe.any():  # a pit with no way back (the engine's own rules) waits until nothing else is left
+            best = int(np.flatnonzero(safe)[np.argmin(dist[safe])])
+            if not self._trap(int(node_sector[best])):
+                break
+            safe &= node_sector != node_sector[best]
+        if safe.any():
+            wanted = safe
+        best = None
         if wanted.any():
             best = int(np.flatnonzero(wanted)[np.argmin(dist[wanted])])
             best_d = dist[best]
+        seen = np.zeros_like(self.visited)
+        seen[crow[np.isfinite(dist)], ccol[np.isfinite(dist)]] = True
+        beyond = bool((self.targets_mask & ~(self.visited | self.given_up | seen)).any())
+        """Cells are left to walk that the grid cannot reach yet: a switch or a key may open them."""
+        bonus = 12.0
         for line in self.switches:
-            if line in self.pressed:
+            if line in self.pressed or not self._unlocked(line) or self.tries.get(line, 0) >= SWITCH_TRIES:
                 continue
             node = self._switch_node(line)
-            if node is not None and np.isfinite(dist[node]) and dist[node] - 12 < best_d:
-                best, best_d, self.goal_switch = node, dist[node] - 12, line
+            if node is not None and home[node] and np.isfinite(dist[node]) and dist[node] - bonus < best_d \
+                    and not self._trap(int(node_sector[node])):
+                best, best_d, self.goal_switch = node, dist[node] - bonus, line
+        if beyond:  # a key counts as near when cells it may open are still to walk and out of reach now
+            for lock, kx, ky in self.key_spots:
+                node = self.nav._node_near(kx, ky)
+                krow, kcol = coverage_cell(self.bounds, kx, ky)
+                if lock in self.keys or node is None or not home[node] or not np.isfinite(dist[node]) or self.given_up[krow, kcol] \
+                        or self._trap(int(node_sector[node])):
+                    continue
+                cost = dist[node] - UNLOCK_BONUS
+                if cost < best_d:
+                    best, best_d, self.goal_switch, self.goal_key = node, cost, None, lock
         if best is None:
             if self.avoided or self.given_up.any():  # walled in by what it set aside: forget it and look again
                 self.avoided.clear()
@@ -417,12 +620,49 @@ class LevelWalker(_Expert):
         self.route = NavGrid.path(pred, best)[1:]
         goal = coverage_cell(self.bounds, *self.nav.centre(best))
         if goal == self.goal_cell:  # still after the same cell: give it up after a while
-            if self.t - self.goal_since > GIVE_UP_STEPS:
+            if self.t - max(self.goal_since, self.last_closer) > GIVE_UP_STEPS:
                 self.given_up[min(goal[0], self.given_up.shape[0] - 1), min(goal[1], self.given_up.shape[1] - 1)] = True
                 self.goal_cell = None
                 self._plan(x, y, angle)
         else:
             self.goal_cell, self.goal_since = goal, self.t
+
+    def _trap(self, sector: int) -> bool:
+        """Whether the level's graph finds no way back to the start from a sector (a pit whose lift
+        is worked only from outside); doors and lifts themselves are ways, not traps."""
+        if sector < 0 or sector in self.moving:
+            return False
+        if sector not in self.traps:
+            self.traps[sector] = self.graph.start_sector() not in self.graph.reachable(start=sector)
+        return self.traps[sector]
+
+    def _unlocked(self, line: int) -> bool:
+        """Whether a line's lock (if any) opens to the keys held."""
+        key = self.graph.actions[line].key
+        return key is None or key in self.keys
+
+    def _active(self) -> frozenset[int]:
+        """The lines the walker can work now: those at hand and those set off, their keys held."""
+        return frozenset(i for i in self.at_hand | self.pressed if self._unlocked(i))
+
+    def _shut(self) -> frozenset[int]:
+        """Locked doors' faces whose key is not held: walls to the walker (a door opened from its
+        other side, or by a face with no lock, still opens)."""
+        return frozenset(i for i in self.at_hand if self.graph.actions[i].kind == DOOR and not self._unlocked(i))
+
+    def _regrid(self, blocked: frozenset[int] = frozenset()) -> None:
+        """The grid again, for the lines set off and the keys held now."""
+        self.nav = replace(self.nav, blocked=blocked, active=self._active(), shut=self._shut())
+
+    def _pick_up(self, x: float, y: float) -> None:
+        """Keys touched (the player's box and the key's overlap: 16 + 20 units less a margin):
+        what they open opens to the walker's grid."""
+        for lock, kx, ky in self.key_spots:
+            if lock not in self.keys and abs(kx - x) < KEY_TOUCH and abs(ky - y) < KEY_TOUCH:
+                self.keys.add(lock)
+                self._regrid()
+                self.nav.avoid(self.avoided)
+                self.route, self.goal_key = [], None
 
     def _switch_node(self, line: int) -> int | None:
         """Where to go to set a line off: in front of a switch, just past a walk-over line."""
@@ -433,8 +673,10 @@ class LevelWalker(_Expert):
 
     def _set_off(self, line: int) -> None:
         """A switch or walk-over line worked: what it moves has moved; look at the level again."""
-        self.pressed.add(line)
-        self.nav = NavGrid(self.graph, frozenset(), frozenset(self.at_hand | self.pressed))
+        action, tag = self.graph.actions[line], self.graph.level.linedefs[line].tag
+        self.pressed |= {i for i in self.switches if i == line or (tag and self.graph.level.linedefs[i].tag == tag and (
+            self.graph.actions[i].kind, self.graph.actions[i].floor) == (action.kind, action.floor))}  # its twins move the same
+        self._regrid()
         self.nav.avoid(self.avoided)
         self.route, self.goal_switch = [], None
 
@@ -442,19 +684,15 @@ class LevelWalker(_Expert):
         """Walk-over lines crossed by the last step."""
         if len(self.track) < 2:
             return
-        (ax, ay), (bx, by) = self.track[-2], self.track[-1]
-        for line in self.switches:
-            if line in self.pressed or self.graph.actions[line].trigger != CROSS:
-                continue
-            x1, y1, x2, y2 = self.graph.line_ends[line]
-            d1 = (x2 - x1) * (ay - y1) - (y2 - y1) * (ax - x1)
-            d2 = (x2 - x1) * (by - y1) - (y2 - y1) * (bx - x1)
-            d3 = (bx - ax) * (y1 - ay) - (by - ay) * (x1 - ax)
-            d4 = (bx - ax) * (y2 - ay) - (by - ay) * (x2 - ax)
-            if d1 * d2 < 0 and d3 * d4 < 0:
-                self._set_off(line)
+        lines = [i for i in self.switches if i not in self.pressed and self.graph.actions[i].trigger == CROSS]
+        if not lines:
+            return
+        for line in np.array(lines)[crossing(*self.track[-2], *self.track[-1], self.graph.line_ends[lines], touch=False)]:
+            if line not in self.pressed:
+                self._set_off(int(line))
 
     def _press_switch(self, info: dict[str, Any], x: float, y: float) -> int:
+        self.tries[self.goal_switch] = self.tries.get(self.goal_switch, 0) + 1
         if self.graph.actions[self.goal_switch].trigger == CROSS:  # on its far side already, or about to be
             x1, y1, x2, y2 = self.graph.line_ends[self.goal_switch]
             tx, ty = NavGrid._in_front(self.graph.line_ends[self.goal_switch], -24.0)
@@ -468,17 +706,22 @@ class LevelWalker(_Expert):
         self.last_use = self.t
         return self.use
 
-    def _door_ahead(self, x: float, y: float) -> int | None:
-        """The door's or lift's sector the next stretch of the route enters, when the player is near it."""
+    def _movers_ahead(self, x: float, y: float, reach: float = DOOR_REACH) -> set[int]:
+        """The doors' and lifts' sectors (any a special moves) that the route enters within `reach`
+        of the player: those its cells lie in, and those whose lines it crosses (a door 8 units
+        thick has no cell of its own)."""
         here = self.graph.sector_at(x, y)
+        points, out = [(x, y)], set()
         for node in self.route[:8]:
-            s = int(self.nav.sectors[tuple(self.nav.cells[node])])
-            if s in self.moving and s != here:
-                cx, cy = self.nav.centre(node)
-                return s if math.hypot(cx - x, cy - y) < DOOR_REACH else None
-            if math.hypot(*np.subtract(self.nav.centre(node), (x, y))) > DOOR_REACH:
-                return None
-        return None
+            if math.hypot(*np.subtract(self.nav.centre(node), (x, y))) > reach:
+                break
+            points.append(self.nav.centre(node))
+            out.add(int(self.nav.sectors[tuple(self.nav.cells[node])]))
+        ends, sides = self.mover_lines
+        for (ax, ay), (bx, by) in zip(points, points[1:]):
+            for pair in sides[crossing(ax, ay, bx, by, ends)]:
+                out |= set(pair.tolist())
+        return {s for s in out if s in self.moving and s != here}
 
     # -- stuck ---------------------------------------------------------------------------------
     def _stuck(self) -> bool:
@@ -487,7 +730,7 @@ class LevelWalker(_Expert):
             (x0, y0), (x1, y1) = self.track[-2], self.track[-1]
             if math.hypot(x1 - x0, y1 - y0) >= 4.0:
                 self.stuck_steps = 0
-            elif self.last_action in (self.actions.forward, self.use) or self.stuck_steps:
+            elif self.last_action in self.pushes or self.stuck_steps:
                 self.stuck_steps += 1
         return self.stuck_steps >= 4
 
@@ -496,13 +739,11 @@ class LevelWalker(_Expert):
         if (self.stuck_steps == 4 or self._facing_usable(x, y, info)) and self.t - self.last_use > 16:
             self.last_use = self.t
             return self.use
-        ahead = [int(self.nav.sectors[tuple(self.nav.cells[n])]) for n in self.route[:6]]
-        here = self.graph.sector_at(x, y)
-        aside = {s for s in ahead if s != here and s in self.moving}  # a door or a lift that did not open or come
+        aside = self._movers_ahead(x, y)  # a door or a lift that did not open or come
         if self.stuck_steps < (STUCK_PATIENCE if aside else BLOCKED_PATIENCE):
-            return self.steer.toward(info, self._heading(x, y)) if self.route else self.actions.turn_left
+            return self._toward(info, self._heading(x, y)) if self.route else self.actions.turn_left
         if aside:
-            self.nav = NavGrid(self.graph, frozenset(self.nav.blocked | aside), self.nav.active)
+            self._regrid(frozenset(self.nav.blocked | aside))
             self.nav.avoid(self.avoided)
         else:  # stuck in its own sector (a thing, a corner): route around the cells ahead
             self.avoided |= set(self.route[:4])

@@ -182,7 +182,8 @@ def walk_with_expert(spec, seed: int) -> None:
     env = tester_env(spec, make_game(spec.game, **spec.game_options()))
     try:
         game = env.unwrapped
-        walker = LevelWalker(game.graph, game.keymap, np.random.default_rng(seed), jitter=0.0, remember=True)
+        walker = LevelWalker(game.graph, game.keymap, np.random.default_rng(seed), jitter=0.0, remember=True,
+                             monsters=getattr(game, "rules", None) != "no-monsters")
         for episode in range(spec.episodes):
             _, info = env.reset(seed=seed * 1000 + episode)
             walker.reset(info)

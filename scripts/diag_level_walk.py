@@ -1,0 +1,76 @@
+"""Why the level-walk expert stalls on a level: it walks the level as the benchmark's expert does
+(`remember`, no jitter) outside the tester loop (no oracles, no logs: seconds, not minutes), and
+prints per episode the reachable coverage cells it has been in, the keys it picked up, the
+switches and walk-over lines it set off, the steps it spent stuck (not moving after a move) and
+the steps spent going for a key or a switch. `--log FILE` writes every step (position, sector,
+action, goal, keys, stuck count) as JSON lines for a closer look.
+
+    python scripts/diag_level_walk.py doom:freedoom2:MAP10 --episodes 10 --steps 1000
+
+Coverage here is the walker's own count of the reachable 64-unit cells (the report's
+`reachable_share` counts the same cells from the run's trajectory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("level", help="A Doom level's game spec, e.g. doom:freedoom2:MAP10.")
+    ap.add_argument("--episodes", type=int, default=10)
+    ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=1, help="As the benchmark's seed: episode e starts with seed × 1000 + e.")
+    ap.add_argument("--rules", default="immortal", choices=("immortal", "no-monsters", "play"))
+    ap.add_argument("--log", type=Path, help="Write every step as a JSON line here.")
+    args = ap.parse_args(argv)
+
+    from playtester.capture.games import make_game
+    from playtester.capture.level_walk import LevelWalker
+
+    env = make_game(args.level, rules=args.rules, max_steps=args.steps)
+    log = args.log.open("w") if args.log else None
+    try:
+        game = env.unwrapped
+        walker = LevelWalker(game.graph, game.keymap, np.random.default_rng(args.seed), jitter=0.0, remember=True,
+                             monsters=args.rules != "no-monsters")
+        total = int(walker.targets_mask.sum())
+        for episode in range(args.episodes):
+            _, info = env.reset(seed=args.seed * 1000 + episode)
+            walker.reset(info)
+            stuck = errands = 0
+            for t in range(args.steps):
+                action = walker.act(info)
+                stuck += walker.stuck_steps > 0
+                errands += walker.goal_key is not None or walker.goal_switch is not None
+                if log is not None:
+                    x, y, z = info["position"]
+                    goal = walker.route[-1] if walker.route else None
+                    log.write(json.dumps({
+                        "episode": episode, "t": t, "x": round(x), "y": round(y), "z": round(z),
+                        "sector": game.graph.sector_at(x, y), "action": int(action),
+                        "goal": None if goal is None else [round(v) for v in walker.nav.centre(goal)],
+                        "key": walker.goal_key, "switch": walker.goal_switch, "keys": sorted(walker.keys),
+                        "stuck": walker.stuck_steps, "cells": int((walker.visited & walker.targets_mask).sum())}) + "\n")
+                _, _, terminated, truncated, info = env.step(action)
+                if terminated or truncated:
+                    break
+            cells = int((walker.visited & walker.targets_mask).sum())
+            print(f"episode {episode}: {cells} of {total} reachable cells ({cells / total:.1%}); keys {sorted(walker.keys) or '-'}; "
+                  f"set off {sorted(walker.pressed) or '-'}; stuck {stuck} steps; {errands} steps going for a key or a switch",
+                  flush=True)
+    finally:
+        env.close()
+        if log is not None:
+            log.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""The level-walk expert's grid and choices on levels drawn by hand (no engine): moves checked line
+by line, locked doors and their keys, monsters in the way, doors too thin for a cell, walking on
+while turning, and progress toward a far goal."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from playtester.capture.keymap import load_keymap
+from playtester.capture.level_graph import LevelGraph
+from playtester.capture.level_map import parse_udmf
+from playtester.capture.level_walk import LevelWalker, NavGrid, coverage_cell
+from playtester.capture.park.level_builder import DOOR_RAISE, Join, LevelPlan, Room, level_textmap
+
+
+def graph_of(plan: LevelPlan) -> tuple[LevelGraph, dict[str, int]]:
+    level = parse_udmf("MAP01", level_textmap(plan))
+    order = [k for k in plan.rooms if plan.cells(k)]
+    return LevelGraph(level), {k: i for i, k in enumerate(order)}
+
+
+def walker_on(graph: LevelGraph, **kw) -> LevelWalker:
+    return LevelWalker(graph, load_keymap("level"), np.random.default_rng(0), jitter=0.0, **kw)
+
+
+def moves_between(nav: NavGrid, a: int, b: int) -> int:
+    src, dst, _ = nav.edges
+    sector = nav.sectors[nav.cells[:, 0], nav.cells[:, 1]]
+    return int(((sector[src] == a) & (sector[dst] == b)).sum())
+
+
+def test_a_ledge_is_not_climbed_where_a_step_elsewhere_joins_the_same_two_sectors():
+    """a (floor 0) meets c (floor 40) along a ledge and through a step s (20) at the east end: the
+    grid walks a → s → c and drops c → a, but never climbs the ledge a → c (two passages in a row
+    elsewhere used to count as a move across any line between them)."""
+    plan = LevelPlan(rows=["######", "#aaaa#", "#ccas#", "#cccs#", "######"], cell=32,
+                     rooms={"a": Room(), "s": Room(floor=20), "c": Room(floor=40)}, start="a")
+    graph, s = graph_of(plan)
+    nav = NavGrid(graph)
+    assert moves_between(nav, s["a"], s["c"]) == 0
+    assert moves_between(nav, s["c"], s["a"]) > 0, "the drop from the ledge"
+    assert moves_between(nav, s["a"], s["s"]) > 0 and moves_between(nav, s["s"], s["c"]) > 0
+    ax, ay = plan.centre(1, 3)
+    cx, cy = plan.centre(1, 1)
+    dist, _ = nav.routes(nav._node_near(ax, ay))
+    ledge = dist[nav._node_near(cx, cy)]
+    assert math.isfinite(ledge) and ledge > 8, "round by the step, not over the ledge"
+
+
+def test_a_locked_door_is_a_wall_until_its_key_is_picked_up():
+    locked = Join(special=13, args=(0, 32, 100, 2))  # Door_LockedRaise, lock 2: the blue key
+    plan = LevelPlan(rows=["#######", "#aaaDb#", "#######"], rooms={"a": Room(), "D": Room(ceiling=0), "b": Room()},
+                     joins={("a", "D"): locked, ("b", "D"): locked}, start="a", things=[(5, "a", {})])
+    graph, s = graph_of(plan)
+    walker = walker_on(graph)
+    (lock, kx, ky), = walker.key_spots
+    assert lock == "blue" and walker.nav.shut, "the door's faces stand as walls"
+    start, beyond = walker.nav._node_near(*plan.centre(1, 1)), walker.nav._node_near(*plan.centre(5, 1))
+    assert not math.isfinite(walker.nav.routes(start)[0][beyond])
+    walker._plan(*plan.centre(1, 1))
+    assert walker.goal_key == "blue" and walker.route, "cells behind the door are left: it goes for the key"
+    walker._pick_up(kx + 20.0, ky - 20.0)
+    assert walker.keys == {"blue"} and not walker.nav.shut
+    assert math.isfinite(walker.nav.routes(start)[0][beyond])
+
+
+def test_a_monster_costs_a_detour_but_does_not_wall_a_corridor_off():
+    plan = LevelPlan(rows=["#######", "#aaaaa#", "#######"], rooms={"a": Room()}, start="a",
+                     things=[(3001, "a", {"x": 160, "y": 96})])  # an imp in the corridor's middle
+    graph, _ = graph_of(plan)
+    ends = [plan.centre(1, 1), plan.centre(5, 1)]
+    with_imp, without = NavGrid(graph), NavGrid(graph, monsters=False)
+    costs = [nav.routes(nav._node_near(*ends[0]))[0][nav._node_near(*ends[1])] for nav in (with_imp, without)]
+    assert math.isfinite(costs[0]) and costs[0] > costs[1] + 20
+
+
+def test_a_door_too_thin_for_a_cell_is_seen_ahead_where_the_route_crosses_its_line():
+    door = Join(special=DOOR_RAISE, args=(0, 32, 100))
+    plan = LevelPlan(rows=["#" * 18, "#" + "a" * 8 + "D" + "b" * 7 + "#", "#" * 18], cell=8,
+                     rooms={"a": Room(), "D": Room(ceiling=0), "b": Room()}, joins={("a", "D"): door, ("b", "D"): door},
+                     start="a")
+    plan.rows = [plan.rows[0]] + [plan.rows[1]] * 8 + [plan.rows[2]]
+    graph, s = graph_of(plan)
+    walker = walker_on(graph)
+    assert moves_between(walker.nav, s["a"], s["D"]) == 0 and moves_between(walker.nav, s["a"], s["b"]) > 0, \
+        "no cell in the door: moves cross it from a to b"
+    x, y = 40.0, 40.0
+    walker.visited[:, :coverage_cell(walker.bounds, x, y)[1] + 1] = True  # a's cells walked: the next ones lie past the door
+    walker._plan(x, y)
+    assert walker.route and walker._movers_ahead(x + 16.0, y) == {s["D"]}
+    assert walker._movers_ahead(x - 24.0, y, reach=24.0) == set(), "out of reach"
+
+
+def test_it_walks_on_while_it_turns_round():
+    """Facing away from where it goes and standing still, the walker steps back (or sideways)
+    toward it; still carried on by its last step, it turns; facing it, it walks forward."""
+    plan = LevelPlan(rows=["#####", "#aaa#", "#aaa#", "#####"], rooms={"a": Room()}, start="a")
+    graph, _ = graph_of(plan)
+    walker = walker_on(graph)
+    acts = walker.actions
+    walker.track = [(96.0, 96.0), (96.0, 96.0)]
+    assert walker._toward({"angle": 0.0}, 180.0) == acts.backward
+    assert walker._toward({"angle": 0.0}, 90.0) == acts.strafe_left
+    assert walker._toward({"angle": 0.0}, 270.0) == acts.strafe_right
+    walker.track = [(96.0, 96.0), (96.0, 140.0)]  # moving north fast
+    assert walker._toward({"angle": 0.0}, 90.0) == acts.turn_left
+    assert walker._toward({"angle": 88.0}, 90.0) == acts.forward
+
+
+def test_a_long_walk_through_walked_cells_toward_a_far_goal_is_progress():
+    plan = LevelPlan(rows=["#########", "#aaaaaaa#", "#########"], rooms={"a": Room()}, start="a")
+    graph, _ = graph_of(plan)
+    walker = walker_on(graph)
+    walker.route = list(range(10, 20))
+    walker.t = 5
+    walker._closer()
+    assert (walker.closing_on, walker.fewest, walker.last_closer) == (19, 10, 0), "a new goal: nothing gained yet"
+    walker.route, walker.t = list(range(12, 20)), 9
+    walker._closer()
+    assert walker.last_closer == 9
+    walker.route, walker.t = list(range(12, 20)), 30
+    walker._closer()
+    assert walker.last_closer == 9, "no nearer: no progress"
+
+
+def test_a_pit_with_no_way_back_waits_until_nothing_else_is_left():
+    """The pit p (64 units down, no lift: the softlock oracle would end the episode there) is left
+    for last: with cells of a still to walk the walker heads for those even where the pit is
+    nearer; a pit with a step out of it is walked as any room."""
+    for floor, trap in ((-64, True), (-24, False)):
+        plan = LevelPlan(rows=["#######", "#aaapp#", "#aaapp#", "#######"], rooms={"a": Room(), "p": Room(floor=floor)},
+                         start="a")
+        graph, s = graph_of(plan)
+        walker = walker_on(graph)
+        assert walker._trap(s["p"]) == trap and not walker._trap(s["a"])
+        x, y = plan.centre(3, 1)
+        walker.visited[:, 2:coverage_cell(walker.bounds, x, y)[1] + 1] = True  # a walked but its west end
+        walker._plan(x, y)
+        goal = graph.sector_at(*walker.nav.centre(walker.route[-1]))
+        assert goal == (s["a"] if trap else s["p"])
+        walker.visited[:, :coverage_cell(walker.bounds, x, y)[1] + 1] = True
+        walker._plan(x, y)
+        assert graph.sector_at(*walker.nav.centre(walker.route[-1])) == s["p"], "nothing else left"
