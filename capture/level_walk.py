@@ -123,15 +123,49 @@ class NavGrid:
         for s in reached:
             ok[s] = stand[s] and s not in self.blocked
         free = ok[self.sectors]
-        allowed = np.zeros((len(level.sectors) + 1, len(level.sectors) + 1), dtype=bool)
+        direct = self._direct_moves(passages)
+        clearance, things, crowd = self._obstacles(direct)
+        free &= (clearance >= CLEARANCE)[step // 2::step, step // 2::step][:h, :w]
+        free &= (things == 0)[step // 2::step, step // 2::step][:h, :w]
+        self.free = free
+        roomy = (clearance >= ROOMY)[step // 2::step, step // 2::step][:h, :w]
+        near_wall = cv2.distanceTransform(free.astype(np.uint8), cv2.DIST_L2, 3) < 2.0
+        crowded = (crowd > 0)[step // 2::step, step // 2::step][:h, :w]
+        ids = -np.ones((h, w), dtype=np.int64)
+        ids[free] = np.arange(int(free.sum()))
+        self.ids, self.cells = ids, np.argwhere(free)  # cells: (row, col) of each node
+        self.roomy = roomy[free]
+        """Per node: at least `ROOMY` units from a wall (a better place to head for than a wall's foot)."""
+        rows, cols, costs = self._grid_edges(free, near_wall, crowded, direct)
+        self.teleports: dict[tuple[int, int], int] = {}
+        """`(node before the teleporter line, node of its destination)` → the line."""
+        self._teleport_edges(passages, rows, cols, costs)
+        self.edges = (np.concatenate(rows), np.concatenate(cols), np.concatenate(costs))
+        self.matrix = self._matrix(set())
+        from scipy.sparse.csgraph import connected_components
+
+        self.component = connected_components(self.matrix, directed=True, connection="strong")[1]
+        """Per node: its strongly connected component (nodes that reach each other: a one-way drop
+        leads out of one)."""
+
+    def _direct_moves(self, passages) -> np.ndarray:
+        """`[a, b]`: the graph lets the player walk from sector a into sector b (not by teleporter)."""
+        n = len(self.graph.level.sectors) + 1
+        allowed = np.zeros((n, n), dtype=bool)
         for p in passages:
             if p.kind != TELEPORT:
                 allowed[p.source, p.target] = True
-        for sector in range(len(level.sectors) + 1):
+        for sector in range(n):
             allowed[sector, sector] = True
-        direct = allowed
-        # walls (lines passable neither way) and solid things, at the raster's 8 units: the player's
-        # centre keeps its radius (16 units) from a wall, and a thing's radius more from a thing
+        return allowed
+
+    def _obstacles(self, direct: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """At the raster's 8 units: each pixel's distance in map units from a wall (a line passable
+        neither way), the solid things grown by the player's radius, and the monsters so grown
+        (where `monsters`): the player's centre keeps its radius (16 units) from a wall, and a
+        thing's radius more from a thing."""
+        level = self.graph.level
+        x0, _, _, y1 = level.bounds
         barrier = np.zeros(self.graph.raster.shape, dtype=np.uint8)
         things = np.zeros_like(barrier)
         to_raster = lambda x, y: (int((x - x0) // RASTER_UNITS), int((y1 - y) // RASTER_UNITS))  # noqa: E731
@@ -148,17 +182,13 @@ class NavGrid:
             elif self.monsters and t.type in MONSTERS:
                 cv2.circle(crowd, to_raster(t.x, t.y), int(math.ceil((MONSTERS[t.type] + PLAYER_RADIUS) / RASTER_UNITS)), 1, -1)
         clearance = cv2.distanceTransform((barrier == 0).astype(np.uint8), cv2.DIST_L2, 3) * RASTER_UNITS
-        free &= (clearance >= CLEARANCE)[step // 2::step, step // 2::step][:h, :w]
-        free &= (things == 0)[step // 2::step, step // 2::step][:h, :w]
-        self.free = free
-        roomy = (clearance >= ROOMY)[step // 2::step, step // 2::step][:h, :w]
-        near_wall = cv2.distanceTransform(free.astype(np.uint8), cv2.DIST_L2, 3) < 2.0
-        crowded = (crowd > 0)[step // 2::step, step // 2::step][:h, :w]
-        ids = -np.ones((h, w), dtype=np.int64)
-        ids[free] = np.arange(int(free.sum()))
-        self.ids, self.cells = ids, np.argwhere(free)  # cells: (row, col) of each node
-        self.roomy = roomy[free]
-        """Per node: at least `ROOMY` units from a wall (a better place to head for than a wall's foot)."""
+        return clearance, things, crowd
+
+    def _grid_edges(self, free: np.ndarray, near_wall: np.ndarray, crowded: np.ndarray, direct: np.ndarray):
+        """The moves between neighbouring free cells (sources, targets, costs: lists of arrays, one
+        pair a direction): no cutting a wall's corner, dearer by a wall and through monsters."""
+        h, w = free.shape
+        ids = self.ids
         rows, cols, costs = [], [], []
         for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
             a = free[max(0, -dr):h - max(0, dr), max(0, -dc):w - max(0, dc)]
@@ -171,7 +201,6 @@ class NavGrid:
             if dr and dc:  # no cutting a wall's corner
                 keep &= free[r0, c1] & free[r1, c0]
             r0, c0, r1, c1 = r0[keep], c0[keep], r1[keep], c1[keep]
-            s0, s1 = self.sectors[r0, c0], self.sectors[r1, c1]
             length = math.hypot(dr, dc)
             cost = length * (1.0 + 2.0 * (near_wall[r0, c0] | near_wall[r1, c1]) + MONSTER_COST * crowded[r1, c1])
             moves = self._moves(r0, c0, r1, c1, direct)
@@ -182,8 +211,12 @@ class NavGrid:
                 rows.append(src[ok_move])
                 cols.append(dst[ok_move])
                 costs.append(cost[ok_move])
-        self.teleports: dict[tuple[int, int], int] = {}
-        """`(node before the teleporter line, node of its destination)` → the line."""
+        return rows, cols, costs
+
+    def _teleport_edges(self, passages, rows: list, cols: list, costs: list) -> None:
+        """A move from before each teleporter line to its destination, added to the lists and to
+        `teleports`."""
+        level = self.graph.level
         for p in passages:
             if p.kind == TELEPORT and p.source not in self.blocked:
                 line = self.graph.line_ends[p.line]
@@ -195,13 +228,6 @@ class NavGrid:
                     rows.append(np.array([before]))
                     cols.append(np.array([after]))
                     costs.append(np.array([4.0]))
-        self.edges = (np.concatenate(rows), np.concatenate(cols), np.concatenate(costs))
-        self.matrix = self._matrix(set())
-        from scipy.sparse.csgraph import connected_components
-
-        self.component = connected_components(self.matrix, directed=True, connection="strong")[1]
-        """Per node: its strongly connected component (nodes that reach each other: a one-way drop
-        leads out of one)."""
 
     def _moves(self, r0: np.ndarray, c0: np.ndarray, r1: np.ndarray, c1: np.ndarray, direct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Whether the player walks from each cell `(r0, c0)` to its neighbour `(r1, c1)` (forward)
@@ -553,6 +579,22 @@ class LevelWalker(_Expert):
         if start is None:
             return
         dist, pred = self.nav.routes(start)
+        best, best_d, dist, home, node_sector, beyond = self._nearest_unwalked(x, y, angle, start, dist)
+        best, best_d = self._errand(best, best_d, dist, home, node_sector, beyond)
+        if best is None:
+            if self.avoided or self.given_up.any():  # walled in by what it set aside: forget it and look again
+                self.avoided.clear()
+                self.given_up[:] = False
+                self.nav.avoid(self.avoided)
+                return self._plan(x, y, angle)
+            self.done = not self.remember
+            return
+        self._head_for(best, pred, x, y, angle)
+
+    def _nearest_unwalked(self, x: float, y: float, angle: float | None, start: int, dist: np.ndarray):
+        """The nearest node of an unvisited reachable cell (`best`, its distance `best_d`, None and
+        inf when none), with `dist` counting turns, the nodes the walker can come back from
+        (`home`), each node's sector, and whether cells are left that the grid cannot reach yet."""
         rows, cols = self.nav.cells[:, 0], self.nav.cells[:, 1]
         cx = self.nav.origin[0] + (cols + 0.5) * NAV_UNITS
         cy = self.nav.origin[1] - (rows + 0.5) * NAV_UNITS
@@ -589,6 +631,12 @@ class LevelWalker(_Expert):
         seen[crow[np.isfinite(dist)], ccol[np.isfinite(dist)]] = True
         beyond = bool((self.targets_mask & ~(self.visited | self.given_up | seen)).any())
         """Cells are left to walk that the grid cannot reach yet: a switch or a key may open them."""
+        return best, best_d, dist, home, node_sector, beyond
+
+    def _errand(self, best: int | None, best_d: float, dist: np.ndarray, home: np.ndarray, node_sector: np.ndarray,
+                beyond: bool) -> tuple[int | None, float]:
+        """A switch not far beyond the nearest unwalked cell, or a key while cells are out of reach,
+        in its place where it is nearer (bonuses counted); sets `goal_switch` and `goal_key`."""
         bonus = 12.0
         for line in self.switches:
             if line in self.pressed or not self._unlocked(line) or self.tries.get(line, 0) >= SWITCH_TRIES:
@@ -607,14 +655,11 @@ class LevelWalker(_Expert):
                 cost = dist[node] - UNLOCK_BONUS
                 if cost < best_d:
                     best, best_d, self.goal_switch, self.goal_key = node, cost, None, lock
-        if best is None:
-            if self.avoided or self.given_up.any():  # walled in by what it set aside: forget it and look again
-                self.avoided.clear()
-                self.given_up[:] = False
-                self.nav.avoid(self.avoided)
-                return self._plan(x, y, angle)
-            self.done = not self.remember
-            return
+        return best, best_d
+
+    def _head_for(self, best: int, pred: np.ndarray, x: float, y: float, angle: float | None) -> None:
+        """The route to node `best`; a goal cell chased for longer than `GIVE_UP_STEPS` without
+        getting closer is given up, and another planned."""
         if self.goal_switch is not None and best != self._switch_node(self.goal_switch):
             self.goal_switch = None
         self.route = NavGrid.path(pred, best)[1:]
