@@ -306,9 +306,11 @@ class InFile(OptionType):
         return path
 
 
-DETECTOR_CHECKPOINT = InFile("detector checkpoint", made_by="playtester train detector", retired=(
+DETECTOR_CHECKPOINT = InFile("detector checkpoint", made_by="playtester train detector")
+OBJECT_DETECTOR = InFile("detector checkpoint", made_by="playtester train detector", retired=(
     ("ground-truth", "the engine's labels are the --oracle-labels flag now (an ablation); "
                      "give a trained detector checkpoint, or --oracle-labels"),))
+"""A run's or a plan's `--detector`, where `ground-truth` once named the engine's labels."""
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from playtester.errors import UserError
 from playtester.options import (
-    DETECTOR_CHECKPOINT,
+    OBJECT_DETECTOR,
     MANY, RULES_HELP, Choice, Count, InFile, InFolder, NameOrFile, Number, OutFile, OutFolder, Text, about, argument, inputs_checked, option,
 )
 from playtester.files import holds_lines, new_folder
@@ -86,7 +86,7 @@ def run_plan(
     plan: Path = argument(InFile("plan (YAML)"), "plan", help="The plan (YAML)."),
     game: str = option(Text(), ..., "--game", help="Game spec (see `playtester games`)."),
     out: Path = option(OutFolder(), ..., "--out", help="Folder for the plan report, failures and trajectory."),
-    detector: Optional[str] = option(DETECTOR_CHECKPOINT, None, "--detector", help="Detector checkpoint that finds the plan's objects (kind and ooi targets, see: rules); a plan that looks for objects refuses to start without it or --oracle-labels."),
+    detector: Optional[str] = option(OBJECT_DETECTOR, None, "--detector", help="Detector checkpoint that finds the plan's objects (kind and ooi targets, see: rules); a plan that looks for objects refuses to start without it or --oracle-labels."),
     oracle_labels: bool = typer.Option(False, "--oracle-labels", help="Find objects through the engine's labels instead of a detector (the built-in park only): an ablation, and the report says so."),
     validations: Optional[str] = option(Text(), None, "--validations", help="Validation callbacks: file.py or a module, with `registry` or `register(registry)`."),
     behavior: List[str] = option(Text(), [], "--behavior", help="A named behaviour NAME=CHECKPOINT (repeatable), e.g. inspect=models/inspect.ckpt."),

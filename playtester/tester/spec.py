@@ -16,7 +16,7 @@ from typing import Any, Callable, NamedTuple
 from playtester.errors import UserError
 from playtester.files import read_json
 from playtester.options import (
-    DETECTOR_CHECKPOINT,
+    OBJECT_DETECTOR,
     MANY, Bounds, Choice, Count, InFile, Number, OptionType, OutFolder, Parser, Seed, Size, Switch, Text,
 )
 from playtester.perception.candidates import CONFIRM_HITS, CONFIRM_WINDOW
@@ -78,7 +78,7 @@ class RunSpec:
     rnd_weight: float | None = flag("--rnd-weight", Number(0.0), "The weight of ensemble RND's novelty (global, across episodes) in the explorer's novelty; 0 leaves RND out; default: the --explorer's (1, or 0 for episodic).", None, kept=True)
     episodic_weight: float | None = flag("--episodic-weight", Number(0.0), "The weight of E3B's elliptical episodic novelty (within the episode) in the explorer's novelty; 0 leaves it out; default: the --explorer's (1 for ppgta-episodic and episodic, else 0).", None, kept=True)
     novelty_scale: str = flag("--novelty-scale", Choice(*NOVELTY_SCALES), "What the explorer's novelties are divided by before they are mixed with the preference: return (the running std of their discounted sum, as CleanRL's RND: the novelty comes out about 1 % of PPGTA's reward, docs/benchmarks/explorer.md) or step (the running std of their per-step values: unit scale).", "return", kept=True)
-    detector: str | None = flag("--detector", DETECTOR_CHECKPOINT, "Detector checkpoint that finds the OOIs to test (from `playtester train detector`); a run with --tester refuses to start without it or --oracle-labels.", None, kept=True)
+    detector: str | None = flag("--detector", OBJECT_DETECTOR, "Detector checkpoint that finds the OOIs to test (from `playtester train detector`); a run with --tester refuses to start without it or --oracle-labels.", None, kept=True)
     oracle_labels: bool = flag("--oracle-labels", Switch(), "Find the OOIs through the engine's labels instead of a detector (the built-in park only): an ablation, and the report says so.", False, kept=True)
     episodes: int = flag("--episodes", Count(1, MANY), "Episodes in the whole run, each from a random start.", 3)
     steps: int = flag("--steps", Count(1, MANY), "Game steps per episode (test steps included).", 500, kept=True)
