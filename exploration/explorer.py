@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 import gymnasium as gym
+import numpy as np
 import torch
 import torch.nn as nn
 
@@ -59,6 +60,9 @@ class Explorer(NamedTuple):
     """None for the random agent."""
     env_fn: Callable[[], gym.Env] | list[Callable[[], gym.Env]]
     """One factory for every instance, or one per instance."""
+    spaces: tuple[gym.Space, gym.Space] | None = None
+    """`(observation space, action space)` of one instance, from the game's probe: the vector env
+    reads them here instead of starting a throwaway instance (`vector_env.make_vector_env`)."""
 
 
 SEQ_LEN = 8
@@ -120,6 +124,8 @@ def build_explorer(
     novelty_scale: str = "return",
     game_options: dict[str, Any] | None = None,
     wrap: GameWrapper | None = None,
+    preference: Any = None,
+    probe: Any = None,
     **ppo_options: Any,
 ) -> Explorer:
     """The explorer of `mode` on `game`, every check done before training (see the module doc).
@@ -132,6 +138,9 @@ def build_explorer(
     make it play in int8 on a CPU and update on sequences of `SEQ_LEN` steps. `rnd_weight` and
     `episodic_weight` replace the mode's weights of its two novelties (`modes.NOVELTY_WEIGHTS`);
     `novelty_scale` is what each novelty is divided by (`ExplorationRewardConfig.novelty_scale`).
+    A run assembled already (`playtester/tester/assemble.py`) hands down its `preference` policy
+    (the `LivePolicy` of `preference_ckpt`, loaded) and its game's `probe` (`GameInfo`), so that
+    neither is loaded or started again.
     """
     if mode not in MODES:
         raise UserError(f"explorer mode {mode!r}: use one of {', '.join(MODES)}")
@@ -143,35 +152,48 @@ def build_explorer(
     if preference_ckpt is not None and mode != "random":
         from playtester.imitation.live import load_policy
 
-        policy = load_policy(preference_ckpt).policy
+        policy = (preference if preference is not None else load_policy(preference_ckpt)).policy
     frames = policy.cfg.frames if policy is not None else FrameSpec.square(64)  # a policy's frames are its encoder's
 
-    options = {**explorer_options(num_envs, ppo_options.get("num_steps", PPOConfig.num_steps), ppo_options.get("accelerator", "cpu")),
-               **ppo_options}
-    try:
-        cfg = PPOConfig(env_id=game, run_dir=run_dir, total_timesteps=total_timesteps, num_envs=num_envs,
-                        frame_size=frames.side, **options)
-    except (TypeError, ValueError) as e:
-        raise UserError(f"explorer options: {e}") from None
-    env = functools.partial(make_env, game, frames, mask=True, game_options=game_options)
-    if wrap is None:
-        env_fn: Callable[[], gym.Env] | list[Callable[[], gym.Env]] = env
-    else:
-        env_fn = [functools.partial(env, wrap=wrap, index=i) for i in range(num_envs)]
-    observation_space, action_space, n = probed_spaces(game, game_options, policy, preference_ckpt)
+    cfg = explorer_config(game, run_dir, total_timesteps, num_envs, frames, ppo_options)
+    env_fn = instance_factories(game, frames, game_options, wrap, num_envs)
+    observation_space, action_space, n = probed_spaces(game, game_options, policy, preference_ckpt, probe)
+    spaces = (gym.spaces.Box(0, 255, shape=frames.shape, dtype=np.uint8), action_space)  # `make_env`'s: resized frames
     if not preset.trained:
-        return Explorer(cfg, RandomAgent(RandomAgentConfig(num_actions=int(n), num_values=1)), None, env_fn)
+        return Explorer(cfg, RandomAgent(RandomAgentConfig(num_actions=int(n), num_values=1)), None, env_fn, spaces)
 
     agent, hook = explorer_networks(cfg, preset, policy, preference_ckpt, num_envs)
     hook.check_game(observation_space, action_space, game)
-    return Explorer(cfg, agent, hook, env_fn)
+    return Explorer(cfg, agent, hook, env_fn, spaces)
 
 
-def probed_spaces(game: str, game_options: dict[str, Any] | None, policy: Any, preference_ckpt: str | Path | None):
+def explorer_config(game: str, run_dir: str, total_timesteps: int, num_envs: int, frames: FrameSpec,
+                    ppo_options: dict[str, Any]) -> PPOConfig:
+    """The explorer's `PPOConfig`: `explorer_options`, then `ppo_options`; bad ones in one line."""
+    options = {**explorer_options(num_envs, ppo_options.get("num_steps", PPOConfig.num_steps), ppo_options.get("accelerator", "cpu")),
+               **ppo_options}
+    try:
+        return PPOConfig(env_id=game, run_dir=run_dir, total_timesteps=total_timesteps, num_envs=num_envs,
+                         frame_size=frames.side, **options)
+    except (TypeError, ValueError) as e:
+        raise UserError(f"explorer options: {e}") from None
+
+
+def instance_factories(game: str, frames: FrameSpec, game_options: dict[str, Any] | None, wrap: GameWrapper | None,
+                       num_envs: int) -> Callable[[], gym.Env] | list[Callable[[], gym.Env]]:
+    """`make_env` of the explorer's game instances: one factory for all, or (with `wrap`) one each."""
+    env = functools.partial(make_env, game, frames, mask=True, game_options=game_options)
+    if wrap is None:
+        return env
+    return [functools.partial(env, wrap=wrap, index=i) for i in range(num_envs)]
+
+
+def probed_spaces(game: str, game_options: dict[str, Any] | None, policy: Any, preference_ckpt: str | Path | None,
+                  probe: Any = None):
     """`(observation space, action space, number of actions)` of `game`, looked at before anything
-    is built or trained (once a run: `probe_game` keeps what it saw), checked: RGB frames, Discrete
-    actions, and the same number of actions as the path policy."""
-    probe = probe_game(game, **(game_options or {}))
+    is built or trained (once a run: `probe_game` keeps what it saw, or the run hands its `probe`
+    down), checked: RGB frames, Discrete actions, and the same number of actions as the path policy."""
+    probe = probe if probe is not None else probe_game(game, **(game_options or {}))
     observation_space, action_space = probe.observation_space, probe.action_space
     check_rgb_frames(observation_space, f"game {game!r}")
     n = getattr(action_space, "n", None)

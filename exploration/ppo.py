@@ -169,18 +169,18 @@ def train(
     agent: nn.Module | None = None,
     reward_hook: RewardHook | None = None,
     env_fn: Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]] | None = None,
+    spaces: tuple[gym.Space, gym.Space] | None = None,
     stop: Callable[[dict[str, Any]], bool] | None = None,
 ) -> TrainResult:
     """Train `agent` (by default a `GRUActorCritic` shaped by `cfg`) with PPO; see the module doc.
-
-    `stop(infos)` is asked after every step of the games with that step's infos; when it says
-    so, training ends before `total_timesteps`: the rollout in progress is dropped (no update
-    from it) and the last update is saved. Ctrl-C saves the last completed update too, so
-    `resume` continues from it.
+    `spaces`: one instance's, known already (`Explorer.spaces`; `make_vector_env`). `stop(infos)`
+    is asked after every step of the games with that step's infos; when it says so, training
+    ends before `total_timesteps`: the rollout in progress is dropped (no update from it) and the
+    last update is saved. Ctrl-C saves the last completed update too, so `resume` continues from it.
     """
     checkpoint_path, resuming = open_run(cfg)
     fabric = make_fabric(cfg)
-    envs = make_vector_env(cfg, env_fn)
+    envs = make_vector_env(cfg, env_fn, spaces)
     try:
         trainee = set_up(cfg, fabric, envs, agent, reward_hook, checkpoint_path if resuming else None)
         agent, module, optimizer, num_values = trainee.agent, trainee.module, trainee.optimizer, trainee.num_values

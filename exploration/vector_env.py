@@ -93,11 +93,20 @@ class KnownObjectsMask(gym.Wrapper):
         return self._mask(obs, info), reward, terminated, truncated, info
 
 
-def in_worker(env_fn: Callable[[], gym.Env]) -> gym.Env:
+class Spaces(gym.Env):
+    """Stands in for a game instance where only its spaces are read: `AsyncVectorEnv` builds one
+    instance in the starting process to read them, and a run knows them from its probe."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space):
+        self.observation_space, self.action_space = observation_space, action_space
+
+
+def in_worker(env_fn: Callable[[], gym.Env], spaces: tuple[gym.Space, gym.Space] | None = None) -> gym.Env:
     """Build the env in an `AsyncVectorEnv` worker that dies with the process that started it:
     SIGKILL the run and the workers go too, and with them (their watchdogs) their games' engines.
     Ctrl-C is left to the starting process, which closes the workers.
-    In the starting process itself (the vector env's first look at the spaces) nothing changes,
+    In the starting process itself (the vector env's first look at the spaces) `spaces` stand in
+    for the instance where they are known; otherwise one is built and closed, and nothing changes,
     torch's thread count included."""
     import multiprocessing
 
@@ -107,6 +116,8 @@ def in_worker(env_fn: Callable[[], gym.Env]) -> gym.Env:
         die_with_parent()
         leave_interrupts_to_parent()
         return env_fn()
+    if spaces is not None:
+        return Spaces(*spaces)
     # The starting process builds one instance to read the spaces and closes it. What the instance
     # sets for its own networks (a worker's one torch thread: `tester_env`) must not stay with the
     # explorer: its update and RND's training run while every game waits, on all the cores.
@@ -149,10 +160,13 @@ def worker_start(accelerator: str) -> str | None:
 
 def make_vector_env(
     cfg: "PPOConfig", env_fn: Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]] | None = None,
+    spaces: tuple[gym.Space, gym.Space] | None = None,
 ) -> gym.vector.VectorEnv:
     """`num_envs` instances, reset in the same step they end (`final_obs` in `infos`); `env_fn`
     is one factory for all, or a list of one factory per instance; a `RayInstances` list runs
-    them as Ray actors (`--cluster`, `exploration/ray_env.py`) whatever `cfg.vector_env` says."""
+    them as Ray actors (`--cluster`, `exploration/ray_env.py`) whatever `cfg.vector_env` says.
+    `spaces`, one instance's `(observation, action)` spaces where known: worker processes are
+    started without an instance built here first to read them (`in_worker`)."""
     from playtester.exploration.ray_env import RayInstances, RayVectorEnv
 
     env_fn = env_fn or functools.partial(make_env, cfg.env_id, FrameSpec.square(cfg.frame_size))
@@ -163,7 +177,7 @@ def make_vector_env(
         envs: gym.vector.VectorEnv = RayVectorEnv(env_fns, link=env_fn.link)
     else:
         if cfg.vector_env == "async":
-            env_fns = [functools.partial(in_worker, fn) for fn in env_fns]
+            env_fns = [functools.partial(in_worker, fn, spaces) for fn in env_fns]
             envs = gym.vector.AsyncVectorEnv(env_fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
                                              context=worker_start(cfg.accelerator))
         else:

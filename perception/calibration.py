@@ -147,7 +147,12 @@ def read_thresholds(path: str | Path, even_unusable: bool = False) -> dict[str, 
     import torch
 
     ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    return thresholds_of((ckpt.get("playtester") or {}).get(KEY), even_unusable)
+    return thresholds_in(ckpt.get("playtester") or {}, even_unusable)
+
+
+def thresholds_in(notes: dict[str, Any], even_unusable: bool = False) -> dict[str, float]:
+    """`read_thresholds` from a detector checkpoint's notes (`load_detector_with_notes`), read already."""
+    return thresholds_of(notes.get(KEY), even_unusable)
 
 
 def store_thresholds(path: str | Path, entry: dict[str, Any]) -> None:

@@ -30,7 +30,7 @@ from torch import nn
 from playtester.errors import UserError
 from playtester.datasets.detection import SPLIT_RULES
 from playtester.perception.compact_backbone import BLOCKS, WIDTHS
-from playtester.perception.training import read_checkpoint, tag_checkpoint
+from playtester.perception.training import read_checkpoint, read_checkpoint_with_notes, tag_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -516,7 +516,13 @@ def detector_memory(config: DetectorConfig, batch_size: int, training: bool = Tr
 
 def load_detector(path: str | Path, map_location: str | torch.device = "cpu") -> Detector:
     """The detector of a checkpoint, in eval mode, rebuilt from the checkpoint alone."""
-    config, state = read_checkpoint(path, "detector", map_location)
+    return load_detector_with_notes(path, map_location)[0]
+
+
+def load_detector_with_notes(path: str | Path, map_location: str | torch.device = "cpu") -> tuple[Detector, dict[str, Any]]:
+    """`load_detector`'s detector and what its checkpoint notes beside it (its held-out scores and
+    per-class thresholds: `read_checkpoint_with_notes`), from one read of the file."""
+    config, state, notes = read_checkpoint_with_notes(path, "detector", map_location)
     cfg = DetectorConfig.from_dict(config)
     detector = Detector(cfg)
     missing, unexpected = detector.load_state_dict(state, strict=False)
@@ -525,4 +531,4 @@ def load_detector(path: str | Path, map_location: str | torch.device = "cpu") ->
     # The body and FPN in NHWC memory layout: their convolutions then all take oneDNN's kernels
     # (in NCHW several fall back to im2col); the same boxes to 1e-4 px (docs/benchmarks/detector.md).
     detector.model.backbone.to(memory_format=torch.channels_last)
-    return detector.to(map_location).eval()
+    return detector.to(map_location).eval(), notes

@@ -218,6 +218,13 @@ def load_torch_file(path: str | Path, what: str = "checkpoint", map_location: st
 def read_checkpoint(path: str | Path, kind: str, map_location: str | torch.device = "cpu") -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     """The config dict and the core's state dict (keys without the `model.` prefix) of a
     playtester checkpoint of `kind`; a `UserError` names the file when it is not one."""
+    config, state, _ = read_checkpoint_with_notes(path, kind, map_location)
+    return config, state
+
+
+def read_checkpoint_with_notes(path: str | Path, kind: str, map_location: str | torch.device = "cpu") -> tuple[dict[str, Any], dict[str, torch.Tensor], dict[str, Any]]:
+    """`read_checkpoint`'s config and state, and what playtester noted in the file beside them
+    (`checkpoint["playtester"]`: a detector's held-out scores and thresholds), from one read."""
     ckpt = load_torch_file(path, f"{kind} checkpoint", map_location)
     info = ckpt.get("playtester") if isinstance(ckpt, dict) else None
     if not isinstance(info, dict) or not isinstance(ckpt.get("hyper_parameters"), dict) or not isinstance(ckpt.get("state_dict"), dict):
@@ -229,7 +236,7 @@ def read_checkpoint(path: str | Path, kind: str, map_location: str | torch.devic
     if info.get("version", 0) > CHECKPOINT_VERSION:
         raise UserError(f"{kind} checkpoint {path}: written by a newer playtester (format {info.get('version')}); upgrade")
     state = {k.removeprefix("model."): v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
-    return dict(ckpt["hyper_parameters"]), state
+    return dict(ckpt["hyper_parameters"]), state, dict(info)
 
 
 def _article(word: str) -> str:

@@ -102,6 +102,7 @@ LEVELS = ("doom:freedoom2:MAP01", "doom:freedoom2:MAP07", "doom:freedoom2:MAP10"
 
 def run_agent(agent: str, seed: int, args, out: Path) -> dict:
     """One agent's run in its own folder; its summary and per-episode counts."""
+    from playtester.tester.assemble import assembled
     from playtester.tester.spec import RunSpec
     from playtester.tester.runner import explore_at_random, explore_with_ppo
 
@@ -135,9 +136,9 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
 
         explore_at_random_on_cluster(spec, say=lambda m: None)
     elif agent == "random":
-        explore_at_random(spec, say=lambda m: None)
+        explore_at_random(assembled(spec), say=lambda m: None)
     else:
-        explore_with_ppo(spec, cluster=args.cluster is not None)
+        explore_with_ppo(assembled(spec, args.cluster is not None), cluster=args.cluster is not None)
     return score(agent, seed, folder, args.episodes, time.time() - started)
 
 

@@ -88,6 +88,7 @@ def make(contender: str, kind: str, game: str, envs: int, run_dir: Path) -> gym.
 
 def ppo_rate(contender: str, game: str, envs: int, steps: int, run_dir: Path, models: Path | None = None) -> float:
     """Game steps per second of a whole PPO run (see the module doc)."""
+    from playtester.tester.assemble import assembled
     from playtester.tester.spec import RunSpec
     from playtester.tester.runner import explore_with_ppo
 
@@ -97,7 +98,7 @@ def ppo_rate(contender: str, game: str, envs: int, steps: int, run_dir: Path, mo
     spec = RunSpec(**{"game": game, "tester": None, "run_dir": str(run_dir), "explorer": "inspector", "episodes": envs,
                       "steps": steps, "num_envs": envs, "rollout": 64, "seed": 0, **tester})
     t0 = time.perf_counter()
-    explore_with_ppo(spec, cluster=contender == "ray")
+    explore_with_ppo(assembled(spec, contender == "ray"), cluster=contender == "ray")
     return sum(1 for _ in open(run_dir / "trajectory.jsonl")) / (time.perf_counter() - t0)
 
 

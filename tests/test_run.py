@@ -421,3 +421,33 @@ def test_the_novelty_weights_come_from_the_run_config(tiny_parts, small_park, tm
     err = capsys.readouterr().err.strip()
     assert "novelty_scale huge: use return or step" in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("explorer, envs, started_here", [("ppgta", 2, 1), ("random", 1, 2)])
+def test_a_run_starts_its_game_once_to_probe_it_and_reads_each_checkpoint_once(tiny_parts, tiny_detector, small_park,
+                                                                               tmp_path, monkeypatch, explorer, envs,
+                                                                               started_here):
+    """In the run's own process, the game is started once to probe it (plus the lone instance that
+    plays here, at one instance; at two they play in worker processes, and the vector env reads
+    their spaces from the probe), and each checkpoint (test policy, path policy, detector) is read
+    from disk once, whoever needs it: the checks, the explorer, the instance, config.yaml. Counted
+    by wrapping `torch.load` and `make_game`, which still do their work."""
+    from collections import Counter
+
+    import torch
+
+    from playtester.capture import games
+
+    tester, path = tiny_parts("inspect")[2], tiny_parts("path")[2]
+    reads, starts, real_load, real_make = Counter(), [], torch.load, games.make_game
+    monkeypatch.setattr(torch, "load", lambda f, *a, **k: reads.update([str(f)]) or real_load(f, *a, **k))
+    monkeypatch.setattr(games, "make_game", lambda spec, **o: starts.append(spec) or real_make(spec, **o))
+    monkeypatch.setattr(games, "_PROBED", {})  # what an earlier test probed in this process is not this run's
+    out = tmp_path / "r"
+    assert main(["run", "explore", "--game", small_park, "--explorer", explorer, "--tester", str(tester), "--detector",
+                 str(tiny_detector), "--preference", str(path), "--envs", str(envs), "--steps", "16", "--episodes", "2",
+                 "--out", str(out)]) == 0
+    assert len({r["episode"] for r in read_jsonl(out / "trajectory.jsonl")}) == 2  # it played
+    assert starts == [small_park] * started_here
+    assert reads == Counter({str(tester): 1, str(path): 1, str(tiny_detector): 1}), reads

@@ -6,7 +6,7 @@ import contextlib
 import functools
 import inspect
 import typing
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, List, Optional
 
@@ -253,8 +253,8 @@ def start(spec: RunSpec, cluster: str | None, resume: bool, overwrite: bool) -> 
         return
     check_run_folder(out, resume, overwrite)
     if resume:
-        check_same_run(out, spec.to_config())
-    check_inputs(spec)  # everything that can be refused is refused before the run folder is written
+        check_same_run(out, asdict(spec))
+    run = check_inputs(spec, cluster is not None)  # everything that can be refused is refused before the run folder is written
     inputs_checked()
     from playtester.bugs.softlock import softlock_off
 
@@ -271,8 +271,8 @@ def start(spec: RunSpec, cluster: str | None, resume: bool, overwrite: bool) -> 
         if resume:
             extend_budget(out, spec.episodes)
         else:
-            write_text_atomic(out / "config.yaml", yaml.safe_dump(spec.to_config(), sort_keys=False))
-        play(spec, cluster, resume, spec.episodes - episodes_left(spec))
+            write_text_atomic(out / "config.yaml", yaml.safe_dump(run.to_config(), sort_keys=False))
+        play(run, cluster, resume, spec.episodes - episodes_left(spec))
     report = build_report(out)
     from playtester.tester.crashes import read_stop
 
@@ -281,11 +281,12 @@ def start(spec: RunSpec, cluster: str | None, resume: bool, overwrite: bool) -> 
     console.print(f"wrote {out} (trajectory, tests, findings) and the report {report}")
 
 
-def play(spec, cluster: str | None, resume: bool, already: int) -> None:
+def play(run, cluster: str | None, resume: bool, already: int) -> None:
     """Play the run's episodes with its explorer, a progress bar over them."""
     from playtester.tester.crashes import CrashNews
     from playtester.tester.runner import episodes_left, explore_at_random, explore_with_ppo
 
+    spec = run.spec
     episodes, explorer = spec.episodes, spec.explorer
     crashes = CrashNews(Path(spec.run_dir))
     with progress() as bar:
@@ -304,12 +305,12 @@ def play(spec, cluster: str | None, resume: bool, already: int) -> None:
 
             explore_at_random_on_cluster(spec, advance, say=console.print)
         elif explorer == "random":
-            explore_at_random(spec, advance, say=console.print)
+            explore_at_random(run, advance, say=console.print)
         else:
             from playtester.load.objective import load_objective
 
             objective = load_objective if spec.objective == "load" else None
-            result = explore_with_ppo(spec, advance, resume=resume, cluster=cluster is not None, objective=objective)
+            result = explore_with_ppo(run, advance, resume=resume, cluster=cluster is not None, objective=objective)
             console.print(f"explorer: {result.global_step} steps trained, checkpoint {result.checkpoint}")
         advance(episodes - already - episodes_left(spec))
 
@@ -356,57 +357,24 @@ def check_device(device: str) -> None:
                             "use --device cpu")
 
 
-def check_inputs(spec) -> None:
-    """Load every file the run names and check the budget fits, so that bad input is one line
-    naming its option before anything is written."""
-    from playtester.capture.games import probe_game
-    from playtester.imitation.live import load_policy
-    from playtester.bugs.oracles import TextureOracle, load_assertion
-    from playtester.tester.instance import make_detector
+def check_inputs(spec, cluster: bool = False):
+    """Load every file the run names once and probe its game once (`playtester/tester/assemble.py`),
+    and check the budget fits, so that bad input is one line naming its option before anything is
+    written; the `Run` assembled, handed down to the explorer and the instances."""
+    from playtester.tester.assemble import assemble, load_inputs
 
     check_device(spec.device)
-    with about("--tester"):
-        live = load_policy(spec.tester) if spec.tester else None
-    with about("--preference"):
-        preference = load_policy(spec.preference) if spec.preference else None
-    with about("--texture-reference"):
-        texture = TextureOracle.from_coco(spec.texture_reference) if spec.texture_reference else None
+    inputs = load_inputs(spec, cluster)
     with about("--load-threshold"):
         if spec.load_threshold:
             from playtester.load.reward import LoadThreshold
 
             LoadThreshold.load(spec.load_threshold)
-    for a in spec.assertions:
-        with about("--assert"):
-            load_assertion(a)
-    with about("--detector"):
-        if spec.detector is not None:
-            from playtester.perception.detector import load_detector
-
-            model = load_detector(spec.detector)  # even without --tester: a bad checkpoint is refused, not ignored
     if spec.explorer != "random":
-        check_explorer_memory(spec, preference)
+        check_explorer_memory(spec, inputs.preference)
     check_free_disk(Path(spec.run_dir), spec.episodes * spec.steps * TRAJECTORY_BYTES_PER_STEP,
                     f"--episodes {spec.episodes} × --steps {spec.steps}")
-    game = probe_game(spec.game, **spec.game_options())  # kept: the explorer reads the same probe
-    if live is not None and not game.keymap.same_actions(live.keymap):
-        raise UserError(
-            f"--tester {spec.tester}: trained with the key map ({', '.join(live.keymap.names)}), but {spec.game} uses "
-            f"({', '.join(game.keymap.names)}); train the test policy on demos from this game"
-        )
-    with about("--detector"):
-        make_detector(spec, game.layout)
-    if texture is not None:
-        kinds = model.classes if spec.detector is not None else [o.kind for o in game.layout.oois] if game.layout else None
-        check_texture_kinds(spec.texture_reference, texture, kinds)
-
-
-def check_texture_kinds(path: str, texture, kinds: list[str] | None) -> None:
-    """Refuse a texture reference with a category the run cannot find (it would never be used)."""
-    unknown = sorted(set(texture.reference_aspect) - set(kinds or ())) if kinds is not None else []
-    if unknown:
-        raise UserError(f"--texture-reference {path}: no object this run finds is called {' or '.join(unknown)} (it finds "
-                        f"{', '.join(sorted(set(kinds)))}); give reference labels of those objects")
+    return assemble(spec, inputs)
 
 
 def saved_options(out: Path) -> dict[str, Any]:

@@ -35,16 +35,15 @@ def run_threshold(spec: Any):
     return threshold
 
 
-def load_objective(spec: Any, explorer: Any) -> Any:
-    """`explorer` with RELINE's load reward around its reward hook (see the module doc)."""
+def load_objective(run: Any, explorer: Any) -> Any:
+    """`explorer` with RELINE's load reward around its reward hook (see the module doc); `run`:
+    the run assembled (`playtester/tester/assemble.py`), whose probe gives the park's pathways."""
     from playtester.load.reward import AreaMask, LoadRewardConfig
     from playtester.load.agent import with_load_reward
 
-    area = None
+    spec, area = run.spec, None
     if spec.load_area == "pathways":
-        from playtester.capture.games import probe_game
-
-        layout = probe_game(spec.game, **spec.game_options()).layout  # the run's probe: the game is not started again
+        layout = run.game.layout
         if layout is None:
             raise UserError(f"--load-area pathways: {spec.game} has no pathway map; use --load-area everywhere")
         area = AreaMask.pathways(layout)

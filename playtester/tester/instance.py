@@ -17,14 +17,16 @@ from playtester.tester.spec import RunSpec, load_known_oois
 from playtester.tester.loop import TesterConfig, TesterEnv
 
 if TYPE_CHECKING:
+    from playtester.tester.assemble import LoadedDetector, RunInputs
     from playtester.tester.serving import ServedModels
 
 
-def make_detector(spec: RunSpec, layout: Any, served: "ServedModels | None" = None):
+def make_detector(spec: RunSpec, layout: Any, served: "ServedModels | None" = None, loaded: "LoadedDetector | None" = None):
     """What finds the OOIs in the tester loop: a trained model whose detections are matched to
     the known OOIs (the park's, or `--oois`) by telemetry, or with `oracle_labels` the engine's
     labels; None without a test policy (nothing to test with). `layout`: the park's (`GameInfo.layout`), else None.
-    `served`: the model runs in the run's model server (`playtester/tester/serving.py`)."""
+    `served`: the model runs in the run's model server (`playtester/tester/serving.py`); `loaded`:
+    the run's detector checkpoint, read already (`playtester/tester/assemble.py`)."""
     from playtester.tester.loop import GroundTruthDetector, ModelDetector
 
     if spec.tester is None:
@@ -40,10 +42,13 @@ def make_detector(spec: RunSpec, layout: Any, served: "ServedModels | None" = No
 
     from playtester.perception.calibration import read_thresholds
 
-    model = ServedDetector(served) if served is not None else load_detector(spec.detector, map_location=spec.device)
+    if served is not None:
+        model = ServedDetector(served)
+    else:
+        model = loaded.model if loaded is not None else load_detector(spec.detector, map_location=spec.device)
     # the objects it can place by telemetry: the park's OOIs, --oois, or a Doom level's things of its classes
     known = layout.oois if layout else load_known_oois(spec.oois) if spec.oois else level_objects(spec.game, model.classes)
-    return ModelDetector(model, known, thresholds=read_thresholds(spec.detector))
+    return ModelDetector(model, known, thresholds=loaded.thresholds if loaded is not None else read_thresholds(spec.detector))
 
 
 class RunThreads(NamedTuple):
@@ -79,9 +84,12 @@ def threads_of(spec: RunSpec) -> RunThreads:
     return run_threads(spec.num_envs, serving(spec), forked=spec.device != "cuda")
 
 
-def tester_env(spec: RunSpec, env: gym.Env, index: int = 0, served: "ServedModels | None" = None) -> TesterEnv:
+def tester_env(spec: RunSpec, env: gym.Env, index: int = 0, served: "ServedModels | None" = None,
+               loaded: "RunInputs | None" = None, game_options: dict[str, Any] | None = None) -> TesterEnv:
     """Game instance `index` inside its tester loop, carrying on the run folder's logs; with
-    `served`, its detector and test policy are the run's model server's."""
+    `served`, its detector and test policy are the run's model server's; with `loaded`, those the
+    run loaded in this process (`Run.here`), else it loads its own. `game_options`: what the
+    game was made with (`Run.game_options`; default `spec.game_options()`)."""
     import torch
 
     from playtester.imitation.live import load_policy
@@ -92,7 +100,10 @@ def tester_env(spec: RunSpec, env: gym.Env, index: int = 0, served: "ServedModel
     if served is not None:
         live = ServedPolicy(served)
     else:
-        live = load_policy(spec.tester, map_location=spec.device) if spec.tester else None
+        if loaded is not None:
+            live = loaded.tester
+        else:
+            live = load_policy(spec.tester, map_location=spec.device) if spec.tester else None
         if live is not None and spec.acting == "int8":
             live.quantise()
     texture = TextureOracle.from_coco(spec.texture_reference) if spec.texture_reference else None
@@ -107,8 +118,9 @@ def tester_env(spec: RunSpec, env: gym.Env, index: int = 0, served: "ServedModel
         oracles.append(ConfinementOracle())
     layout = getattr(getattr(env.unwrapped, "scenario", None), "layout", None)
     wrapped = TesterEnv(
-        env, tester=live, detector=make_detector(spec, layout, served), oracles=oracles, run_dir=spec.run_dir, game=spec.game,
-        game_options=spec.game_options(), texture=texture,
+        env, tester=live, detector=make_detector(spec, layout, served, loaded and loaded.detector), oracles=oracles,
+        run_dir=spec.run_dir, game=spec.game, game_options=spec.game_options() if game_options is None else game_options,
+        texture=texture,
         config=TesterConfig(test_steps=spec.test_steps, seed=spec.seed, track_every=spec.track_every, min_score=spec.min_score,
                             confirm_hits=spec.confirm_hits, confirm_window=spec.confirm_window),
         env_index=index, n_envs=spec.num_envs,

@@ -37,14 +37,19 @@ def held_out_ap50(path: str | Path) -> float | None:
         ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception:
         return None  # load_detector names the file and the problem
-    held_out = ((ckpt.get("playtester") or {}).get("held_out") or {}) if isinstance(ckpt, dict) else {}
-    value = held_out.get("map50")
+    return held_out_ap50_in((ckpt.get("playtester") or {}) if isinstance(ckpt, dict) else {})
+
+
+def held_out_ap50_in(notes: dict[str, Any]) -> float | None:
+    """`held_out_ap50` from a detector checkpoint's notes (`load_detector_with_notes`), read already."""
+    value = (notes.get("held_out") or {}).get("map50")
     return float(value) if isinstance(value, (int, float)) and value == value else None
 
 
-def describe_detector(path: str | Path) -> str:
-    """`detector models/detector.ckpt, AP50 87 % on its held-out shots` (or that it was not recorded)."""
-    ap50 = held_out_ap50(path)
+def describe_detector(path: str | Path, notes: dict[str, Any] | None = None) -> str:
+    """`detector models/detector.ckpt, AP50 87 % on its held-out shots` (or that it was not recorded);
+    from its `notes` where the checkpoint was read already."""
+    ap50 = held_out_ap50(path) if notes is None else held_out_ap50_in(notes)
     score = "held-out AP not recorded" if ap50 is None else f"AP50 {100 * ap50:.0f} % on its held-out shots"
     return f"detector {path}, {score}"
 
@@ -63,11 +68,12 @@ def check_object_source(detector: str | None, oracle_labels: bool, needed: bool,
         raise UserError(f"--detector {detector}: no such checkpoint; train one with `playtester train detector`")
 
 
-def object_source(detector: str | None, oracle_labels: bool) -> str:
-    """The report's line for a run: the detector's description, the ablation, or nothing."""
+def object_source(detector: str | None, oracle_labels: bool, notes: dict[str, Any] | None = None) -> str:
+    """The report's line for a run: the detector's description (from its checkpoint's `notes`
+    where it was read already), the ablation, or nothing."""
     if oracle_labels:
         return ORACLE_LABELS
-    return describe_detector(detector) if detector else NO_OBJECTS
+    return describe_detector(detector, notes) if detector else NO_OBJECTS
 
 
 def found_by(config: dict[str, Any]) -> str:

@@ -1,7 +1,8 @@
 """A tester run: one `TesterEnv` per game instance, driven by the explorer.
 
 `RunSpec` holds what a game instance needs to build its tester loop (paths and options only, so
-that it pickles into `AsyncVectorEnv`'s worker processes). Two drivers share it:
+that it pickles into `AsyncVectorEnv`'s worker processes); the drivers take the `Run` assembled
+from it once (`assemble.py`: its checkpoints loaded, its game probed). Two drivers share it:
 
 - `explore_with_ppo`: the PPO explorer, trained online while it plays (PPGTA's agent, `ppgta`,
   with E3B's episodic novelty `ppgta-episodic` or `episodic`, or the Inspector-style baseline,
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import gymnasium as gym
 import numpy as np
 
+from playtester.tester.assemble import Run, RunInputs
 from playtester.tester.instance import all_idle, run_stopped, tester_env, threads_of
 from playtester.tester.spec import RunSpec
 
@@ -31,8 +33,9 @@ if TYPE_CHECKING:
     from playtester.tester.serving import ServedModels
 
 
-def _wrap(spec: RunSpec, env: gym.Env, index: int, served: "ServedModels | None" = None) -> gym.Env:
-    return tester_env(spec, env, index, served)
+def _wrap(spec: RunSpec, env: gym.Env, index: int, served: "ServedModels | None" = None, loaded: RunInputs | None = None,
+          game_options: dict[str, Any] | None = None) -> gym.Env:
+    return tester_env(spec, env, index, served, loaded, game_options)
 
 
 def episodes_left(spec: RunSpec) -> int:
@@ -43,7 +46,7 @@ def episodes_left(spec: RunSpec) -> int:
     return max(0, spec.episodes - len(played))
 
 
-def explore_at_random(spec: RunSpec, progress: Callable[[int], None] = lambda n: None,
+def explore_at_random(run: Run, progress: Callable[[int], None] = lambda n: None,
                       say: Callable[[str], None] = print) -> None:
     """The random baseline on one game instance; `progress(n)` after each episode. A crashed
     game is started again (`TesterEnv`) until `max_restarts` is spent; then the run ends here,
@@ -51,8 +54,9 @@ def explore_at_random(spec: RunSpec, progress: Callable[[int], None] = lambda n:
     from playtester.capture.games import make_game
     from playtester.tester.crashes import clear_stop
 
+    spec = run.spec
     clear_stop(Path(spec.run_dir))
-    env = tester_env(spec, make_game(spec.game, **spec.game_options()))
+    env = tester_env(spec, make_game(spec.game, **run.game_options), loaded=run.here(), game_options=run.game_options)
     rng = np.random.default_rng(spec.seed + 1 + env.local_episode)
     first = env.episode + env.n_envs
     try:
@@ -72,8 +76,8 @@ def explore_at_random(spec: RunSpec, progress: Callable[[int], None] = lambda n:
         env.close()
 
 
-def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: None, resume: bool = False,
-                     cluster: bool = False, objective: Callable[[RunSpec, Any], Any] | None = None):
+def explore_with_ppo(run: Run, progress: Callable[[int], None] = lambda n: None, resume: bool = False,
+                     cluster: bool = False, objective: Callable[[Run, Any], Any] | None = None):
     """Train the PPO explorer online while it plays the run's episodes; see the module doc. With
     `cluster`, the game instances run as Ray actors (Ray started already; `playtester/tester/cluster.py`).
     `objective` changes the explorer before it trains (a load test's adds RELINE's reward:
@@ -89,6 +93,7 @@ def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: 
 
     from playtester.tester.crashes import clear_stop
 
+    spec = run.spec
     clear_stop(Path(spec.run_dir))
     # The trainer's share of the cores (on a cluster the games play elsewhere: all of them)
     torch.set_num_threads(cores() if cluster else threads_of(spec).trainer)
@@ -106,13 +111,14 @@ def explore_with_ppo(spec: RunSpec, progress: Callable[[int], None] = lambda n: 
     if serving(spec) and not cluster:
         server = ModelServer(spec.tester, None if spec.oracle_labels else spec.detector, spec.device, threads_of(spec).server,
                              int8=spec.acting == "int8")
-    wrap: Callable[[gym.Env, int], gym.Env] = functools.partial(_wrap, spec, served=server and server.models)
+    wrap: Callable[[gym.Env, int], gym.Env] = functools.partial(_wrap, spec, served=server and server.models,
+                                                                loaded=run.here(), game_options=run.game_options)
     if cluster:
         from playtester.tester.cluster import tester_on_worker
 
         wrap = tester_on_worker  # in an actor: the tester loop on its scratch copy of the run folder
     try:
-        return _train_explorer(spec, wrap, budget, resume_ppo, cluster, explorer_dir, progress, objective)
+        return _train_explorer(run, wrap, budget, resume_ppo, cluster, explorer_dir, progress, objective)
     finally:
         if server is not None:
             write_serving_stats(Path(spec.run_dir) / "serving.json", server)
@@ -133,22 +139,24 @@ def write_serving_stats(path: Path, server) -> None:
     write_text_atomic(path, json.dumps(stats, indent=1))
 
 
-def _train_explorer(spec: RunSpec, wrap: Callable[[gym.Env, int], gym.Env], budget: int, resume_ppo: bool, cluster: bool,
-                    explorer_dir: Path, progress: Callable[[int], None], objective: Callable[[RunSpec, Any], Any] | None):
+def _train_explorer(run: Run, wrap: Callable[[gym.Env, int], gym.Env], budget: int, resume_ppo: bool, cluster: bool,
+                    explorer_dir: Path, progress: Callable[[int], None], objective: Callable[[Run, Any], Any] | None):
     from playtester.exploration.explorer import build_explorer
     from playtester.exploration.ppo import train
+
+    spec = run.spec
     explorer = build_explorer(
         spec.game, spec.preference, spec.explorer, run_dir=str(explorer_dir), total_timesteps=budget,
         num_envs=spec.num_envs, num_steps=spec.rollout, seed=spec.seed, checkpoint_every=5, resume=resume_ppo,
-        game_options=spec.game_options(), wrap=wrap, accelerator=spec.device,
-        rnd_weight=spec.rnd_weight, episodic_weight=spec.episodic_weight, novelty_scale=spec.novelty_scale,
+        game_options=run.game_options, wrap=wrap, accelerator=spec.device, preference=run.inputs.preference,
+        probe=run.game, rnd_weight=spec.rnd_weight, episodic_weight=spec.episodic_weight, novelty_scale=spec.novelty_scale,
     )
     if cluster:  # the same instances, each in a Ray actor; this process alone writes the run folder
         from playtester.tester.cluster import ray_instances
 
         explorer = explorer._replace(env_fn=ray_instances(spec, explorer.env_fn))
     if objective is not None:
-        explorer = objective(spec, explorer)
+        explorer = objective(run, explorer)
 
     ended = 0
 

@@ -160,14 +160,22 @@ class RunSpec:
         int8 copy of it, and the test policy's steps; the explorer learns in fp32), fp32 on a GPU."""
         return "int8" if self.device == "cpu" else "fp32"
 
-    def game_options(self) -> dict[str, Any]:
-        """What `make_game` takes for this run's game."""
+    def game_options(self, policies: dict[str, Any] | None = None) -> dict[str, Any]:
+        """What `make_game` takes for this run's game. `policies`: the run's policies loaded
+        already (`{path: LivePolicy}`, `playtester/tester/assemble.py`), whose key maps a level
+        plays with; else they are read from the checkpoints."""
         options: dict[str, Any] = {"max_steps": self.steps}
         if self.rules is not None:
             options["rules"] = self.rules
         from playtester.capture.rules import is_level
 
-        keymap = policy_keymap(self.tester, self.preference) if is_level(self.game) else None
+        paths = (self.tester, self.preference)
+        if not is_level(self.game):
+            keymap = None
+        elif policies is None:
+            keymap = policy_keymap(*paths)
+        else:
+            keymap = same_keymap({p: policies[p].cfg.keymap or None for p in paths if p})
         if keymap is not None:  # a level plays with the key map its policies were trained with
             options["keymap"] = keymap
         if self.game.startswith("doom:") and self.frame_clock != "cpu":
@@ -176,14 +184,18 @@ class RunSpec:
             options["telemetry_port"] = self.telemetry_port
         return options | harness_options(self.launch, self.reset, self.out_of_play)
 
-    def to_config(self) -> dict[str, Any]:
+    def to_config(self, found_by: str | None = None) -> dict[str, Any]:
+        """The run's config.yaml: its options, what explored, and what found the objects
+        (`found_by`, where the detector's checkpoint was read already; else read here)."""
         config = asdict(self)
         config["agent"] = {"ppgta": "PPGTA explorer", "ppgta-episodic": "PPGTA explorer + episodic novelty (E3B)",
                            "episodic": "episodic novelty (E3B) + preference explorer", "inspector": "Inspector-style explorer",
                            "random": "random explorer"}[self.explorer]
         if self.objective == "load":
             config["agent"] += " + load reward"
-        config[FOUND_BY_KEY] = object_source(self.detector, self.oracle_labels) if self.tester else NO_OBJECTS
+        if not self.tester:
+            found_by = NO_OBJECTS
+        config[FOUND_BY_KEY] = found_by if found_by is not None else object_source(self.detector, self.oracle_labels)
         return config
 
 
@@ -195,6 +207,11 @@ def policy_keymap(*paths: str | None) -> dict[str, Any] | None:
     for path in paths:
         if path:
             maps[path] = _checkpoint_keymap(str(path), Path(path).stat().st_mtime_ns if Path(path).exists() else 0)
+    return same_keymap(maps)
+
+
+def same_keymap(maps: dict[str, dict[str, Any] | None]) -> dict[str, Any] | None:
+    """The one key map of `{checkpoint: its key map or None}`; refused when two differ."""
     known = {p: m for p, m in maps.items() if m is not None}
     actions = {json.dumps([a["keys"] for a in m["actions"]]) for m in known.values()}
     if len(actions) > 1:
