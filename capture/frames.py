@@ -97,6 +97,17 @@ class FrameSpec:
         return cls.square(config.get(old_key) or default)
 
 
+def saved_frames(config: dict[str, Any], old_key: str) -> dict[str, Any]:
+    """A saved config (a checkpoint's) as today's dataclass takes it: a config from before the spec
+    kept a square's side as `old_key` (e.g. `frame_size: 64`), read back as its `frames` spec."""
+    if old_key not in config:
+        return config
+    config = dict(config)
+    side = config.pop(old_key)
+    config.setdefault("frames", FrameSpec.square(side))
+    return config
+
+
 def resize(frame: np.ndarray, size: tuple[int, int], scratch: Callable[[tuple[int, ...]], np.ndarray] | None = None) -> np.ndarray:
     """`frame` (`H×W×C` or `H×W`, uint8) resized to `size` = (width, height), area-averaged when it shrinks.
 

@@ -174,7 +174,7 @@ def explorer_config(game: str, run_dir: str, total_timesteps: int, num_envs: int
                **ppo_options}
     try:
         return PPOConfig(env_id=game, run_dir=run_dir, total_timesteps=total_timesteps, num_envs=num_envs,
-                         frame_size=frames.side, **options)
+                         frames=frames, **options)
     except (TypeError, ValueError) as e:
         raise UserError(f"explorer options: {e}") from None
 

@@ -55,7 +55,7 @@ from playtester.exploration.checkpoints import load_checkpoint, load_into, rng_s
 from playtester.exploration.free_rollout import collect_rollout_free, free_running
 from playtester.exploration.hook import RewardHook, ShapedRewards
 from playtester.exploration.losses import compute_gae, entropy_bonus, explained_variance, policy_loss, value_loss
-from playtester.exploration.ppo_config import PPOConfig, check_resumable
+from playtester.exploration.ppo_config import PPOConfig, check_resumable, saved_ppo_config
 from playtester.exploration.rollout import Episodes, Games, Rollout, collect_rollout
 from playtester.exploration.vector_env import close_envs, make_vector_env
 
@@ -472,7 +472,7 @@ def open_run(cfg: PPOConfig) -> tuple[Path, bool]:
     if not cfg.resume and checkpoint_path.exists():
         raise UserError(f"{checkpoint_path} exists: pass --resume to continue that run, or choose another run directory")
     if cfg.resume:
-        check_resumable(PPOConfig(**load_checkpoint(checkpoint_path)["config"]), cfg)
+        check_resumable(saved_ppo_config(load_checkpoint(checkpoint_path)["config"]), cfg)
     return checkpoint_path, cfg.resume
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Literal
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
 
+from playtester.capture.frames import FrameSpec, saved_frames
 from playtester.errors import UserError
 
 
@@ -14,7 +15,7 @@ class PPOConfig:
 
     env_id: str = "state:CartPole-v1"
     """`state:ID` for a Gymnasium env's own observations (tests, benchmarks), or a game spec
-    `make_game` understands (`gym:ID` renders pixels, `doom:park`, …), resized to `frame_size`."""
+    `make_game` understands (`gym:ID` renders pixels, `doom:park`, …), resized to `frames`."""
     seed: int = 1
     """Seeds Python, NumPy, torch and the environments."""
     torch_deterministic: bool = True
@@ -47,8 +48,9 @@ class PPOConfig:
     no measured cost to what it covers (docs/benchmarks/ppo-and-loop.md). A resumed run plays its
     first rollout with the saved weights, where the uninterrupted one was one update behind. False:
     the update between rollouts, while the games wait (CleanRL's loop)."""
-    frame_size: int = 64
-    """Side of the square frames pixel games are resized to (INTER_AREA). Ignored for `state:` envs."""
+    frames: FrameSpec = field(default_factory=lambda: FrameSpec.square(64))
+    """The frames pixel games are resized to (`capture/frames.py`); a saved config's `{width,
+    height}` is read back as a spec. Ignored for `state:` envs."""
     num_steps: int = 128
     """Steps per environment per rollout (the sequence length of the recurrent updates)."""
     learning_rate: float = 2.5e-4
@@ -138,8 +140,9 @@ class PPOConfig:
             raise ValueError(f"acting='int8' quantises for the CPU; with accelerator={self.accelerator!r} use 'fp32'")
         if self.seq_len < 0 or (self.seq_len and self.num_steps % self.seq_len):
             raise ValueError(f"seq_len={self.seq_len} must divide num_steps={self.num_steps} (or be 0: whole rollouts)")
-        if self.frame_size < 36:
-            raise ValueError(f"frame_size={self.frame_size}: the conv encoder needs at least 36 pixels")
+        self.frames = FrameSpec.from_dict(self.frames)
+        if min(self.frames.size) < 36:
+            raise ValueError(f"frames {self.frames.width}×{self.frames.height}: the conv encoder needs at least 36 pixels")
 
     @property
     def batch_size(self) -> int:
@@ -148,6 +151,11 @@ class PPOConfig:
     @property
     def num_iterations(self) -> int:
         return self.total_timesteps // self.batch_size
+
+
+def saved_ppo_config(config: dict[str, Any]) -> PPOConfig:
+    """The `PPOConfig` a checkpoint saved (one from before the frame spec kept `frame_size`)."""
+    return PPOConfig(**saved_frames(config, "frame_size"))
 
 
 def check_resumable(saved: PPOConfig, now: PPOConfig) -> None:

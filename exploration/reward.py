@@ -47,6 +47,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
+from playtester.capture.frames import saved_frames
 from playtester.errors import UserError
 from playtester.exploration.background import BackgroundJob
 from playtester.exploration.hook import ShapedRewards, StepView
@@ -84,7 +85,7 @@ class ExplorationRewardConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.rnd, dict):
-            self.rnd = RNDConfig(**self.rnd)
+            self.rnd = RNDConfig(**saved_frames(self.rnd, "frame_size"))  # a checkpoint from before the spec: its side
         if isinstance(self.alpha, dict):
             self.alpha = AlphaScheduleConfig(**self.alpha)
         if isinstance(self.episodic, dict):
@@ -152,7 +153,7 @@ class ExplorationReward:
         self.fabric: Any = None
         """The Fabric the predictors train on, once `setup`."""
         self.rebuildable = rnd_frames is None and rnd_trunk_factory is None
-        self.rnd_frames = rnd_frames or (lambda obs: frames_to_rnd_input(obs, config.rnd.frame_size))
+        self.rnd_frames = rnd_frames or (lambda obs: frames_to_rnd_input(obs, config.rnd.frames))
         self.alpha = AlphaSchedule(num_envs, config.alpha)
         self.training = BackgroundJob("rnd-training")
         """The predictors' training of the last rollout, from its rewards until the next rollout's."""

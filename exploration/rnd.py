@@ -22,7 +22,7 @@ expects frames in [0, 1]).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 import numpy as np
@@ -46,9 +46,9 @@ class RNDConfig:
     """`ensemble_variance` (PPGTA, needs N ≥ 2) or `prediction_error` (classic RND, Inspector)."""
     in_channels: int = 3
     """Channels of the input frames (3 for OD-masked RGB)."""
-    frame_size: int = 64
-    """Input frames are `frame_size × frame_size` (RND's own networks, not the encoder's: other
-    frames are resized by `capture/frames.py`'s one resize)."""
+    frames: FrameSpec = field(default_factory=lambda: FrameSpec.square(64))
+    """The input frames (RND's own networks, not the encoder's: other frames are resized to it by
+    `capture/frames.py`'s one resize); a saved config's `{width, height}` is read back as a spec."""
     hidden_dim: int = 512
     """Width of the MLP after the trunk (target and predictors)."""
     out_dim: int = 256
@@ -84,8 +84,9 @@ class RNDConfig:
             raise ValueError(f"RND reward={self.reward!r}: use 'ensemble_variance' or 'prediction_error'")
         if self.buffer_size < 1 or self.batch_size < 1 or self.train_steps < 0:
             raise ValueError("RND buffer_size and batch_size must be >= 1, train_steps >= 0")
-        if self.frame_size < 36:
-            raise ValueError(f"RND frame_size={self.frame_size}: the conv trunk needs at least 36 pixels")
+        self.frames = FrameSpec.from_dict(self.frames)
+        if min(self.frames.size) < 36:
+            raise ValueError(f"RND frames {self.frames.width}×{self.frames.height}: the conv trunk needs at least 36 pixels")
         if not 0.0 <= self.reward_gamma < 1.0:
             raise ValueError(f"RND reward_gamma={self.reward_gamma}: must be in [0, 1)")
 
@@ -125,7 +126,7 @@ class RunningMeanStd(nn.Module):
 class SmallConvTrunk(nn.Module):
     """Nature-DQN-style convolutions for 64×64 frames → a flat feature vector (1024 for 64×64)."""
 
-    def __init__(self, in_channels: int = 3, frame_size: int = 64):
+    def __init__(self, in_channels: int = 3, frames: FrameSpec = FrameSpec.square(64)):
         super().__init__()
         self.net = nn.Sequential(
             nn.Conv2d(in_channels, 32, 8, stride=4), nn.LeakyReLU(),
@@ -134,7 +135,7 @@ class SmallConvTrunk(nn.Module):
             nn.Flatten(),
         )
         with torch.no_grad():
-            self.out_dim = int(self.net(torch.zeros(1, in_channels, frame_size, frame_size)).shape[1])
+            self.out_dim = int(self.net(torch.zeros(1, in_channels, frames.height, frames.width)).shape[1])
 
     def forward(self, x: Tensor) -> Tensor:
         return self.net(x)
@@ -149,7 +150,7 @@ def _init_orthogonal(module: nn.Module, gain: float = np.sqrt(2)) -> None:
 
 def _feature_dim(trunk: nn.Module, cfg: RNDConfig) -> int:
     with torch.no_grad():
-        return int(trunk(torch.zeros(1, cfg.in_channels, cfg.frame_size, cfg.frame_size)).flatten(1).shape[1])
+        return int(trunk(torch.zeros(1, cfg.in_channels, cfg.frames.height, cfg.frames.width)).flatten(1).shape[1])
 
 
 def _head(in_dim: int, cfg: RNDConfig) -> nn.Sequential:
@@ -162,13 +163,13 @@ def _freeze(module: nn.Module) -> nn.Module:
     return module.eval()
 
 
-def frames_to_rnd_input(frames: np.ndarray | Tensor, frame_size: int = 64) -> Tensor:
-    """Env frames (`B×H×W×C` uint8) → RND input (`B×C×S×S` uint8), by the one resize (`capture/frames.py`)."""
+def frames_to_rnd_input(frames: np.ndarray | Tensor, spec: FrameSpec = FrameSpec.square(64)) -> Tensor:
+    """Env frames (`B×H×W×C` uint8) → RND input (`B×C×H×W` uint8, at `spec`), by the one resize (`capture/frames.py`)."""
     if isinstance(frames, Tensor):
         frames = frames.detach().cpu().numpy()
     if frames.ndim != 4:
         raise ValueError(f"RND frames should be B×H×W×C images, got shape {frames.shape}")
-    frames = FrameSpec.square(frame_size).resize_batch(frames)
+    frames = spec.resize_batch(frames)
     return torch.from_numpy(np.ascontiguousarray(frames.transpose(0, 3, 1, 2)))
 
 
@@ -185,7 +186,7 @@ class EnsembleRND(nn.Module):
     def __init__(self, config: RNDConfig | None = None, trunk_factory: Callable[[], nn.Module] | None = None):
         super().__init__()
         cfg = self.config = config or RNDConfig()
-        make_trunk = trunk_factory or (lambda: SmallConvTrunk(cfg.in_channels, cfg.frame_size))
+        make_trunk = trunk_factory or (lambda: SmallConvTrunk(cfg.in_channels, cfg.frames))
 
         target_trunk = make_trunk()
         features = _feature_dim(target_trunk, cfg)
@@ -205,9 +206,9 @@ class EnsembleRND(nn.Module):
             )
         _init_orthogonal(self.predictors)
 
-        self.obs_rms = RunningMeanStd((cfg.in_channels, cfg.frame_size, cfg.frame_size))
+        self.obs_rms = RunningMeanStd((cfg.in_channels, cfg.frames.height, cfg.frames.width))
         self.reward_rms = RunningMeanStd(())
-        self.register_buffer("replay", torch.zeros(cfg.buffer_size, cfg.in_channels, cfg.frame_size, cfg.frame_size, dtype=torch.uint8))
+        self.register_buffer("replay", torch.zeros(cfg.buffer_size, cfg.in_channels, cfg.frames.height, cfg.frames.width, dtype=torch.uint8))
         self.register_buffer("replay_size", torch.tensor(0))
         self.register_buffer("replay_pos", torch.tensor(0))
         self.register_buffer("frames_seen", torch.tensor(0))
@@ -220,7 +221,7 @@ class EnsembleRND(nn.Module):
     # -- inputs ----------------------------------------------------------------------------------
     def _check(self, frames: Tensor) -> None:
         cfg = self.config
-        expected = (cfg.in_channels, cfg.frame_size, cfg.frame_size)
+        expected = (cfg.in_channels, cfg.frames.height, cfg.frames.width)
         if frames.ndim != 4 or tuple(frames.shape[1:]) != expected:
             raise ValueError(f"RND expects frames B×{expected[0]}×{expected[1]}×{expected[2]}, got {tuple(frames.shape)}; see frames_to_rnd_input")
 

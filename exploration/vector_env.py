@@ -169,7 +169,7 @@ def make_vector_env(
     started without an instance built here first to read them (`in_worker`)."""
     from playtester.exploration.ray_env import RayInstances, RayVectorEnv
 
-    env_fn = env_fn or functools.partial(make_env, cfg.env_id, FrameSpec.square(cfg.frame_size))
+    env_fn = env_fn or functools.partial(make_env, cfg.env_id, cfg.frames)
     env_fns = list(env_fn) if isinstance(env_fn, Sequence) else [env_fn] * cfg.num_envs
     if len(env_fns) != cfg.num_envs:
         raise ValueError(f"{len(env_fns)} env factories for num_envs={cfg.num_envs}")

@@ -39,6 +39,7 @@ from pathlib import Path
 import torch
 from scipy.stats import mannwhitneyu
 
+from playtester.capture.frames import FrameSpec
 from playtester.capture.block_maze import ENV_ID, BlockMaze
 from playtester.evolution.run import run_evolve
 from playtester.evolution.population import EvolutionConfig, default_offspring_ppo
@@ -66,7 +67,7 @@ def run_one(strategy: str, seed: int, args: argparse.Namespace, root: Path) -> d
     cfg = EvolutionConfig(game=f"gym:{ENV_ID}", run_dir=str(root / f"{strategy}-{seed}"), game_options={"maze_seed": seed, "size": args.size},
                           population_size=args.population, generations=args.generations or 10**6,
                           budget_steps=0 if args.generations else args.budget, eval_episodes=args.episodes,
-                          eval_steps=args.steps, num_envs=args.envs, frame_size=args.frame_size, ppo=ppo, seed=seed, **options)
+                          eval_steps=args.steps, num_envs=args.envs, frames=FrameSpec.square(args.frame_size), ppo=ppo, seed=seed, **options)
     shutil.rmtree(cfg.run_dir, ignore_errors=True)  # a benchmark run again starts afresh
     start = time.perf_counter()
     evo = run_evolve(cfg, assertions=[ASSERT], stuck_steps=8, log=lambda _: None)

@@ -42,6 +42,7 @@ import numpy as np
 import torch
 
 from playtester.files import write_bytes_atomic, write_text_atomic
+from playtester.capture.frames import FrameSpec
 from playtester.capture.games import make_game, park_config_from_spec
 from playtester.capture.park.birdseye import render_birdseye
 from playtester.capture.park.perf import PerfParkConfig, build_perf_park, walk_distances
@@ -61,7 +62,7 @@ PROFILES = {
     "smoke": dict(seeds=2, replays=2, baseline_episodes=1, timesteps=128, warmup_steps=16, eval_episodes=1, steps=40),
     "full": dict(seeds=5, replays=10, baseline_episodes=4, timesteps=65536, warmup_steps=128, eval_episodes=8, steps=500),
 }
-FRAME = 64
+FRAME = FrameSpec.square(64)
 AGENTS = ("load agent", "explorer", "random", "path follower (scripted)")
 FORWARD_UNITS_PER_STEP = 20.6
 """Map units a step of walking straight covers on the park (measured: 10 forward steps from a standstill)."""
@@ -130,7 +131,7 @@ def train_agent(name: str, game: str, p: dict, seed: int, out: Path, threshold: 
     if threshold is not None:
         hook = LoadReward(LoadRewardConfig(warmup_steps=p["warmup_steps"]), threshold, num_envs=1, inner=explore, game=game)
     cfg = PPOConfig(env_id=game, run_dir=str(out / f"train-{name}"), seed=seed, total_timesteps=p["timesteps"], num_envs=1,
-                    num_steps=128, num_minibatches=1, update_epochs=4, vector_env="sync", encoder="conv", frame_size=FRAME,
+                    num_steps=128, num_minibatches=1, update_epochs=4, vector_env="sync", encoder="conv", frames=FRAME,
                     hidden_dim=128, rnn_dim=128, env_reward_coef=0.0, checkpoint_every=0, log_every=4)
     start = time.perf_counter()
     result = train(cfg, reward_hook=hook, env_fn=functools.partial(load_env, game, FRAME, p["steps"]))

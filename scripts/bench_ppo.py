@@ -233,9 +233,9 @@ def decision_latency(steps: int = 384) -> dict[str, float]:
             p_state = pref.state
             preference_reward(out.logits[0], pref.logits[0])
             t2 = time.perf_counter()
-            rnd.reward(frames_to_rnd_input(masked[None], 64))
+            rnd.reward(frames_to_rnd_input(masked[None]))
             t3 = time.perf_counter()
-            rnd_shared.reward(frames_to_rnd_input(masked[None], 64))
+            rnd_shared.reward(frames_to_rnd_input(masked[None]))
             t4 = time.perf_counter()
             separate(separate.prepare(torch.from_numpy(masked[None])).unsqueeze(0), p_state, done)
             t5 = time.perf_counter()

@@ -81,7 +81,7 @@ def train_agent(name: str, seed: int, args: argparse.Namespace, zones) -> tuple[
     bonus = 50.0 if name == "reline" else 0.0
     cfg = PPOConfig(env_id=GAME, run_dir=str(args.out / f"train-{name}-{seed}"), seed=seed, total_timesteps=args.timesteps,
                     num_envs=args.envs, num_steps=128, num_minibatches=2, update_epochs=4, learning_rate=2.5e-4, clip_coef=0.1,
-                    vector_env="sync", encoder="conv", frame_size=args.frame_size, hidden_dim=256, rnn_dim=128,
+                    vector_env="sync", encoder="conv", frames=FrameSpec.square(args.frame_size), hidden_dim=256, rnn_dim=128,
                     env_reward_coef=args.reward_scale, checkpoint_every=0, log_every=8, accelerator=args.accelerator)
     start = time.perf_counter()
     counter = ZoneCounter()

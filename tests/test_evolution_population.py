@@ -94,7 +94,7 @@ def test_evaluate_plays_every_job_on_few_instances_in_order_and_deterministicall
 
 def test_a_population_improves_both_objectives_and_its_findings_replay(tmp_path):
     cfg = EvolutionConfig(game=MAZE, run_dir=str(tmp_path / "run"), population_size=4, generations=2, eval_episodes=2,
-                          eval_steps=100, num_envs=4, frame_size=48, ppo=replace(default_offspring_ppo(), total_timesteps=1024))
+                          eval_steps=100, num_envs=4, frames=FrameSpec.square(48), ppo=replace(default_offspring_ppo(), total_timesteps=1024))
     evo = run_evolve(cfg, assertions=[ASSERT], stuck_steps=8, log=lambda _: None)
     # resume for one more generation: it continues from the checkpoint, not from scratch
     evo = run_evolve(replace(cfg, generations=3, resume=True), assertions=[ASSERT], stuck_steps=8, log=lambda _: None)
@@ -180,7 +180,7 @@ def test_ppo_refines_only_the_offspring_that_beat_their_parent(tmp_path, monkeyp
     from playtester.evolution.population import Member
 
     cfg = EvolutionConfig(game=MAZE, run_dir=str(tmp_path), population_size=4, generations=2, eval_episodes=1, eval_steps=20,
-                          num_envs=2, frame_size=48, refine=refine)
+                          num_envs=2, frames=FrameSpec.square(48), refine=refine)
     evo = Evolution(cfg, log=lambda _: None)
     refined = []
     monkeypatch.setattr(evo, "refine", lambda agent, index: refined.append(index) or copy.deepcopy(agent))

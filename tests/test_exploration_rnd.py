@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from lightning.fabric import Fabric
 
+from playtester.capture.frames import FrameSpec
 from playtester.exploration.rnd import EnsembleRND, RNDConfig, RunningMeanStd, frames_to_rnd_input, train_predictors
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -139,12 +140,12 @@ def test_state_dict_round_trip_restores_rewards():
 def test_frames_to_rnd_input_resizes_and_moves_channels_first():
     frames = np.zeros((2, 120, 160, 3), dtype=np.uint8)
     frames[:, :, :80] = 255
-    x = frames_to_rnd_input(frames, 64)
+    x = frames_to_rnd_input(frames, FrameSpec.square(64))
     assert x.shape == (2, 3, 64, 64) and x.dtype == torch.uint8
     assert x[0, 0, 10, 5].item() == 255 and x[0, 0, 10, 60].item() == 0
 
 
-@pytest.mark.parametrize("kwargs", [dict(num_predictors=0), dict(num_predictors=1), dict(predictors="bogus"), dict(frame_size=16)])
+@pytest.mark.parametrize("kwargs", [dict(num_predictors=0), dict(num_predictors=1), dict(predictors="bogus"), dict(frames=FrameSpec.square(16))])
 def test_config_rejects_bad_values(kwargs):
     with pytest.raises(ValueError):
         RNDConfig(**kwargs)

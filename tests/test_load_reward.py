@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from playtester.capture.frames import FrameSpec
 from playtester.errors import UserError
 from playtester.load.reward import AreaMask, LoadReward, LoadRewardConfig, LoadThreshold, vector_info
 from playtester.exploration.hook import ShapedRewards, StepView
@@ -125,7 +126,7 @@ def test_ppo_feeds_real_frame_times_to_the_hook(tmp_path):
 
     cfg = PPOConfig(env_id="doom:park-perf:5:24x24", run_dir=str(tmp_path / "ppo"), total_timesteps=32, num_envs=2,
                     num_steps=16, num_minibatches=1, update_epochs=1, vector_env="sync", encoder="conv",
-                    frame_size=36, hidden_dim=16, rnn_dim=16, env_reward_coef=0.0)
+                    frames=FrameSpec.square(36), hidden_dim=16, rnn_dim=16, env_reward_coef=0.0)
     hook = Recording(LoadRewardConfig(), THRESHOLD, num_envs=2, game=cfg.env_id)
     result = train(cfg, reward_hook=hook)
     times = np.stack(seen)

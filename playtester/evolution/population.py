@@ -36,7 +36,7 @@ import torch
 import torch.nn as nn
 
 from playtester.errors import UserError
-from playtester.capture.frames import FrameSpec
+from playtester.capture.frames import FrameSpec, saved_frames
 from playtester.capture.games import probe_game
 from playtester.evolution import operators as ea
 from playtester.exploration.actor_critic import GRUActorCritic, GRUActorCriticConfig, RandomAgent, RandomAgentConfig, build_actor_critic
@@ -44,6 +44,7 @@ from playtester.exploration.checkpoints import load_checkpoint, save_checkpoint
 from playtester.evolution.evaluation import EvalJob, WatcherFactory, evaluate, make_eval_envs, policy_scores
 from playtester.capture.game_reward import check_game_reward
 from playtester.exploration.ppo import PPOConfig, train
+from playtester.exploration.ppo_config import saved_ppo_config
 from playtester.evolution.state_coverage import StateCoverageConfig, default_state_features
 from playtester.exploration.vector_env import make_env
 
@@ -97,8 +98,8 @@ class EvolutionConfig:
     """Game instances that play evaluations at once."""
     vector_env: Literal["sync", "async"] = "sync"
     """`async`: one process per game instance (slow games); `sync`: all in this process."""
-    frame_size: int = 64
-    """Side of the square frames the policies see."""
+    frames: FrameSpec = field(default_factory=lambda: FrameSpec.square(64))
+    """The frames the policies see (a saved config's `{width, height}` is read back as a spec)."""
     hidden_dim: int = 64
     """Encoder width of the policies."""
     rnn_dim: int = 64
@@ -122,7 +123,7 @@ class EvolutionConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.ppo, dict):
-            self.ppo = PPOConfig(**self.ppo)
+            self.ppo = saved_ppo_config(self.ppo)
         if self.population_size < 2 and self.evolve:
             raise ValueError(f"population_size={self.population_size}: evolution needs at least 2 policies")
         if min(self.population_size, self.generations, self.eval_episodes, self.eval_steps, self.num_envs) < 1:
@@ -137,8 +138,9 @@ class EvolutionConfig:
             raise ValueError("policy='random' is neither evolved nor trained: set evolve=False and train_offspring=False")
         if not (0 <= self.crossover_rate <= 1 and 0 <= self.mutation_rate <= 1 and self.mutation_sigma >= 0):
             raise ValueError("crossover_rate and mutation_rate must lie in [0, 1], mutation_sigma ≥ 0")
-        if self.frame_size < 36:
-            raise ValueError(f"frame_size={self.frame_size}: the conv encoder needs at least 36 pixels")
+        self.frames = FrameSpec.from_dict(self.frames)
+        if min(self.frames.size) < 36:
+            raise ValueError(f"frames {self.frames.width}×{self.frames.height}: the conv encoder needs at least 36 pixels")
         if self.budget_steps < 0:
             raise ValueError(f"budget_steps={self.budget_steps} must be ≥ 0 (0: no budget)")
 
@@ -193,7 +195,7 @@ class Evolution:
         with torch.random.fork_rng():
             torch.manual_seed(seed)
             return GRUActorCritic(GRUActorCriticConfig(
-                obs_shape=(cfg.frame_size, cfg.frame_size, 3), num_actions=self.num_actions, encoder="conv",
+                obs_shape=cfg.frames.shape, num_actions=self.num_actions, encoder="conv",
                 hidden_dim=cfg.hidden_dim, rnn_dim=cfg.rnn_dim, num_values=1))
 
     def vary(self, scores: np.ndarray) -> Member:
@@ -213,9 +215,9 @@ class Evolution:
         run = self.run_dir / "ppo" / f"g{self.generation:03d}-o{index:02d}"
         shutil.rmtree(run, ignore_errors=True)  # a generation redone after an interruption
         ppo_cfg = replace(cfg.ppo, env_id=cfg.game, run_dir=str(run), seed=cfg.seed * 10_007 + self.generation * 101 + index,
-                          frame_size=cfg.frame_size, encoder="conv", hidden_dim=cfg.hidden_dim, rnn_dim=cfg.rnn_dim,
+                          frames=cfg.frames, encoder="conv", hidden_dim=cfg.hidden_dim, rnn_dim=cfg.rnn_dim,
                           vector_env=cfg.vector_env, resume=False)
-        env_fn = functools.partial(make_env, cfg.game, FrameSpec.square(cfg.frame_size), reward=cfg.reward, game_options=self._game_options)
+        env_fn = functools.partial(make_env, cfg.game, cfg.frames, reward=cfg.reward, game_options=self._game_options)
         if self.on_cluster:
             from playtester.exploration.ray_env import RayInstances
 
@@ -237,7 +239,7 @@ class Evolution:
         envs = make_eval_envs(functools.partial(game_env, cfg.game, cfg.reward, self._game_options), cfg.num_envs, cfg.vector_env,
                               self.on_cluster)
         try:
-            results = evaluate([m.agent for m in members], jobs, envs, FrameSpec.square(cfg.frame_size), self.coverage_cfg,
+            results = evaluate([m.agent for m in members], jobs, envs, cfg.frames, self.coverage_cfg,
                                self.watch, self._count_steps)
             self.nodes |= {node for node in getattr(envs, "nodes", ()) if node}
         finally:
@@ -333,8 +335,8 @@ class Evolution:
 
     def load(self, path: Path) -> None:
         ckpt = load_checkpoint(path)
-        saved = EvolutionConfig(**ckpt["config"])
-        changed = [k for k in ("game", "population_size", "objectives", "evolve", "train_offspring", "refine", "policy", "frame_size",
+        saved = EvolutionConfig(**saved_frames(ckpt["config"], "frame_size"))  # a run from before the spec: its side
+        changed = [k for k in ("game", "population_size", "objectives", "evolve", "train_offspring", "refine", "policy", "frames",
                                "hidden_dim", "rnn_dim", "seed") if getattr(saved, k) != getattr(self.cfg, k)]
         if changed:
             raise UserError(f"resume {path}: {', '.join(changed)} differ{'s' if len(changed) == 1 else ''} from the saved run; resume with the same options")

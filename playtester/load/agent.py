@@ -19,13 +19,12 @@ from playtester.errors import UserError
 from playtester.capture.timing import require_frame_time, warm_up
 
 
-def load_env(game: str, frame_size: int, max_steps: int) -> gym.Env:
-    """One game as the explorer sees it (OD-masked, resized), with episodes of `max_steps` steps:
-    the load reward's end-of-episode bonus needs episodes that end."""
-    from playtester.capture.frames import FrameSpec
+def load_env(game: str, frames: Any, max_steps: int) -> gym.Env:
+    """One game as the explorer sees it (OD-masked, resized to the `FrameSpec` `frames`), with
+    episodes of `max_steps` steps: the load reward's end-of-episode bonus needs episodes that end."""
     from playtester.exploration.vector_env import make_env
 
-    return make_env(game, FrameSpec.square(frame_size), mask=True, game_options={"max_steps": max_steps})
+    return make_env(game, frames, mask=True, game_options={"max_steps": max_steps})
 
 
 @torch.no_grad()

@@ -36,6 +36,7 @@ import numpy as np
 from playtester.files import write_bytes_atomic
 from playtester.errors import UserError
 from playtester.exploration.ray_env import RayInstances, import_ray
+from playtester.capture.frames import FrameSpec
 
 CLUSTER_HELP = ("ray (a local Ray started for this command), auto (the Ray cluster this machine is part of) or "
                 "ray://HOST:PORT (a cluster's client address)")
@@ -342,6 +343,11 @@ def tester_on_worker(env: Any, index: int) -> Any:
     return tester_env(_here.spec, env, index)
 
 
+UNSEEN = FrameSpec.square(32)
+"""The frames the random explorer's actor sends back: no network sees them (the random explorer
+picks its keys blind; the tester loop in the actor sees the game's own frames), so small."""
+
+
 def ray_instances(spec: Any, env_fns: list[Callable[[], Any]]) -> RayInstances:
     """A run's game factories as Ray actors writing through the driver."""
     return RayInstances(env_fns, RunLink(spec))
@@ -349,12 +355,11 @@ def ray_instances(spec: Any, env_fns: list[Callable[[], Any]]) -> RayInstances:
 
 # -- the random explorer ---------------------------------------------------------------------------
 def random_instance(spec: Any) -> Any:
-    """The random explorer's one game instance, in an actor (small frames: nothing looks at them)."""
-    from playtester.capture.frames import FrameSpec
+    """The random explorer's one game instance, in an actor; its frames come back at `UNSEEN`."""
     from playtester.capture.games import make_game
     from playtester.capture.wrappers import ResizeFrame
 
-    return ResizeFrame(tester_on_worker(make_game(spec.game, **spec.game_options()), 0), FrameSpec.square(32))
+    return ResizeFrame(tester_on_worker(make_game(spec.game, **spec.game_options()), 0), UNSEEN)
 
 
 def explore_at_random_on_cluster(spec: Any, progress: Callable[[int], None] = lambda n: None,

@@ -17,16 +17,15 @@ from playtester.tester.spec import RunSpec, load_known_oois
 from playtester.tester.loop import TesterConfig, TesterEnv
 
 if TYPE_CHECKING:
-    from playtester.tester.assemble import LoadedDetector, RunInputs
     from playtester.tester.serving import ServedModels
 
 
-def make_detector(spec: RunSpec, layout: Any, served: "ServedModels | None" = None, loaded: "LoadedDetector | None" = None):
+def make_detector(spec: RunSpec, layout: Any, served: "ServedModels | None" = None, loaded: Any = None):
     """What finds the OOIs in the tester loop: a trained model whose detections are matched to
     the known OOIs (the park's, or `--oois`) by telemetry, or with `oracle_labels` the engine's
     labels; None without a test policy (nothing to test with). `layout`: the park's (`GameInfo.layout`), else None.
     `served`: the model runs in the run's model server (`playtester/tester/serving.py`); `loaded`:
-    the run's detector checkpoint, read already (`playtester/tester/assemble.py`)."""
+    the run's detector checkpoint, read already (`assemble.LoadedDetector`)."""
     from playtester.tester.loop import GroundTruthDetector, ModelDetector
 
     if spec.tester is None:
@@ -85,10 +84,10 @@ def threads_of(spec: RunSpec) -> RunThreads:
 
 
 def tester_env(spec: RunSpec, env: gym.Env, index: int = 0, served: "ServedModels | None" = None,
-               loaded: "RunInputs | None" = None, game_options: dict[str, Any] | None = None) -> TesterEnv:
+               loaded: Any = None, game_options: dict[str, Any] | None = None) -> TesterEnv:
     """Game instance `index` inside its tester loop, carrying on the run folder's logs; with
     `served`, its detector and test policy are the run's model server's; with `loaded`, those the
-    run loaded in this process (`Run.here`), else it loads its own. `game_options`: what the
+    run loaded in this process (`assemble.RunInputs`, `Run.here`), else it loads its own. `game_options`: what the
     game was made with (`Run.game_options`; default `spec.game_options()`)."""
     import torch
 
