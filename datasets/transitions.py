@@ -2,7 +2,7 @@
 
 In an episode `frames[t]` is what the player saw when it chose `steps[t].action`, so the action
 that turned `frames[t]` into `frames[t+1]` is `steps[t].action`: each pair of adjacent frames
-gives one sample. Frames are resized to `image_size`² (the one resize, `capture/frames.py`) on
+gives one sample. Frames are resized to the encoder's `FrameSpec` (the one resize, `capture/frames.py`) on
 the fly from the memory-mapped episodes; each frame comes with the box of the object under test, scaled alike, for
 the OD mask that the model applies (masking lives with the model, above this layer):
 
@@ -74,18 +74,17 @@ def needs_detector(ep: Episode) -> bool:
 
 
 class TransitionDataset(Dataset):
-    """Adjacent-frame pairs of some episodes, resized to `image_size`², with OOI boxes."""
+    """Adjacent-frame pairs of some episodes, resized to `frames` (a `FrameSpec`), with OOI boxes."""
 
-    def __init__(self, episodes: Sequence[Episode], image_size: int, boxes: dict[str, np.ndarray] | None = None) -> None:
+    def __init__(self, episodes: Sequence[Episode], frames: FrameSpec, boxes: dict[str, np.ndarray] | None = None) -> None:
         self.episodes = list(episodes)
-        self.image_size = image_size
-        self.frames = FrameSpec.square(image_size)
+        self.frames = frames
         self.index = [(e, t) for e, ep in enumerate(self.episodes) for t in range(len(ep) - 1)]
         self.boxes = []
         for ep in self.episodes:
             b = episode_boxes(ep, (boxes or {}).get(ep.name))
             h, w = ep.frames.shape[1:3]
-            scale = np.array([image_size / w, image_size / h] * 2, np.float32)
+            scale = np.array([frames.width / w, frames.height / h] * 2, np.float32)
             self.boxes.append(b * scale)
         self.actions = np.concatenate([ep.actions[:-1] for ep in self.episodes]) if self.episodes else np.zeros(0, np.int64)
 
@@ -125,7 +124,7 @@ class TransitionDataModule(L.LightningDataModule):
         self,
         demos: str | Path | Sequence[Episode],
         *,
-        image_size: int = 128,
+        frames: FrameSpec = FrameSpec.square(128),
         batch_size: int = 32,
         val_fraction: float = 0.2,
         seed: int = 0,
@@ -137,7 +136,7 @@ class TransitionDataModule(L.LightningDataModule):
         if not 0 <= val_fraction < 1:
             raise UserError(f"--val-fraction {val_fraction}: use a number in [0, 1)")
         self.demos = demos
-        self.image_size, self.batch_size, self.val_fraction = image_size, batch_size, val_fraction
+        self.frames, self.batch_size, self.val_fraction = frames, batch_size, val_fraction
         self.seed, self.workers = seed, workers
         self.boxes = dict(boxes or {})
         self.box_fn = box_fn
@@ -160,8 +159,8 @@ class TransitionDataModule(L.LightningDataModule):
                     self.boxes[ep.name] = self.box_fn(ep)
         parts = split_episodes(episodes, {"val": self.val_fraction, "train": 1 - self.val_fraction}, self.seed)
         train, val = parts["train"], parts["val"]
-        self.train_set = TransitionDataset(train, self.image_size, self.boxes)
-        self.val_set = TransitionDataset(val, self.image_size, self.boxes)
+        self.train_set = TransitionDataset(train, self.frames, self.boxes)
+        self.val_set = TransitionDataset(val, self.frames, self.boxes)
         self.episodes = episodes
 
     def action_counts(self, split: str = "train") -> np.ndarray:

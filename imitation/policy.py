@@ -12,7 +12,7 @@ the live policy encodes one frame a step. `PolicyCore` therefore works on featur
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import InitVar, asdict, dataclass, field
 from typing import Any
 
 import torch
@@ -40,9 +40,9 @@ class PolicyConfig:
     """Widths of the action head's hidden layers (each with LayerNorm, GELU, dropout)."""
     dropout: float = 0.2
     """Dropout in the action head."""
-    image_size: int | None = None
-    """Only for a checkpoint from before the frame spec whose `encoder` names no size: the policy
-    takes its frames' size from its encoder (`frames`), not from a size of its own."""
+    image_size: InitVar[int | None] = None
+    """Only read, from a checkpoint from before the frame spec whose `encoder` names no size: put
+    into `encoder` as its frames; the policy takes its frames from its encoder (`frames`)."""
     behavior: str = ""
     """The behaviour it imitates (`inspect`, `path`): names the test in reports."""
     keymap: dict[str, Any] = field(default_factory=dict)
@@ -50,7 +50,9 @@ class PolicyConfig:
     encoder: dict[str, Any] = field(default_factory=dict)
     """The encoder's own config, so that the checkpoint rebuilds the encoder too."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, image_size: int | None) -> None:
+        if image_size and self.encoder.get("frames") is None and not self.encoder.get("image_size"):
+            self.encoder = {**self.encoder, "frames": FrameSpec.square(image_size).to_dict()}
         self.mlp = tuple(int(v) for v in self.mlp)
         for name in ("n_actions", "feature_dim", "k", "local_hidden", "global_hidden"):
             if int(getattr(self, name)) < 1:
@@ -61,7 +63,7 @@ class PolicyConfig:
     @property
     def frames(self) -> FrameSpec:
         """The encoder's frame spec (`capture/frames.py`): frames are resized to it before the encoder."""
-        return FrameSpec.from_config(self.encoder, "image_size", self.image_size or 128)
+        return FrameSpec.from_config(self.encoder, "image_size", 128)
 
     @property
     def state_dim(self) -> int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import InitVar, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -47,12 +47,12 @@ class EncoderConfig:
 
     action_names: list[str] = field(default_factory=list)
     """The key map's actions, in order; the head predicts one of them."""
-    image_size: int = 128
-    """Frames are resized to image_size×image_size (the paper: 128): the side of `frames`."""
+    image_size: InitVar[int | None] = None
+    """Only read: the side of a checkpoint's square from before the spec (or a caller's), into `frames`."""
     frames: FrameSpec | dict[str, int] | None = None
-    """The frame spec (`capture/frames.py`), saved in the checkpoint: the imitation policy built
-    on this encoder, and the explorer's PPO on that policy, take it from here. None: an
-    image_size square (as a checkpoint from before the spec is read); given, it sets image_size."""
+    """The frames the encoder takes (`capture/frames.py`; the paper: 128×128), saved in the
+    checkpoint: the imitation policy built on this encoder, and the explorer's PPO on that
+    policy, take it from here. None: an `image_size` square, else 128×128."""
     feature_dim: int = 512
     """Length of the feature vector (`FeatureEncoder.out_dim`)."""
     pool: int = 3
@@ -81,16 +81,15 @@ class EncoderConfig:
     """Share of each behaviour's episodes held out for the accuracy report."""
     seed: int = 0
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, image_size: int | None) -> None:
         self.action_names = [str(a) for a in self.action_names]
-        self.frames = FrameSpec.from_dict(self.frames) if self.frames is not None else FrameSpec.square(self.image_size)
-        self.image_size = self.frames.side
+        self.frames = FrameSpec.from_dict(self.frames) if self.frames is not None else FrameSpec.square(image_size or 128)
         if len(self.action_names) < 2:
             raise UserError(f"encoder: the key map needs at least two actions, got {self.action_names}")
         if self.trunk not in TRUNKS:
             raise UserError(f"--trunk {self.trunk!r}: use {' or '.join(TRUNKS)}")
-        if self.image_size < MIN_INPUT:
-            raise UserError(f"--image-size {self.image_size}: the encoder's trunk needs at least {MIN_INPUT} pixels")
+        if min(self.frames.size) < MIN_INPUT:
+            raise UserError(f"--image-size {min(self.frames.size)}: the encoder's trunk needs at least {MIN_INPUT} pixels")
         if self.feature_dim < 1 or self.pool < 1 or self.hidden < 1:
             raise UserError("encoder: feature_dim, pool and hidden must be positive")
         if not 0 <= self.mask_prob <= 1:
@@ -110,7 +109,7 @@ class EncoderConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "EncoderConfig":
-        known = {f.name for f in fields(cls)}
+        known = {f.name for f in fields(cls)} | {"image_size"}  # a checkpoint's side from before the spec, read
         return cls(**{k: v for k, v in d.items() if k in known})
 
 
@@ -381,15 +380,15 @@ def load_inverse_dynamics(path: str | Path, map_location: str | torch.device = "
     return model.to(map_location).eval()
 
 
-def training_memory(image_size: int, feature_dim: int, trunk: str, batch_size: int) -> int:
+def training_memory(frames: FrameSpec, feature_dim: int, trunk: str, batch_size: int) -> int:
     """Bytes that training an encoder of this shape takes (`train encoder`, checked before it
     starts): the inverse-dynamics model's weights with AdamW, and the activations of a batch of
     frame pairs through the trunk, counted on the meta device."""
     from playtester.perception.training import activation_count, on_meta, parameter_count, training_bytes
 
     model = on_meta(lambda: InverseDynamics(EncoderConfig(action_names=["a", "b"], feature_dim=feature_dim, trunk=trunk,
-                                                          image_size=image_size, pretrained="none")))
-    per_frame = activation_count(model.encoder, (1, 3, image_size, image_size))
+                                                          frames=frames, pretrained="none")))
+    per_frame = activation_count(model.encoder, (1, 3, frames.height, frames.width))
     return training_bytes(parameter_count(model), activations=2 * batch_size * per_frame)
 
 

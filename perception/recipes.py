@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -20,6 +20,7 @@ import lightning as L
 import numpy as np
 import torch
 
+from playtester.capture.frames import FrameSpec
 from playtester.errors import UserError
 from playtester.files import inputs_checked
 from playtester.perception.training import (make_trainer, read_checkpoint, recompute_batchnorm, resolve_device,
@@ -376,7 +377,7 @@ class EncoderRecipe:
     demos: Path
     out: Path
     detector: Path | None = None
-    image_size: int = 128
+    frames: FrameSpec = field(default_factory=lambda: FrameSpec.square(128))
     epochs: int = 10
     max_minutes: float | None = None
     batch_size: int = 32
@@ -403,17 +404,17 @@ def train_encoder(r: EncoderRecipe, *, about: About = nullcontext, memory: Memor
         EncoderConfig, IdmReport, InverseDynamicsModule, action_accuracy, load_pretrained, training_memory,
     )
 
-    options = dict(image_size=r.image_size, feature_dim=r.feature_dim, pretrained=r.pretrained, trunk=r.trunk,
+    options = dict(frames=r.frames, feature_dim=r.feature_dim, pretrained=r.pretrained, trunk=r.trunk,
                    mask_prob=r.mask_prob, lr=r.lr, batch_size=r.batch_size, val_fraction=r.val_fraction)
     EncoderConfig(action_names=["a", "b"], **options)
-    memory(training_memory(r.image_size, r.feature_dim, r.trunk, r.batch_size),
-           f"--feature-dim {r.feature_dim} with --image-size {r.image_size} and --batch-size {r.batch_size} ({r.trunk} trunk)")
+    memory(training_memory(r.frames, r.feature_dim, r.trunk, r.batch_size),
+           f"--feature-dim {r.feature_dim} with --image-size {r.frames.width} and --batch-size {r.batch_size} ({r.trunk} trunk)")
     if r.pretrained not in ("imagenet", "none"):
         with about("--pretrained"):
             read_checkpoint(r.pretrained, "encoder")
     with about("--detector"):
         box_fn = detector_box_fn(r.detector, r.device) if r.detector is not None else None
-    dm = TransitionDataModule(r.demos, image_size=r.image_size, batch_size=r.batch_size, val_fraction=r.val_fraction,
+    dm = TransitionDataModule(r.demos, frames=r.frames, batch_size=r.batch_size, val_fraction=r.val_fraction,
                               seed=r.seed, workers=r.workers, box_fn=box_fn)
     with about("--demos"):
         dm.setup("fit")
@@ -426,7 +427,7 @@ def train_encoder(r: EncoderRecipe, *, about: About = nullcontext, memory: Memor
     cfg = EncoderConfig(action_names=dm.action_names, seed=r.seed, class_weights=class_weights(counts) if r.balance else None, **options)
     L.seed_everything(r.seed, verbose=False)
     module = InverseDynamicsModule(**asdict(cfg))
-    log.info("encoder (%s trunk at %d px) starts from %s", r.trunk, r.image_size, load_pretrained(module.model))
+    log.info("encoder (%s trunk at %d px) starts from %s", r.trunk, r.frames.width, load_pretrained(module.model))
     trainer = make_trainer(
         name="encoder", logdir=r.logdir or r.out.parent / "logs", epochs=r.epochs, max_minutes=r.max_minutes,
         accelerator=r.accelerator, val_every=1 if len(dm.val_set) else 10**6,

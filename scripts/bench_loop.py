@@ -84,8 +84,7 @@ if acting == "int8":  # as a run with acting int8: the frozen encoder int8 once 
     encoding = ImitationActorCritic.from_policy(policy, num_values=2).eval()
     int8_frozen_encoder(encoding)
     actor, warm = int8_actor(encoding), 20 + CALIBRATION_FRAMES // batch + 1
-frames = getattr(policy.cfg, "frames", None)
-shape = (frames.height, frames.width) if frames is not None and hasattr(frames, "height") else (frames.side, frames.side) if frames is not None else (policy.cfg.image_size,) * 2
+shape = (policy.cfg.frames.height, policy.cfg.frames.width)
 rng = np.random.default_rng(0)
 state, done = agent.initial_state(batch), torch.zeros(1, batch, device=device)
 times = []

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from playtester.capture.frames import FrameSpec
 from playtester.errors import UserError
 from playtester.cli import main
 from playtester.datasets.episodes import load_episodes
@@ -80,7 +81,7 @@ def test_config_checks_name_the_option():
 def test_transitions_pair_frames_with_the_action_between_and_scaled_boxes(demos):
     inspect = load_episodes(demos / "inspect")
     ep = inspect[0]
-    data = TransitionDataset([ep], image_size=64)
+    data = TransitionDataset([ep], FrameSpec.square(64))
     assert len(data) == len(ep) - 1
     t = next(i for i, s in enumerate(ep.steps[:-1]) if s.get("test_box"))
     sample = data[t]
@@ -124,7 +125,7 @@ def test_encoder_learns_inverse_dynamics_on_park_demos_and_round_trips(demos, tm
     assert list((tmp_path / "logs" / "encoder").glob("version_*/events.out.tfevents.*"))
 
     idm = load_inverse_dynamics(out)
-    dm = TransitionDataModule(demos, image_size=64, batch_size=64, val_fraction=0.2, seed=0)
+    dm = TransitionDataModule(demos, frames=FrameSpec.square(64), batch_size=64, val_fraction=0.2, seed=0)
     dm.setup()
     total, correct = action_accuracy(idm, dm.val_dataloader())
     report = IdmReport.from_counts(idm.config.action_names, total, correct)
@@ -134,7 +135,7 @@ def test_encoder_learns_inverse_dynamics_on_park_demos_and_round_trips(demos, tm
 
     # the checkpoint alone rebuilds the encoder: same features as the whole model's
     enc = load_encoder(out)
-    assert isinstance(enc, FeatureEncoder) and enc.config.image_size == 64
+    assert isinstance(enc, FeatureEncoder) and enc.config.frames == FrameSpec.square(64)
     frames = torch.rand(4, 3, 64, 64)
     with torch.no_grad():
         assert torch.equal(enc(frames), idm.encoder(frames))
@@ -175,7 +176,7 @@ def test_episodes_without_ground_truth_take_boxes_from_the_detector_function(dem
         out[::2] = [16, 12, 48, 36]  # every other frame "detected"
         return out
 
-    dm = TransitionDataModule([bare, ep], image_size=64, val_fraction=0.0, box_fn=box_fn)
+    dm = TransitionDataModule([bare, ep], frames=FrameSpec.square(64), val_fraction=0.0, box_fn=box_fn)
     dm.setup()
     assert calls == [bare.name]  # the episode with ground truth keeps its own
     data = dm.train_set

@@ -96,7 +96,8 @@ def test_the_encoder_checkpoint_carries_the_spec_and_a_policy_on_it_inherits_it(
     assert policy.encode(game_frames).shape == (2, 8)
 
     # Checkpoints from before the spec: the encoder's from its image_size, an old policy's from its own.
-    old = {k: v for k, v in saved.items() if k != "frames"}
+    assert "image_size" not in saved  # today's keeps its spec alone
+    old = {k: v for k, v in saved.items() if k != "frames"} | {"image_size": 72}
     assert load_encoder(save(old, tmp_path / "old.ckpt")).config.frames == FrameSpec.square(72)
     assert PolicyConfig(image_size=96, encoder={}).frames == FrameSpec.square(96)
 
@@ -108,15 +109,12 @@ NOT_THE_FRAME_PIPELINE = {
     ("perception/recipes.py", "DetectorRecipe"): "the same, as `train detector` is given it",
 }
 """Size numbers that are not the frames a network of the frame pipeline takes, with why."""
-NOT_YET = {
-    ("perception/encoder.py", "EncoderConfig"), ("perception/recipes.py", "EncoderRecipe"),
-    ("imitation/policy.py", "PolicyConfig"),
-}
-"""Classes that still keep a side beside their spec (issue 38, open)."""
 
 
 def size_number_fields() -> list[tuple[str, str, str]]:
-    """`(file, class, field)` of each dataclass field named like a frame size that holds a number."""
+    """`(file, class, field)` of each dataclass field named like a frame size that holds a number.
+    An `InitVar` is not one: the constructor reads it (a checkpoint's side from before the spec)
+    into the class's `frames` and keeps nothing of it."""
     import ast
     from pathlib import Path
 
@@ -132,7 +130,7 @@ def size_number_fields() -> list[tuple[str, str, str]]:
                     for item in node.body:
                         if (isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
                                 and item.target.id in SIZE_NAMES and "int" in ast.unparse(item.annotation)
-                                and "tuple" not in ast.unparse(item.annotation)):
+                                and not ast.unparse(item.annotation).startswith(("tuple", "InitVar"))):
                             found.append((str(path.relative_to(root)), node.name, item.target.id))
     return found
 
@@ -140,9 +138,10 @@ def size_number_fields() -> list[tuple[str, str, str]]:
 def test_no_config_keeps_a_frame_size_as_a_number_beside_the_frame_spec():
     """The frames a network takes are one `FrameSpec`, passed down as an object: no config of the
     package keeps a `frame_size` or `image_size` number (checkpoints from before the spec are read
-    back by `saved_frames` / `FrameSpec.from_config`), except sizes that are not network frames."""
+    back by `saved_frames`, `FrameSpec.from_config` or an `InitVar`), except sizes that are not
+    network frames."""
     found = size_number_fields()
-    kept = [f for f in found if f[:2] not in NOT_THE_FRAME_PIPELINE and f[:2] not in NOT_YET]
+    kept = [f for f in found if f[:2] not in NOT_THE_FRAME_PIPELINE]
     assert not kept, f"a frame size kept as a number (give the class a `frames: FrameSpec`): {kept}"
     assert {f[:2] for f in found} >= set(NOT_THE_FRAME_PIPELINE), "an allowed size is gone: drop it from the list"
 
@@ -168,3 +167,21 @@ def test_configs_saved_before_the_frame_spec_read_their_side_back_as_a_spec():
     assert saved.frames == FrameSpec.square(40) and saved.ppo.frames == FrameSpec.square(48)
     with pytest.raises(ValueError, match="36 pixels"):
         PPOConfig(frames=FrameSpec(64, 30))
+
+
+def test_an_encoder_or_policy_checkpoint_from_before_the_spec_keeps_its_side():
+    """An encoder config saved with `image_size: 96` and no `frames` (`EncoderConfig.from_dict`, as
+    a policy's `encoder` entry is read) and a policy config with only its own `image_size` both
+    come back with 96×96 frames; today's configs save `frames` and no side."""
+    from dataclasses import asdict
+
+    from playtester.imitation.policy import PolicyConfig
+    from playtester.perception.encoder import EncoderConfig
+
+    old = {"action_names": ["a", "b"], "image_size": 96, "feature_dim": 8, "pretrained": "none"}
+    assert EncoderConfig.from_dict(old).frames == FrameSpec.square(96)
+    saved = asdict(EncoderConfig(action_names=["a", "b"], frames=FrameSpec(96, 80), pretrained="none"))
+    assert "image_size" not in saved and EncoderConfig.from_dict(saved).frames == FrameSpec(96, 80)
+    assert PolicyConfig(image_size=96, encoder={"feature_dim": 8}).frames == FrameSpec.square(96)
+    assert PolicyConfig(image_size=96, encoder={"image_size": 64}).frames == FrameSpec.square(64)  # the encoder's wins
+    assert "image_size" not in asdict(PolicyConfig(encoder=saved))

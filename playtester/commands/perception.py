@@ -291,10 +291,11 @@ def train_encoder(
 ) -> None:
     """Train the feature encoder by masked inverse dynamics; report held-out accuracy per action."""
     give_cores(threads)
+    from playtester.capture.frames import FrameSpec
     from playtester.perception import recipes
 
     recipe = recipes.EncoderRecipe(
-        demos=demos, out=out, detector=detector, image_size=image_size, epochs=epochs, max_minutes=max_minutes,
+        demos=demos, out=out, detector=detector, frames=FrameSpec.square(image_size), epochs=epochs, max_minutes=max_minutes,
         batch_size=batch_size, lr=lr, pretrained=pretrained, feature_dim=feature_dim, trunk=trunk, mask_prob=mask_prob,
         balance=balance, val_fraction=val_fraction, seed=seed, logdir=logdir, workers=workers,
         accelerator=_accelerator(device), device=device,
