@@ -301,6 +301,36 @@ def test_a_scripted_walk_finds_every_trap_and_nothing_else(name, why, wads):
 
 
 @pytest.mark.slow
+def test_the_pixel_only_oracle_finds_the_pit_from_frames_alone(wads):
+    """The bar, from pixels: the pit's scripted walk seen by the confinement oracle only (frames and
+    actions; the telemetry only says, here, when the walk entered the pit): possibly trapped, after
+    the entry, with the trip starting then."""
+    from playtester.capture.games import make_game
+    from playtester.capture.level_walk import WaypointWalk
+
+    env = make_game(f"doom:wad:{wads['pit']}")
+    try:
+        game = env.unwrapped
+        oracle = ConfinementOracle()
+        walk = WaypointWalk(game.keymap, list(LEVELS["pit"].walk))
+        frame, info = env.reset(seed=0)
+        found, entry = [], None
+        for t in range(700):
+            a = walk.act(info)
+            if a is None or found:
+                break
+            frame, _, _, _, info = env.step(a)
+            if entry is None and game.graph.sector_at(*info["position"][:2]) == 1:
+                entry = t
+            found += [(t, f) for f in oracle.observe(frame, {}, a, 0, t)]
+        assert len(found) == 1 and entry is not None, (entry, found)
+        t, f = found[0]
+        assert entry + oracle.window <= t < 700 and entry <= f.details["since"] < entry + 60, (entry, t, f.details["since"])
+    finally:
+        env.close()
+
+
+@pytest.mark.slow
 def test_the_random_tester_is_sent_to_a_new_start_after_a_softlock_and_the_finding_replays(wads, tmp_path, capsys):
     """`run explore --explorer random` on the teleporter level: the softlock ends its episode at the
     finding (the next starts again), the report lists it on the level's map, and the finding plays
