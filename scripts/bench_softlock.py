@@ -23,6 +23,9 @@ its cause). First, how high a jump climbs (built ledges: `JUMP_CLIMB`), and how 
 places view and of the confinement oracle grow along the pit's walk.
 
     nice -n 10 python scripts/bench_softlock.py --seeds 5 --steps 2000 --freedoom MAP01 MAP02 --json softlock.json
+
+The confinement oracle's settings were picked on seeds 0-4 and MAP01-MAP05; `--first-seed 5
+--freedoom MAP06 MAP07 MAP08 MAP09 MAP10` measures it where they were not.
 """
 
 from __future__ import annotations
