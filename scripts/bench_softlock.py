@@ -23,6 +23,9 @@ its cause). First, how high a jump climbs (built ledges: `JUMP_CLIMB`), and how 
 places view and of the confinement oracle grow along the pit's walk.
 
     nice -n 10 python scripts/bench_softlock.py --seeds 5 --steps 2000 --freedoom MAP01 MAP02 --json softlock.json
+
+The confinement oracle's settings were picked on seeds 0-4 and MAP01-MAP05; `--first-seed 5
+--freedoom MAP06 MAP07 MAP08 MAP09 MAP10` measures it where they were not.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import cv2
 import numpy as np
 
 
@@ -65,9 +69,10 @@ def climb_heights(folder: Path, heights=(56, 60, 64)) -> dict[int, bool]:
 
 def places_in_the_pit(folder: Path) -> dict[str, list[int]]:
     """Distinct places, every 100 steps, along the pit's scripted walk (in the pit from about step
-    50, walking its corners): by the places view's 16×12 picture and by the confinement oracle's
-    grey histogram. A confinement oracle needs places that stop growing in a trap."""
-    from playtester.bugs.confinement import GreyHistogram
+    50, walking its corners): by the places view's 16×12 picture, by a grey histogram of the whole
+    frame (the confinement oracle's until 2026-11-26) and by the confinement oracle's band
+    histogram. A confinement oracle needs places that stop growing in a trap."""
+    from playtester.bugs.confinement import VIEW_SIZE, BandHistogram
     from playtester.capture.games import make_game
     from playtester.capture.level_walk import WaypointWalk
     from playtester.capture.park.level_builder import level_wad, softlock_levels
@@ -77,7 +82,8 @@ def places_in_the_pit(folder: Path) -> dict[str, list[int]]:
     wad = folder / "pit-places.wad"
     wad.write_bytes(level_wad(level.plan))
     env = make_game(f"doom:wad:{wad}")
-    embeddings = {"pixels 16x12 (the places view)": PixelEmbedding(), "grey histogram (confinement)": GreyHistogram()}
+    embeddings = {"pixels 16x12 (the places view)": PixelEmbedding(), "grey histogram at 0.05 (the frame's)": GreyHistogram(),
+                  "band histogram (confinement)": BandHistogram()}
     places = {k: Places(e.threshold) for k, e in embeddings.items()}
     counts: dict[str, list[int]] = {k: [] for k in embeddings}
     try:
@@ -88,13 +94,27 @@ def places_in_the_pit(folder: Path) -> dict[str, list[int]]:
             if a is None:
                 break
             frame, _, _, _, info = env.step(a)
+            view = cv2.resize(frame, VIEW_SIZE, interpolation=cv2.INTER_AREA)
             for k, e in embeddings.items():
-                places[k].visit(e(frame))
+                places[k].visit(e(view))
                 if t % 100 == 99:
                     counts[k].append(places[k].count)
     finally:
         env.close()
     return counts
+
+
+class GreyHistogram:
+    """The whole frame's grey levels in 16 bins, square-rooted, a unit vector: the confinement
+    oracle's embedding until 2026-11-26, kept here for the comparison."""
+
+    threshold = 0.05
+
+    def __call__(self, frame: np.ndarray) -> np.ndarray:
+        from playtester.perception.places import unit
+
+        counts = cv2.calcHist([cv2.cvtColor(np.ascontiguousarray(frame), cv2.COLOR_RGB2GRAY)], [0], None, [16], [0, 256])
+        return unit(np.sqrt(counts.ravel()))
 
 
 def trap_sectors(level) -> set[int]:
@@ -170,7 +190,7 @@ def oracles_for(env):
     return [softlock_oracle(game.graph, game.keymap), ConfinementOracle()]
 
 
-def test_levels(folder: Path, seeds: int, steps: int) -> dict[str, dict[str, list[dict]]]:
+def test_levels(folder: Path, seeds: int, steps: int, first_seed: int = 0) -> dict[str, dict[str, list[dict]]]:
     """Every test level's episodes, by driver (`walk`, `random`)."""
     from playtester.capture.games import make_game
     from playtester.capture.level_walk import WaypointWalk
@@ -186,7 +206,7 @@ def test_levels(folder: Path, seeds: int, steps: int) -> dict[str, dict[str, lis
             walk = WaypointWalk(env.unwrapped.keymap, list(level.walk))
             walk.reset()
             out[name] = {"walk": [play(env, oracles, walk.act, 5000, trap)], "random": []}
-            for seed in range(seeds):
+            for seed in range(first_seed, first_seed + seeds):
                 rng = np.random.default_rng(seed + 1)  # as `run explore --explorer random --seed SEED` draws
                 n = env.action_space.n
                 out[name]["random"].append(play(env, oracles, lambda info: int(rng.integers(n)), steps, trap))
@@ -197,7 +217,7 @@ def test_levels(folder: Path, seeds: int, steps: int) -> dict[str, dict[str, lis
     return out
 
 
-def freedoom(maps: list[str], steps: int, seeds: int) -> list[dict]:
+def freedoom(maps: list[str], steps: int, seeds: int, first_seed: int = 0) -> list[dict]:
     """Softlock findings on stock Freedoom 2 maps: the level-walk expert and the random explorer."""
     from playtester.capture.games import make_game
     from playtester.capture.level_walk import LevelWalker
@@ -218,7 +238,7 @@ def freedoom(maps: list[str], steps: int, seeds: int) -> list[dict]:
                 return walker.act(info)
 
             drivers = [("walker", walk)] + [(f"random {s}", (lambda r: lambda info: int(r.integers(env.action_space.n)))(
-                np.random.default_rng(s + 1))) for s in range(seeds)]
+                np.random.default_rng(s + 1))) for s in range(first_seed, first_seed + seeds)]
             for driver, act in drivers:
                 ep = play(env, oracles, act, steps, set())
                 rows.append({"map": m, "driver": driver, "steps": ep["steps"], "start_out_of_reach": ep["beyond"],
@@ -236,14 +256,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=5, help="Random explorer episodes on each test level.")
     ap.add_argument("--steps", type=int, default=2000, help="Steps of each random episode.")
+    ap.add_argument("--first-seed", type=int, default=0, help="The random explorer's first seed (seeds FIRST … FIRST+SEEDS-1, on the test "
+                    "levels and Freedoom): 5 for seeds the confinement oracle's settings were not picked on.")
     ap.add_argument("--min-trapped", type=int, default=200, help="Steps trapped before an episode's end for recall to count it.")
     ap.add_argument("--freedoom", nargs="*", default=[], help="Freedoom 2 maps to walk as well (e.g. MAP01 MAP02).")
     ap.add_argument("--freedoom-steps", type=int, default=2000)
     ap.add_argument("--freedoom-seeds", type=int, default=1)
     ap.add_argument("--json", type=Path, help="Write every figure here.")
     args = ap.parse_args(argv)
-    if args.seeds < 0 or args.steps < 1:
-        print(f"error: --seeds {args.seeds} --steps {args.steps}: give 0 or more seeds and at least 1 step", file=sys.stderr)
+    if args.seeds < 0 or args.steps < 1 or args.first_seed < 0:
+        print(f"error: --seeds {args.seeds} --steps {args.steps} --first-seed {args.first_seed}: give 0 or more seeds from seed 0 "
+              "on and at least 1 step", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -252,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         grown = places_in_the_pit(folder)
         for k, v in grown.items():
             print(f"places along the pit's walk, every 100 steps, by {k}: {v}")
-        episodes = test_levels(folder, args.seeds, args.steps)
+        episodes = test_levels(folder, args.seeds, args.steps, args.first_seed)
     from playtester.capture.park.level_builder import softlock_levels
 
     levels = softlock_levels()
@@ -287,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\ntime a step (ms, this shared machine): engine {1000 * seconds['engine'] / steps:.2f}, softlock oracle "
           f"{1000 * seconds['softlock'] / steps:.3f} (×{seconds['softlock'] / seconds['engine']:.2f} the engine's), confinement "
           f"{1000 * seconds['confined'] / steps:.3f} (×{seconds['confined'] / seconds['engine']:.2f})")
-    real = freedoom(args.freedoom, args.freedoom_steps, args.freedoom_seeds) if args.freedoom else []
+    real = freedoom(args.freedoom, args.freedoom_steps, args.freedoom_seeds, args.first_seed) if args.freedoom else []
     if args.json:
         args.json.write_text(json.dumps({"climb": climbs, "places_in_the_pit": grown, "table": table, "episodes": episodes,
                                          "freedoom": real}, indent=1))

@@ -11,7 +11,8 @@ import bench_softlock  # noqa: E402
 def test_a_budget_of_no_steps_is_refused_in_one_line(capsys):
     assert bench_softlock.main(["--seeds", "2", "--steps", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["error: --seeds 2 --steps 0: give 0 or more seeds and at least 1 step"]
+    assert err == ["error: --seeds 2 --steps 0 --first-seed 0: give 0 or more seeds from seed 0 on and at least 1 step"]
+    assert bench_softlock.main(["--first-seed", "-1"]) == 2
 
 
 def test_scores_count_a_finding_right_only_while_trapped():

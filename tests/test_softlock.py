@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pytest
 
-from playtester.bugs.confinement import ConfinementOracle, GreyHistogram
+from playtester.bugs.confinement import BandHistogram, ConfinementOracle
 from playtester.bugs.softlock import PATIENCE, SoftlockOracle, softlock_off, softlock_patience
 from playtester.capture.level_graph import LevelGraph, LevelState
 from playtester.capture.level_map import JUMP_CLIMB, MAX_STEP, parse_udmf
@@ -171,56 +171,84 @@ def test_a_level_whose_start_lies_in_no_sector_turns_the_oracle_off_with_why(tmp
 
 # -- the confinement oracle on frames --------------------------------------------------------------
 
-def _frame(level: int, rng: np.random.Generator) -> np.ndarray:
-    """A frame whose grey levels sit around `level` (a view of its own), with some noise and a
-    moving bar so that the picture changes every step."""
-    f = np.clip(rng.normal(level, 6, (48, 64)), 0, 255).astype(np.uint8)
-    f[:, rng.integers(0, 60):][:, :4] = 255 - level
+def _frame(view: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """A view of its own: each quarter of the frame, top to bottom, at the middle of grey-level bin
+    `view[i]` of 8, with some noise, and a bar that moves left and right (so the picture changes
+    every step while each band's grey levels stay)."""
+    rows = np.repeat(16 + 32 * np.asarray(view), 12)[:, None]
+    f = np.clip(rng.normal(rows, 3, (48, 64)), 0, 255).astype(np.uint8)
+    f[:, rng.integers(0, 60):][:, :4] = 128
     return np.repeat(f[..., None], 3, axis=2)
 
 
-def _feed(oracle: ConfinementOracle, levels: list[int], seed: int = 0) -> list[tuple[int, object]]:
+BEFORE = [(i, 0, 0, 0) for i in range(6)]  # six views of the level
+TRAP = [(7, 7, 7, j) for j in range(3)]  # three views never seen before
+
+
+def _feed(oracle: ConfinementOracle, views: list[tuple[int, ...]], seed: int = 0) -> list[tuple[int, object]]:
     rng = np.random.default_rng(seed)
     oracle.reset()
-    return [(t, f) for t, lv in enumerate(levels) for f in oracle.observe(_frame(lv, rng), {}, t % 5, 0, t)]
+    return [(t, f) for t, v in enumerate(views) for f in oracle.observe(_frame(v, rng), {}, t % 5, 0, t)]
 
 
 def test_confinement_after_a_one_way_trip_is_possibly_trapped():
-    """Many views, then a few new ones only, for a whole window: possibly trapped, once; the same
-    few views while the old ones come back now and then are not."""
-    oracle = ConfinementOracle(window=60, max_places=4, min_before=3)
-    before = [20 + 30 * (t // 10 % 6) for t in range(120)]  # six views
-    trapped = [215 + 10 * (t % 3) for t in range(150)]  # three views never seen before
+    """Many views, then a few new ones only, for a whole window: possibly trapped, once, when the
+    window holds no step of a view first seen within it."""
+    oracle = ConfinementOracle(window=60, min_before=3)
+    before = [BEFORE[t // 10 % 6] for t in range(120)]
+    trapped = [TRAP[t % 3] for t in range(150)]
     found = _feed(oracle, before + trapped)
     assert len(found) == 1
     t, f = found[0]
     assert f.kind == "confined" and "possibly trapped" in f.message
     assert t == 122 + 60, "the three new views are first seen at steps 120-122; then a whole window with none new"
     assert f.details["since"] == 120 and f.details["places_before"] == 6 and len(f.details["places"]) == 3
-    back = [v if t % 40 else 20 for t, v in enumerate(trapped)]
-    assert _feed(oracle, before + back) == [], "the first view comes back every 40 steps"
     assert _feed(oracle, trapped + trapped) == [], "the episode started there: no trip into it"
 
 
+def test_confinement_allows_a_glimpse_but_not_a_return():
+    """An old view for 1 step in 40 (under `old_share`, 10 %) is a glimpse: still trapped; for 1 step
+    in 5 the level comes back: not trapped. A new view every 10 steps: the views still grow."""
+    oracle = ConfinementOracle(window=60, min_before=3)
+    before = [BEFORE[t // 10 % 6] for t in range(120)]
+    glimpse = [BEFORE[0] if t % 40 == 39 else TRAP[t % 3] for t in range(200)]
+    assert [f.details["since"] for _, f in _feed(oracle, before + glimpse)] == [120]
+    back = [BEFORE[0] if t % 5 == 4 else TRAP[t % 3] for t in range(200)]
+    assert _feed(oracle, before + back) == []
+    growing = [(6, t // 10 % 8, t // 80, 7) if t % 10 == 0 else TRAP[t % 3] for t in range(240)]
+    assert _feed(oracle, before + growing) == []
+    many = [(7, 7, t % 4, t // 4 % 4) for t in range(200)]  # 16 views: more than max_places 8
+    assert _feed(ConfinementOracle(window=60, min_before=3, max_places=8), before + many) == []
+    assert len(_feed(ConfinementOracle(window=60, min_before=3, max_places=16), before + many)) == 1
+
+
 def test_confinement_needs_moving_varied_input():
-    oracle = ConfinementOracle(window=30, max_places=4, min_before=2)
+    oracle = ConfinementOracle(window=30, min_before=2)
     rng = np.random.default_rng(0)
-    frozen = _frame(230, rng)
+    frozen = _frame(TRAP[0], rng)
     oracle.reset()
     found = []
     for t in range(100):
-        f = _frame(20 + 40 * (t // 10 % 5), rng) if t < 50 else frozen
+        f = _frame(BEFORE[t // 10 % 5], rng) if t < 50 else frozen
         found += oracle.observe(f, {}, t % 5, 0, t)
     assert found == [], "a picture that does not change is the stuck oracle's"
 
 
-def test_the_grey_histogram_barely_moves_when_the_view_turns():
-    """A view scrolled sideways (a turn) stays in its place; another room's grey levels do not."""
+def test_band_histograms_keep_where_the_view_was_taken_but_not_where_it_looks():
+    """By hand: a frame dark above and light below (a room: ceiling and floor) puts a quarter of
+    its unit vector's weight, 0.5, in bin 0 of bands 0 and 1 and bin 7 of bands 2 and 3; upside
+    down (the same grey levels: one histogram of the frame cannot tell them apart) it shares
+    none of them. A turn (the picture scrolled sideways) does not move it."""
+    embed = BandHistogram()
+    room = np.zeros((120, 160), np.uint8)
+    room[60:] = 255
+    expected = np.zeros(32, np.float32)
+    expected[[0, 8, 23, 31]] = 0.5
+    assert np.allclose(embed(room), expected)
+    assert embed(room) @ embed(room[::-1]) == 0.0
     rng = np.random.default_rng(0)
-    view = np.repeat(np.clip(rng.normal(120, 40, (60, 160)), 0, 255).astype(np.uint8)[..., None], 3, axis=2)
-    embed = GreyHistogram()
-    turned, other = np.roll(view, 40, axis=1), np.clip(view.astype(int) + 60, 0, 255).astype(np.uint8)
-    assert 1 - embed(view) @ embed(turned) < embed.threshold < 1 - embed(view) @ embed(other)
+    view = np.repeat(np.clip(rng.normal(np.linspace(40, 220, 120)[:, None], 20, (120, 160)), 0, 255).astype(np.uint8)[..., None], 3, 2)
+    assert 1 - embed(view) @ embed(np.roll(view, 40, axis=1)) < embed.threshold < 1 - embed(view) @ embed(view[::-1])
 
 
 # -- the real engine -------------------------------------------------------------------------------
@@ -268,6 +296,36 @@ def test_a_scripted_walk_finds_every_trap_and_nothing_else(name, why, wads):
         else:
             assert len(found) == 1 and why in found[0].message, found
             assert found[0].details["region"] == [1 if name == "pit" else 2] and sectors[-1] in found[0].details["region"]
+    finally:
+        env.close()
+
+
+@pytest.mark.slow
+def test_the_pixel_only_oracle_finds_the_pit_from_frames_alone(wads):
+    """The bar, from pixels: the pit's scripted walk seen by the confinement oracle only (frames and
+    actions; the telemetry only says, here, when the walk entered the pit): possibly trapped, after
+    the entry, with the trip starting then."""
+    from playtester.capture.games import make_game
+    from playtester.capture.level_walk import WaypointWalk
+
+    env = make_game(f"doom:wad:{wads['pit']}")
+    try:
+        game = env.unwrapped
+        oracle = ConfinementOracle()
+        walk = WaypointWalk(game.keymap, list(LEVELS["pit"].walk))
+        frame, info = env.reset(seed=0)
+        found, entry = [], None
+        for t in range(700):
+            a = walk.act(info)
+            if a is None or found:
+                break
+            frame, _, _, _, info = env.step(a)
+            if entry is None and game.graph.sector_at(*info["position"][:2]) == 1:
+                entry = t
+            found += [(t, f) for f in oracle.observe(frame, {}, a, 0, t)]
+        assert len(found) == 1 and entry is not None, (entry, found)
+        t, f = found[0]
+        assert entry + oracle.window <= t < 700 and entry <= f.details["since"] < entry + 60, (entry, t, f.details["since"])
     finally:
         env.close()
 
