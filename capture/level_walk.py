@@ -50,6 +50,10 @@ STUCK_PATIENCE = 30
 walker leaves the sector ahead aside: a door opens and a lift comes down within it."""
 BLOCKED_PATIENCE = 8
 """Steps stuck with no door or lift ahead (a monster in the way, a corner) before the walker routes around."""
+DROP_AFTER = 2
+"""Episodes in which a cell was given up after which a walker that remembers (`remember`) leaves it
+for last in later ones: a cell it cannot get into (a ledge that looks walkable) would otherwise
+cost it the same steps every episode."""
 GIVE_UP_STEPS = 40
 """Steps without getting nearer after which the walker gives up a cell it has not got into (a lift that needs a switch
 it cannot find, a ledge that looks walkable)."""
@@ -104,6 +108,10 @@ class NavGrid:
     """Whether the level's monsters stand in the way (`MONSTERS`; not under `no-monsters`)."""
     shut: frozenset[int] = frozenset()
     """Lines that stand as walls whatever their sides allow (a locked door's face, its key not held)."""
+    opened: frozenset[int] = frozenset()
+    """Doors worked by hand that the walker has opened: entered across any of their lines. One
+    not yet opened is entered only across a face that opens it, from the face's front (Doom works
+    a line from its front only): bars in a corridor opened from one end are a wall from the other."""
     crossings: dict | None = field(default=None, repr=False, compare=False)
     """`_line_crossings()`, computed once and handed on to the level's later grids (`replace`)."""
 
@@ -117,6 +125,7 @@ class NavGrid:
         if self.crossings is None:
             self.crossings = self._line_crossings()
         reached = self.graph.reachable()
+        self._door_entries()
         passages = self.graph.passages(None if self.active is None else set(self.active))
         stand = self.graph.walkable_sectors()
         ok = np.zeros(len(level.sectors) + 1, dtype=bool)
@@ -148,6 +157,23 @@ class NavGrid:
         """Per node: its strongly connected component (nodes that reach each other: a one-way drop
         leads out of one)."""
 
+    def _door_entries(self) -> None:
+        """`_shut_door` (per sector, -1 last: a door worked by hand, not `opened` and not opened by
+        an `active` switch elsewhere) and
+        `_door_face` (per line: the door sector it opens by hand from its front, its back; -2
+        for a line that is no such face)."""
+        graph = self.graph
+        self._shut_door = np.zeros(len(graph.level.sectors) + 1, dtype=bool)
+        for door in graph.doors:
+            remote = [i for i in door.lines if not graph.actions[i].manual and (self.active is None or i in self.active)]
+            by_hand = any(graph.actions[i].manual for i in door.lines)
+            self._shut_door[door.sector] = by_hand and not remote and door.sector not in self.opened
+        self._door_face = np.full(len(graph.level.linedefs), -2, dtype=np.int64)
+        for i, action in enumerate(graph.actions):
+            back = graph.level.linedefs[i].back
+            if action is not None and action.kind == DOOR and action.manual and back is not None:
+                self._door_face[i] = back
+
     def _direct_moves(self, passages) -> np.ndarray:
         """`[a, b]`: the graph lets the player walk from sector a into sector b (not by teleporter)."""
         n = len(self.graph.level.sectors) + 1
@@ -161,7 +187,7 @@ class NavGrid:
 
     def _obstacles(self, direct: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """At the raster's 8 units: each pixel's distance in map units from a wall (a line passable
-        neither way), the solid things grown by the player's radius, and the monsters so grown
+        neither way, or a side of a door not yet opened that does not open it), the solid things grown by the player's radius, and the monsters so grown
         (where `monsters`): the player's centre keeps its radius (16 units) from a wall, and a
         thing's radius more from a thing."""
         level = self.graph.level
@@ -171,7 +197,8 @@ class NavGrid:
         to_raster = lambda x, y: (int((x - x0) // RASTER_UNITS), int((y1 - y) // RASTER_UNITS))  # noqa: E731
         for i, ld in enumerate(level.linedefs):
             open_line = ld.front is not None and ld.back is not None and not ld.blocking and i not in self.shut and (
-                ld.front == ld.back or direct[ld.front, ld.back] or direct[ld.back, ld.front])
+                ld.front == ld.back or direct[ld.front, ld.back] or direct[ld.back, ld.front]) and not (
+                self._shut_door[[ld.front, ld.back]] & (self._door_face[i] != np.array([ld.front, ld.back]))).any()
             if not open_line:
                 cv2.line(barrier, to_raster(*self.graph.line_ends[i][:2]), to_raster(*self.graph.line_ends[i][2:]), 1, 1)
         crowd = np.zeros_like(barrier)
@@ -243,7 +270,7 @@ class NavGrid:
             return fwd, bwd
         where = np.searchsorted(keys, r0 * w + c0).clip(0, len(keys) - 1)
         crossing = keys[where] == r0 * w + c0
-        wall = (frm < 0) | (to < 0) | np.isin(line, list(self.shut))
+        wall = (frm < 0) | (to < 0) | np.isin(line, list(self.shut)) | (self._shut_door[to] & (self._door_face[line] != to))
         ok_f = np.ones(len(keys), dtype=bool)
         ok_b = np.ones(len(keys), dtype=bool)
         ok_f[owner[wall | ~direct[frm, to]]] = False  # a -1 side indexes the outside row: a wall either way
@@ -416,6 +443,8 @@ class LevelWalker(_Expert):
                                                                           dtype=np.int64).reshape(-1, 2))
         """The lines between a moving sector and another: `(ends, (front, back))`."""
         self.visited = np.zeros_like(self.targets_mask)
+        self.give_ups = np.zeros(self.targets_mask.shape, dtype=np.int64)
+        """Per coverage cell: the episodes in which the walker gave it up (`remember`)."""
         self.done = False
         self.reset({})
 
@@ -426,6 +455,8 @@ class LevelWalker(_Expert):
         """Switches and walk-over lines set off in this episode."""
         self.keys = set()
         """The keys picked up in this episode (where the player touched one)."""
+        self.opened: set[int] = set()
+        """The doors worked by hand that the walker opened in this episode (`NavGrid.opened`)."""
         self.tries: dict[int, int] = {}
         """Switches and walk-over lines gone to in this episode, and how often."""
         self.goal_key: str | None = None
@@ -438,8 +469,10 @@ class LevelWalker(_Expert):
         self.stuck_steps = 0
         self.last_action = -1
         self.avoided: set[int] = set()
-        self.given_up = np.zeros_like(self.targets_mask)
-        """Coverage cells the walker tried for `GIVE_UP_STEPS` without getting in (this episode)."""
+        self.given_up = self.give_ups >= DROP_AFTER if self.remember else np.zeros_like(self.targets_mask)
+        """Coverage cells the walker tried for `GIVE_UP_STEPS` without getting in (this episode),
+        and those it gave up in `DROP_AFTER` episodes before (`remember`): they wait until
+        nothing else is left to walk or set off."""
         self.goal_cell: tuple[int, int] | None = None
         self.goal_since = 0
         self.last_new = 0
@@ -447,7 +480,7 @@ class LevelWalker(_Expert):
         """The step at which the route to the goal was last shorter than ever (the walker getting there)."""
         self.closing_on: int | None = None
         self.fewest = 0
-        if self.nav.blocked or self.nav.active != self._active() or self.nav.shut != self._shut():
+        if self.nav.blocked or self.nav.active != self._active() or self.nav.shut != self._shut() or self.nav.opened:
             self._regrid()
         else:
             self.nav.avoid(self.avoided)
@@ -466,7 +499,7 @@ class LevelWalker(_Expert):
             self.avoided |= set(self.route[:6])
             self.nav.avoid(self.avoided)
             if self.goal_cell is not None:
-                self.given_up[min(self.goal_cell[0], self.given_up.shape[0] - 1), min(self.goal_cell[1], self.given_up.shape[1] - 1)] = True
+                self._give_up(self.goal_cell)
             self.last_new, self.route = self.t, []
         self.since_plan += 1
         if not self.route or self.since_plan >= self.replan_every:
@@ -666,11 +699,18 @@ class LevelWalker(_Expert):
         goal = coverage_cell(self.bounds, *self.nav.centre(best))
         if goal == self.goal_cell:  # still after the same cell: give it up after a while
             if self.t - max(self.goal_since, self.last_closer) > GIVE_UP_STEPS:
-                self.given_up[min(goal[0], self.given_up.shape[0] - 1), min(goal[1], self.given_up.shape[1] - 1)] = True
+                self._give_up(goal)
                 self.goal_cell = None
                 self._plan(x, y, angle)
         else:
             self.goal_cell, self.goal_since = goal, self.t
+
+    def _give_up(self, cell: tuple[int, int]) -> None:
+        """Set a coverage cell aside for this episode (and count it, for later ones)."""
+        row, col = min(cell[0], self.given_up.shape[0] - 1), min(cell[1], self.given_up.shape[1] - 1)
+        if not self.given_up[row, col]:
+            self.give_ups[row, col] += 1
+        self.given_up[row, col] = True
 
     def _trap(self, sector: int) -> bool:
         """Whether the level's graph finds no way back to the start from a sector (a pit whose lift
@@ -697,7 +737,7 @@ class LevelWalker(_Expert):
 
     def _regrid(self, blocked: frozenset[int] = frozenset()) -> None:
         """The grid again, for the lines set off and the keys held now."""
-        self.nav = replace(self.nav, blocked=blocked, active=self._active(), shut=self._shut())
+        self.nav = replace(self.nav, blocked=blocked, active=self._active(), shut=self._shut(), opened=frozenset(self.opened))
 
     def _pick_up(self, x: float, y: float) -> None:
         """Keys touched (the player's box and the key's overlap: 16 + 20 units less a margin):
@@ -805,7 +845,20 @@ class LevelWalker(_Expert):
             line = used_line(self.graph, info["position"][0], info["position"][1], float(info["angle"]))
             if line is not None and line in self.switches and line not in self.pressed:
                 self._set_off(line)
+            elif line is not None and self._opens_door(line, info["position"][0], info["position"][1]):
+                self.opened |= {self.graph.level.linedefs[line].back}
+                self._regrid(self.nav.blocked)
+                self.nav.avoid(self.avoided)
         return action
+
+    def _opens_door(self, line: int, x: float, y: float) -> bool:
+        """Whether USE on `line` from `(x, y)` opens a door by hand not yet opened: a door face,
+        its lock open to the keys held, the player on its front (right) side."""
+        action = self.graph.actions[line]
+        if action.kind != DOOR or not action.manual or not self._unlocked(line) or self.graph.level.linedefs[line].back in self.opened:
+            return False
+        x1, y1, x2, y2 = self.graph.line_ends[line]
+        return (x2 - x1) * (y - y1) - (y2 - y1) * (x - x1) < 0
 
     def annotations(self, info: dict[str, Any]) -> dict[str, Any]:
         return {"cells_visited": int(self.visited.sum())}

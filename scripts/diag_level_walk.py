@@ -29,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1, help="As the benchmark's seed: episode e starts with seed × 1000 + e.")
     ap.add_argument("--rules", default="immortal", choices=("immortal", "no-monsters", "play"))
     ap.add_argument("--log", type=Path, help="Write every step as a JSON line here.")
+    ap.add_argument("--left", action="store_true",
+                    help="At the end, list the reachable cells never walked, by sector: how many, where, and whether the "
+                         "walker's grid routes there from where it stopped.")
     args = ap.parse_args(argv)
 
     from playtester.capture.games import make_game
@@ -65,11 +68,37 @@ def main(argv: list[str] | None = None) -> int:
             print(f"episode {episode}: {cells} of {total} reachable cells ({cells / total:.1%}); keys {sorted(walker.keys) or '-'}; "
                   f"set off {sorted(walker.pressed) or '-'}; stuck {stuck} steps; {errands} steps going for a key or a switch",
                   flush=True)
+        if args.left:
+            _left(walker, game.graph, info)
     finally:
         env.close()
         if log is not None:
             log.close()
     return 0
+
+
+def _left(walker, graph, info) -> None:
+    """The reachable cells never walked, grouped by the sector most of each lies in."""
+    from collections import defaultdict
+
+    from playtester.capture.level_walk import CELL
+
+    nav = walker.nav
+    start = nav.node_at(*info["position"][:2]) or nav._node_near(*info["position"][:2], radius=4)
+    dist = nav.routes(start)[0] if start is not None else np.full(len(nav.cells), np.inf)
+    x0, y0 = graph.level.bounds[:2]
+    groups: dict[int, list[tuple[int, int, bool]]] = defaultdict(list)
+    for row, col in np.argwhere(walker.targets_mask & ~walker.visited):
+        xs, ys = x0 + col * CELL + np.arange(4, CELL, 8), y0 + row * CELL + np.arange(4, CELL, 8)
+        sectors = [graph.sector_at(x, y) for x in xs for y in ys]
+        sector = max(set(sectors) - {None}, key=sectors.count)
+        nodes = [nav.node_at(x, y) for x in xs for y in ys]
+        routed = any(n is not None and np.isfinite(dist[n]) for n in nodes)
+        groups[sector].append((int(x0 + (col + 0.5) * CELL), int(y0 + (row + 0.5) * CELL), routed))
+    for sector, cells in sorted(groups.items(), key=lambda kv: -len(kv[1]))[:25]:
+        s = graph.level.sectors[sector]
+        print(f"  sector {sector} (floor {s.floor:g}, ceiling {s.ceiling:g}): {len(cells)} cells, "
+              f"{sum(c[2] for c in cells)} routed; e.g. {cells[0][:2]}")
 
 
 if __name__ == "__main__":
