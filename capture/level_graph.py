@@ -46,6 +46,11 @@ STAND_UNITS = 4.0
 """Map units between the points tried for where the player's centre can stand (`standable`), on
 a grid from the level's south-west corner: a passage 32 units wide on an 8-unit grid has its
 middle on it."""
+KEY_RADIUS = 20.0
+"""A key's radius: the player picks it up where their boxes overlap."""
+MONSTER_RADII = {3004: 20, 9: 20, 65: 20, 3001: 20, 3002: 30, 58: 30, 3006: 16, 3005: 31, 69: 24, 3003: 24, 68: 64, 71: 31,
+                 66: 20, 67: 48, 64: 20, 16: 40, 7: 128, 84: 20, 72: 16}
+"""Doom's monsters by editor number, with their radius in map units."""
 DOOR_GAP = 4.0
 """A door opens to this far below its lowest neighbouring ceiling."""
 PLAYER_START = 1
@@ -96,6 +101,9 @@ class LevelGraph:
     """The sectors of a `LevelMap` as a directed graph; see the module's docstring."""
 
     level: LevelMap
+    guards: bool = False
+    """Monsters stand where the level puts them (`immortal`: notarget, and nothing to fire): a key
+    one stands over cannot be picked up (MAP10's red key under its cacodemon)."""
     actions: list[LineAction | None] = field(init=False)
     """Each linedef's special, described (None: it moves nothing the graph models)."""
 
@@ -298,10 +306,21 @@ class LevelGraph:
                                 and a.kind != EXIT and (a.repeat or i not in fired)
                                 and any(s in reached for s in self.trigger_sectors(i))}
             grown = self._bfs(start, self.passages(active, climb=state.climb, shut=shut))
-            found = keys | {KEY_THINGS[t.type] for t in self.level.things if t.type in KEY_THINGS and self.sector_at(t.x, t.y) in grown}
+            found = keys | {KEY_THINGS[t.type] for t in self.keys_lying() if self.sector_at(t.x, t.y) in grown}
             if grown == reached and found == keys:
                 return reached
             reached, keys = grown, found
+
+    def keys_lying(self) -> list:
+        """The level's keys that a player can pick up: all, but (`guards`) those a standing monster
+        covers (its box grown by the player's reaches over every place the player would touch the key from)."""
+        keys = [t for t in self.level.things if t.type in KEY_THINGS]
+        if not self.guards:
+            return keys
+        touch = PLAYER_RADIUS + KEY_RADIUS
+        monsters = [(t.x, t.y, PLAYER_RADIUS + MONSTER_RADII[t.type]) for t in self.level.things if t.type in MONSTER_RADII]
+        return [k for k in keys if not any(abs(mx - k.x) + touch <= reach and abs(my - k.y) + touch <= reach
+                                           for mx, my, reach in monsters)]
 
     @cached_property
     def exits(self) -> list[int]:
@@ -311,8 +330,7 @@ class LevelGraph:
     def exit_within(self, sectors: set[int], keys: frozenset[str] = frozenset()) -> int | None:
         """An exit line the player can set off from `sectors` with `keys` (the keys found in
         `sectors` count), or None."""
-        found = set(keys) | {KEY_THINGS[t.type] for t in self.level.things
-                             if t.type in KEY_THINGS and self.sector_at(t.x, t.y) in sectors}
+        found = set(keys) | {KEY_THINGS[t.type] for t in self.keys_lying() if self.sector_at(t.x, t.y) in sectors}
         for i in self.exits:
             key = self.actions[i].key
             if (key is None or key in found) and any(s in sectors for s in self.trigger_sectors(i)):

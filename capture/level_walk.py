@@ -38,7 +38,7 @@ import numpy as np
 from playtester.capture.doom import wrap_angle
 from playtester.capture.experts import _Actions, _Expert, _Steering, bearing
 from playtester.capture.keymap import KeyMap
-from playtester.capture.level_graph import RASTER_UNITS, LevelGraph
+from playtester.capture.level_graph import MONSTER_RADII, RASTER_UNITS, LevelGraph
 from playtester.capture.level_specials import CROSS, DOOR, EXIT, FLOOR, KEY_THINGS, LIFT, TELEPORT, USE
 from playtester.errors import UserError
 
@@ -86,8 +86,7 @@ SOLID_THINGS = {2035: 10, 70: 16, 2028: 16, 30: 16, 31: 16, 32: 16, 33: 16, 36: 
                 27: 16, 28: 16, 29: 16, 49: 16, 50: 16, 51: 16, 52: 16, 53: 16, 73: 16, 74: 16, 75: 16, 76: 16, 77: 16,
                 78: 16}
 """Doom's solid decorations by editor number, with their radius in map units."""
-MONSTERS = {3004: 20, 9: 20, 65: 20, 3001: 20, 3002: 30, 58: 30, 3006: 16, 3005: 31, 69: 24, 3003: 24, 68: 64, 71: 31,
-            66: 20, 67: 48, 64: 20, 16: 40, 7: 128, 84: 20, 72: 16}
+MONSTERS = MONSTER_RADII
 """Doom's monsters by editor number, with their radius: under `immortal` (notarget) they stand
 where the level puts them, and the walker, which cannot fire, walks round them where it can."""
 MONSTER_COST = 50.0
@@ -404,6 +403,8 @@ class LevelWalker(_Expert):
                  remember: bool = False, replan_every: int = 24, monsters: bool = True) -> None:
         if "use" not in keymap.names:
             raise UserError(f"key map {keymap.name!r}: the level-walk expert presses USE; play the level with the level key map")
+        if monsters and not graph.guards:  # a key a monster stands over is out of reach
+            graph = LevelGraph(graph.level, guards=True)
         self.graph = graph
         self.actions = _Actions(keymap)
         self.use = keymap.index("use")
@@ -426,8 +427,7 @@ class LevelWalker(_Expert):
         self.switches = [i for i, a in enumerate(graph.actions) if a is not None and i not in self.at_hand
                          and a.trigger in (USE, CROSS) and a.kind in (DOOR, LIFT, FLOOR) and lines[i].front in reached]
         """Switches and walk-over lines that move something elsewhere: places to go and set off."""
-        self.key_spots = [(KEY_THINGS[t.type], t.x, t.y) for t in graph.level.things
-                          if t.type in KEY_THINGS and graph.sector_at(t.x, t.y) in reached]
+        self.key_spots = [(KEY_THINGS[t.type], t.x, t.y) for t in graph.keys_lying() if graph.sector_at(t.x, t.y) in reached]
         """Keys lying in reach: `(lock, x, y)`; the walker fetches one when what it opens is still to walk."""
         self.keys: set[str] = set()
         self.pressed: set[int] = set()
@@ -670,10 +670,10 @@ class LevelWalker(_Expert):
                 beyond: bool) -> tuple[int | None, float]:
         """A switch not far beyond the nearest unwalked cell, or a key while cells are out of reach,
         in its place where it is nearer (bonuses counted); sets `goal_switch` and `goal_key`."""
-        bonus = 12.0
         for line in self.switches:
             if line in self.pressed or not self._unlocked(line) or self.tries.get(line, 0) >= SWITCH_TRIES:
                 continue
+            bonus = 12.0
             node = self._switch_node(line)
             if node is not None and home[node] and np.isfinite(dist[node]) and dist[node] - bonus < best_d \
                     and not self._trap(int(node_sector[node])):

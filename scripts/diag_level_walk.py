@@ -32,10 +32,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--left", action="store_true",
                     help="At the end, list the reachable cells never walked, by sector: how many, where, and whether the "
                          "walker's grid routes there from where it stopped.")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="Try another value of one of capture/level_walk.py's constants (a number), e.g. --set GIVE_UP_STEPS=60.")
     args = ap.parse_args(argv)
 
+    from playtester.capture import level_walk
     from playtester.capture.games import make_game
     from playtester.capture.level_walk import LevelWalker
+
+    for item in args.set:
+        name, _, value = item.partition("=")
+        if not isinstance(getattr(level_walk, name, None), (int, float)):
+            ap.error(f"--set {item}: {name} is no numeric constant of capture/level_walk.py")
+        setattr(level_walk, name, type(getattr(level_walk, name))(value))
 
     env = make_game(args.level, rules=args.rules, max_steps=args.steps)
     log = args.log.open("w") if args.log else None
