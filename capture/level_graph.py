@@ -232,7 +232,8 @@ class LevelGraph:
         moved = {s for line in active for s in self.targets(line) if self.actions[line].kind in (LIFT, FLOOR)}
         out = []
         for i, ld in enumerate(self.level.linedefs):
-            if ld.front is None or ld.back is None or ld.front == ld.back or ld.blocking:
+            if ld.front is None or ld.back is None or ld.front == ld.back or ld.blocking \
+                    or self._openings[min(ld.front, ld.back), max(ld.front, ld.back)] < 2 * PLAYER_RADIUS:
                 continue
             for a, b in ((ld.front, ld.back), (ld.back, ld.front)):
                 kind = self._passage_kind(a, b, states, doors, moved, climb)
@@ -243,6 +244,18 @@ class LevelGraph:
                 target = self.teleport_target(i)
                 if target is not None and self.level.linedefs[i].front is not None:
                     out.append(Passage(self.level.linedefs[i].front, target, TELEPORT, i))
+        return out
+
+    @cached_property
+    def _openings(self) -> dict[tuple[int, int], float]:
+        """Per pair of sectors `(low, high)`: the length of the open lines between them. Less than
+        the player's width (a sliver's 11-unit end on MAP07) lets no player through."""
+        out: dict[tuple[int, int], float] = {}
+        for i, ld in enumerate(self.level.linedefs):
+            if ld.front is not None and ld.back is not None and ld.front != ld.back and not ld.blocking:
+                pair = (min(ld.front, ld.back), max(ld.front, ld.back))
+                x1, y1, x2, y2 = self.line_ends[i]
+                out[pair] = out.get(pair, 0.0) + float(np.hypot(x2 - x1, y2 - y1))
         return out
 
     def _passage_kind(self, a: int, b: int, states: list[SectorState], doors: set[int], moved: set[int],
