@@ -168,10 +168,22 @@ class NavGrid:
             by_hand = any(graph.actions[i].manual for i in door.lines)
             self._shut_door[door.sector] = by_hand and not remote and door.sector not in self.opened
         self._door_face = np.full(len(graph.level.linedefs), -2, dtype=np.int64)
+        self._fronts: dict[int, set[int]] = {}
+        """Per door sector: the sectors before its faces."""
         for i, action in enumerate(graph.actions):
-            back = graph.level.linedefs[i].back
-            if action is not None and action.kind == DOOR and action.manual and back is not None:
-                self._door_face[i] = back
+            ld = graph.level.linedefs[i]
+            if action is not None and action.kind == DOOR and action.manual and ld.back is not None:
+                self._door_face[i] = ld.back
+                self._fronts.setdefault(ld.back, set()).add(ld.front)
+
+    def _door_side(self, line: int, ld) -> bool:
+        """Whether a line is a side of a door not yet opened that does not open it, toward a sector
+        that also lies before one of its faces (E1M2's bars stand in one corridor sector, opened from
+        its east end only): a wall there, or the walker slips past the door along its lines."""
+        for door, other in ((ld.back, ld.front), (ld.front, ld.back)):
+            if self._shut_door[door] and self._door_face[line] != door and other in self._fronts.get(door, ()):
+                return True
+        return False
 
     def _direct_moves(self, passages) -> np.ndarray:
         """`[a, b]`: the graph lets the player walk from sector a into sector b (not by teleporter)."""
@@ -186,7 +198,7 @@ class NavGrid:
 
     def _obstacles(self, direct: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """At the raster's 8 units: each pixel's distance in map units from a wall (a line passable
-        neither way, or a side of a door not yet opened that does not open it), the solid things grown by the player's radius, and the monsters so grown
+        neither way, or `_door_side`), the solid things grown by the player's radius, and the monsters so grown
         (where `monsters`): the player's centre keeps its radius (16 units) from a wall, and a
         thing's radius more from a thing."""
         level = self.graph.level
@@ -196,8 +208,7 @@ class NavGrid:
         to_raster = lambda x, y: (int((x - x0) // RASTER_UNITS), int((y1 - y) // RASTER_UNITS))  # noqa: E731
         for i, ld in enumerate(level.linedefs):
             open_line = ld.front is not None and ld.back is not None and not ld.blocking and i not in self.shut and (
-                ld.front == ld.back or direct[ld.front, ld.back] or direct[ld.back, ld.front]) and not (
-                self._shut_door[[ld.front, ld.back]] & (self._door_face[i] != np.array([ld.front, ld.back]))).any()
+                ld.front == ld.back or direct[ld.front, ld.back] or direct[ld.back, ld.front]) and not self._door_side(i, ld)
             if not open_line:
                 cv2.line(barrier, to_raster(*self.graph.line_ends[i][:2]), to_raster(*self.graph.line_ends[i][2:]), 1, 1)
         crowd = np.zeros_like(barrier)
@@ -269,11 +280,12 @@ class NavGrid:
             return fwd, bwd
         where = np.searchsorted(keys, r0 * w + c0).clip(0, len(keys) - 1)
         crossing = keys[where] == r0 * w + c0
-        wall = (frm < 0) | (to < 0) | np.isin(line, list(self.shut)) | (self._shut_door[to] & (self._door_face[line] != to))
+        wall = (frm < 0) | (to < 0) | np.isin(line, list(self.shut))
+        face = self._door_face[line]
         ok_f = np.ones(len(keys), dtype=bool)
         ok_b = np.ones(len(keys), dtype=bool)
-        ok_f[owner[wall | ~direct[frm, to]]] = False  # a -1 side indexes the outside row: a wall either way
-        ok_b[owner[wall | ~direct[to, frm]]] = False
+        ok_f[owner[wall | ~direct[frm, to] | (self._shut_door[to] & (face != to))]] = False  # a -1 side indexes the outside row
+        ok_b[owner[wall | ~direct[to, frm] | (self._shut_door[frm] & (face != frm))]] = False
         fwd[crossing], bwd[crossing] = ok_f[where[crossing]], ok_b[where[crossing]]
         return fwd, bwd
 
