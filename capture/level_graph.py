@@ -33,7 +33,7 @@ from functools import cached_property
 import numpy as np
 
 from playtester.errors import UserError
-from playtester.capture.level_map import MAX_STEP, PLAYER_HEIGHT, LevelMap
+from playtester.capture.level_map import MAX_STEP, PLAYER_HEIGHT, PLAYER_RADIUS, LevelMap
 from playtester.capture.level_specials import (CLOSE, DOOR, EXIT, FLOOR, KEY_THINGS, LIFT, SHOOT, TELEPORT, USE,
                                                 LineAction, describe)
 
@@ -42,6 +42,15 @@ WALK, DROP, DOOR_PASSAGE, LIFT_PASSAGE = "walk", "drop", "door", "lift"
 door's sector, onto or off a lift or a moved floor; teleports are `TELEPORT`."""
 RASTER_UNITS = 8.0
 """Map units per pixel of the sector raster that places points in sectors."""
+STAND_UNITS = 4.0
+"""Map units between the points tried for where the player's centre can stand (`standable`), on
+a grid from the level's south-west corner: a passage 32 units wide on an 8-unit grid has its
+middle on it."""
+KEY_RADIUS = 20.0
+"""A key's radius: the player picks it up where their boxes overlap."""
+MONSTER_RADII = {3004: 20, 9: 20, 65: 20, 3001: 20, 3002: 30, 58: 30, 3006: 16, 3005: 31, 69: 24, 3003: 24, 68: 64, 71: 31,
+                 66: 20, 67: 48, 64: 20, 16: 40, 7: 128, 84: 20, 72: 16}
+"""Doom's monsters by editor number, with their radius in map units."""
 DOOR_GAP = 4.0
 """A door opens to this far below its lowest neighbouring ceiling."""
 PLAYER_START = 1
@@ -92,6 +101,9 @@ class LevelGraph:
     """The sectors of a `LevelMap` as a directed graph; see the module's docstring."""
 
     level: LevelMap
+    guards: bool = False
+    """Monsters stand where the level puts them (`immortal`: notarget, and nothing to fire): a key
+    one stands over cannot be picked up (MAP10's red key under its cacodemon)."""
     actions: list[LineAction | None] = field(init=False)
     """Each linedef's special, described (None: it moves nothing the graph models)."""
 
@@ -220,7 +232,8 @@ class LevelGraph:
         moved = {s for line in active for s in self.targets(line) if self.actions[line].kind in (LIFT, FLOOR)}
         out = []
         for i, ld in enumerate(self.level.linedefs):
-            if ld.front is None or ld.back is None or ld.front == ld.back or ld.blocking:
+            if ld.front is None or ld.back is None or ld.front == ld.back or ld.blocking \
+                    or self._openings[min(ld.front, ld.back), max(ld.front, ld.back)] < 2 * PLAYER_RADIUS:
                 continue
             for a, b in ((ld.front, ld.back), (ld.back, ld.front)):
                 kind = self._passage_kind(a, b, states, doors, moved, climb)
@@ -231,6 +244,18 @@ class LevelGraph:
                 target = self.teleport_target(i)
                 if target is not None and self.level.linedefs[i].front is not None:
                     out.append(Passage(self.level.linedefs[i].front, target, TELEPORT, i))
+        return out
+
+    @cached_property
+    def _openings(self) -> dict[tuple[int, int], float]:
+        """Per pair of sectors `(low, high)`: the length of the open lines between them. Less than
+        the player's width (a sliver's 11-unit end on MAP07) lets no player through."""
+        out: dict[tuple[int, int], float] = {}
+        for i, ld in enumerate(self.level.linedefs):
+            if ld.front is not None and ld.back is not None and ld.front != ld.back and not ld.blocking:
+                pair = (min(ld.front, ld.back), max(ld.front, ld.back))
+                x1, y1, x2, y2 = self.line_ends[i]
+                out[pair] = out.get(pair, 0.0) + float(np.hypot(x2 - x1, y2 - y1))
         return out
 
     def _passage_kind(self, a: int, b: int, states: list[SectorState], doors: set[int], moved: set[int],
@@ -294,10 +319,21 @@ class LevelGraph:
                                 and a.kind != EXIT and (a.repeat or i not in fired)
                                 and any(s in reached for s in self.trigger_sectors(i))}
             grown = self._bfs(start, self.passages(active, climb=state.climb, shut=shut))
-            found = keys | {KEY_THINGS[t.type] for t in self.level.things if t.type in KEY_THINGS and self.sector_at(t.x, t.y) in grown}
+            found = keys | {KEY_THINGS[t.type] for t in self.keys_lying() if self.sector_at(t.x, t.y) in grown}
             if grown == reached and found == keys:
                 return reached
             reached, keys = grown, found
+
+    def keys_lying(self) -> list:
+        """The level's keys that a player can pick up: all, but (`guards`) those a standing monster
+        covers (its box grown by the player's reaches over every place the player would touch the key from)."""
+        keys = [t for t in self.level.things if t.type in KEY_THINGS]
+        if not self.guards:
+            return keys
+        touch = PLAYER_RADIUS + KEY_RADIUS
+        monsters = [(t.x, t.y, PLAYER_RADIUS + MONSTER_RADII[t.type]) for t in self.level.things if t.type in MONSTER_RADII]
+        return [k for k in keys if not any(abs(mx - k.x) + touch <= reach and abs(my - k.y) + touch <= reach
+                                           for mx, my, reach in monsters)]
 
     @cached_property
     def exits(self) -> list[int]:
@@ -307,8 +343,7 @@ class LevelGraph:
     def exit_within(self, sectors: set[int], keys: frozenset[str] = frozenset()) -> int | None:
         """An exit line the player can set off from `sectors` with `keys` (the keys found in
         `sectors` count), or None."""
-        found = set(keys) | {KEY_THINGS[t.type] for t in self.level.things
-                             if t.type in KEY_THINGS and self.sector_at(t.x, t.y) in sectors}
+        found = set(keys) | {KEY_THINGS[t.type] for t in self.keys_lying() if self.sector_at(t.x, t.y) in sectors}
         for i in self.exits:
             key = self.actions[i].key
             if (key is None or key in found) and any(s in sectors for s in self.trigger_sectors(i)):
@@ -343,12 +378,65 @@ class LevelGraph:
 
     def reachable_cells(self, cell: float, sectors: set[int] | None = None) -> np.ndarray:
         """Cells of an `OccupancyGrid` over the level's bounds (row 0 south) of which at least a
-        quarter is walkable ground in a reachable sector (`sectors`; default: `reachable()`)."""
+        quarter is walkable ground in a reachable sector (`sectors`; default: `reachable()`) and
+        that hold a point where the player's centre can stand in one (`standable`): a strip along
+        a wall thinner than the player's radius is no cell a player can be in."""
         sectors = self.reachable() if sectors is None else sectors
         keep = np.zeros(len(self.level.sectors) + 1, dtype=bool)
         keep[list(sectors)] = True
         keep[:-1] &= self.walkable_sectors() | np.array([self.level.walkable_sector(i) for i in range(len(self.level.sectors))])
-        return self.level.cells_of(lambda raster: keep[raster], cell)
+        quarter = self.level.cells_of(lambda raster: keep[raster], cell)
+        stand = self.standable(keep)
+        k = int(round(cell / STAND_UNITS))
+        stand[::k, :] = False  # a point on a cell's south or west edge is no way into it
+        stand[:, ::k] = False
+        rows, cols = quarter.shape
+        padded = np.zeros((rows * k, cols * k), dtype=bool)
+        padded[:min(stand.shape[0], rows * k), :min(stand.shape[1], cols * k)] = stand[:rows * k, :cols * k]
+        return quarter & padded.reshape(rows, k, cols, k).any(axis=(1, 3))
+
+    def standable(self, keep: np.ndarray) -> np.ndarray:
+        """Points every `STAND_UNITS` over the level's bounds (row 0 south; point `(i, j)` at
+        `x0 + j·STAND_UNITS, y0 + i·STAND_UNITS`) where the player's centre can stand: in a sector
+        `keep` picks (indexed by sector, -1 last), `PLAYER_RADIUS` or more from every line it
+        cannot cross. A wall is a one-sided or blocking line or one the graph passes neither way,
+        and, for a point in a sector, that sector's line it cannot cross from there (the foot of
+        a ledge, a low opening)."""
+        x0, y0, x1, y1 = self.level.bounds
+        u = STAND_UNITS
+        cols, rows = int(np.ceil((x1 - x0) / u)), int(np.ceil((y1 - y0) / u))
+        px, py = x0 + np.arange(cols) * u, y0 + np.arange(rows) * u
+        h, w = self.raster.shape
+        rr = ((y1 - py) // RASTER_UNITS).astype(int).clip(0, h - 1)
+        cc = ((px - x0) // RASTER_UNITS).astype(int).clip(0, w - 1)
+        sector = self.raster[rr[:, None], cc[None, :]]
+        ok = keep[sector]
+        crossed = {(p.line, p.source) for p in self.passages() if p.kind != TELEPORT}
+        reach = PLAYER_RADIUS - 1e-6
+        for i, ld in enumerate(self.level.linedefs):
+            sides = [s for s in (ld.front, ld.back) if s is not None and (i, s) not in crossed]
+            if ld.front == ld.back and ld.front is not None and not ld.blocking:
+                continue
+            if (not sides and not ld.blocking) or not keep[[-1 if s is None else s for s in (ld.front, ld.back)]].any():
+                continue
+            wall = ld.blocking or ld.front is None or ld.back is None or len(sides) == 2
+            ax, ay, bx, by = self.line_ends[i]
+            c0, c1 = np.searchsorted(px, min(ax, bx) - reach), np.searchsorted(px, max(ax, bx) + reach)
+            r0, r1 = np.searchsorted(py, min(ay, by) - reach), np.searchsorted(py, max(ay, by) + reach)
+            if c0 >= c1 or r0 >= r1:
+                continue
+            near = _segment_distance(px[c0:c1][None, :], py[r0:r1][:, None], ax, ay, bx, by) < reach
+            if not wall:  # a wall only from its sides that cannot cross it
+                near &= np.isin(sector[r0:r1, c0:c1], sides)
+            ok[r0:r1, c0:c1] &= ~near
+        return ok
+
+
+def _segment_distance(x: np.ndarray, y: np.ndarray, ax: float, ay: float, bx: float, by: float) -> np.ndarray:
+    """Distance from points `(x, y)` (arrays that broadcast) to the segment from `(ax, ay)` to `(bx, by)`."""
+    dx, dy = bx - ax, by - ay
+    t = np.clip(((x - ax) * dx + (y - ay) * dy) / (dx * dx + dy * dy or 1.0), 0.0, 1.0)
+    return np.hypot(x - ax - t * dx, y - ay - t * dy)
 
 
 def _floor_target(where: str, sector, near: list) -> float:

@@ -29,6 +29,8 @@ PLAYER_HEIGHT = 56.0
 """Map units the player needs under a ceiling."""
 MAX_STEP = 24.0
 """The highest floor step the player walks up."""
+PLAYER_RADIUS = 16.0
+"""The player's radius: its centre keeps this far from a wall."""
 JUMP_CLIMB = 60.0
 """The highest ledge a player with a jump key gets onto, jumping as it walks at it (measured in the
 engine on built ledges: 60 units climbed, 64 not; docs/benchmarks/softlock.md)."""

@@ -38,7 +38,7 @@ import numpy as np
 from playtester.capture.doom import wrap_angle
 from playtester.capture.experts import _Actions, _Expert, _Steering, bearing
 from playtester.capture.keymap import KeyMap
-from playtester.capture.level_graph import RASTER_UNITS, LevelGraph
+from playtester.capture.level_graph import MONSTER_RADII, RASTER_UNITS, LevelGraph
 from playtester.capture.level_specials import CROSS, DOOR, EXIT, FLOOR, KEY_THINGS, LIFT, TELEPORT, USE
 from playtester.errors import UserError
 
@@ -50,6 +50,10 @@ STUCK_PATIENCE = 30
 walker leaves the sector ahead aside: a door opens and a lift comes down within it."""
 BLOCKED_PATIENCE = 8
 """Steps stuck with no door or lift ahead (a monster in the way, a corner) before the walker routes around."""
+DROP_AFTER = 2
+"""Episodes in which a cell was given up after which a walker that remembers (`remember`) leaves it
+for last in later ones: a cell it cannot get into (a ledge that looks walkable) would otherwise
+cost it the same steps every episode."""
 GIVE_UP_STEPS = 40
 """Steps without getting nearer after which the walker gives up a cell it has not got into (a lift that needs a switch
 it cannot find, a ledge that looks walkable)."""
@@ -82,8 +86,7 @@ SOLID_THINGS = {2035: 10, 70: 16, 2028: 16, 30: 16, 31: 16, 32: 16, 33: 16, 36: 
                 27: 16, 28: 16, 29: 16, 49: 16, 50: 16, 51: 16, 52: 16, 53: 16, 73: 16, 74: 16, 75: 16, 76: 16, 77: 16,
                 78: 16}
 """Doom's solid decorations by editor number, with their radius in map units."""
-MONSTERS = {3004: 20, 9: 20, 65: 20, 3001: 20, 3002: 30, 58: 30, 3006: 16, 3005: 31, 69: 24, 3003: 24, 68: 64, 71: 31,
-            66: 20, 67: 48, 64: 20, 16: 40, 7: 128, 84: 20, 72: 16}
+MONSTERS = MONSTER_RADII
 """Doom's monsters by editor number, with their radius: under `immortal` (notarget) they stand
 where the level puts them, and the walker, which cannot fire, walks round them where it can."""
 MONSTER_COST = 50.0
@@ -104,6 +107,10 @@ class NavGrid:
     """Whether the level's monsters stand in the way (`MONSTERS`; not under `no-monsters`)."""
     shut: frozenset[int] = frozenset()
     """Lines that stand as walls whatever their sides allow (a locked door's face, its key not held)."""
+    opened: frozenset[int] = frozenset()
+    """Doors worked by hand that the walker has opened: entered across any of their lines. One
+    not yet opened is entered only across a face that opens it, from the face's front (Doom works
+    a line from its front only): bars in a corridor opened from one end are a wall from the other."""
     crossings: dict | None = field(default=None, repr=False, compare=False)
     """`_line_crossings()`, computed once and handed on to the level's later grids (`replace`)."""
 
@@ -117,6 +124,7 @@ class NavGrid:
         if self.crossings is None:
             self.crossings = self._line_crossings()
         reached = self.graph.reachable()
+        self._door_entries()
         passages = self.graph.passages(None if self.active is None else set(self.active))
         stand = self.graph.walkable_sectors()
         ok = np.zeros(len(level.sectors) + 1, dtype=bool)
@@ -148,6 +156,35 @@ class NavGrid:
         """Per node: its strongly connected component (nodes that reach each other: a one-way drop
         leads out of one)."""
 
+    def _door_entries(self) -> None:
+        """`_shut_door` (per sector, -1 last: a door worked by hand, not `opened` and not opened by
+        an `active` switch elsewhere) and
+        `_door_face` (per line: the door sector it opens by hand from its front, its back; -2
+        for a line that is no such face)."""
+        graph = self.graph
+        self._shut_door = np.zeros(len(graph.level.sectors) + 1, dtype=bool)
+        for door in graph.doors:
+            remote = [i for i in door.lines if not graph.actions[i].manual and (self.active is None or i in self.active)]
+            by_hand = any(graph.actions[i].manual for i in door.lines)
+            self._shut_door[door.sector] = by_hand and not remote and door.sector not in self.opened
+        self._door_face = np.full(len(graph.level.linedefs), -2, dtype=np.int64)
+        self._fronts: dict[int, set[int]] = {}
+        """Per door sector: the sectors before its faces."""
+        for i, action in enumerate(graph.actions):
+            ld = graph.level.linedefs[i]
+            if action is not None and action.kind == DOOR and action.manual and ld.back is not None:
+                self._door_face[i] = ld.back
+                self._fronts.setdefault(ld.back, set()).add(ld.front)
+
+    def _door_side(self, line: int, ld) -> bool:
+        """Whether a line is a side of a door not yet opened that does not open it, toward a sector
+        that also lies before one of its faces (E1M2's bars stand in one corridor sector, opened from
+        its east end only): a wall there, or the walker slips past the door along its lines."""
+        for door, other in ((ld.back, ld.front), (ld.front, ld.back)):
+            if self._shut_door[door] and self._door_face[line] != door and other in self._fronts.get(door, ()):
+                return True
+        return False
+
     def _direct_moves(self, passages) -> np.ndarray:
         """`[a, b]`: the graph lets the player walk from sector a into sector b (not by teleporter)."""
         n = len(self.graph.level.sectors) + 1
@@ -161,7 +198,7 @@ class NavGrid:
 
     def _obstacles(self, direct: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """At the raster's 8 units: each pixel's distance in map units from a wall (a line passable
-        neither way), the solid things grown by the player's radius, and the monsters so grown
+        neither way, or `_door_side`), the solid things grown by the player's radius, and the monsters so grown
         (where `monsters`): the player's centre keeps its radius (16 units) from a wall, and a
         thing's radius more from a thing."""
         level = self.graph.level
@@ -171,7 +208,7 @@ class NavGrid:
         to_raster = lambda x, y: (int((x - x0) // RASTER_UNITS), int((y1 - y) // RASTER_UNITS))  # noqa: E731
         for i, ld in enumerate(level.linedefs):
             open_line = ld.front is not None and ld.back is not None and not ld.blocking and i not in self.shut and (
-                ld.front == ld.back or direct[ld.front, ld.back] or direct[ld.back, ld.front])
+                ld.front == ld.back or direct[ld.front, ld.back] or direct[ld.back, ld.front]) and not self._door_side(i, ld)
             if not open_line:
                 cv2.line(barrier, to_raster(*self.graph.line_ends[i][:2]), to_raster(*self.graph.line_ends[i][2:]), 1, 1)
         crowd = np.zeros_like(barrier)
@@ -244,10 +281,11 @@ class NavGrid:
         where = np.searchsorted(keys, r0 * w + c0).clip(0, len(keys) - 1)
         crossing = keys[where] == r0 * w + c0
         wall = (frm < 0) | (to < 0) | np.isin(line, list(self.shut))
+        face = self._door_face[line]
         ok_f = np.ones(len(keys), dtype=bool)
         ok_b = np.ones(len(keys), dtype=bool)
-        ok_f[owner[wall | ~direct[frm, to]]] = False  # a -1 side indexes the outside row: a wall either way
-        ok_b[owner[wall | ~direct[to, frm]]] = False
+        ok_f[owner[wall | ~direct[frm, to] | (self._shut_door[to] & (face != to))]] = False  # a -1 side indexes the outside row
+        ok_b[owner[wall | ~direct[to, frm] | (self._shut_door[frm] & (face != frm))]] = False
         fwd[crossing], bwd[crossing] = ok_f[where[crossing]], ok_b[where[crossing]]
         return fwd, bwd
 
@@ -377,6 +415,8 @@ class LevelWalker(_Expert):
                  remember: bool = False, replan_every: int = 24, monsters: bool = True) -> None:
         if "use" not in keymap.names:
             raise UserError(f"key map {keymap.name!r}: the level-walk expert presses USE; play the level with the level key map")
+        if monsters and not graph.guards:  # a key a monster stands over is out of reach
+            graph = LevelGraph(graph.level, guards=True)
         self.graph = graph
         self.actions = _Actions(keymap)
         self.use = keymap.index("use")
@@ -399,8 +439,7 @@ class LevelWalker(_Expert):
         self.switches = [i for i, a in enumerate(graph.actions) if a is not None and i not in self.at_hand
                          and a.trigger in (USE, CROSS) and a.kind in (DOOR, LIFT, FLOOR) and lines[i].front in reached]
         """Switches and walk-over lines that move something elsewhere: places to go and set off."""
-        self.key_spots = [(KEY_THINGS[t.type], t.x, t.y) for t in graph.level.things
-                          if t.type in KEY_THINGS and graph.sector_at(t.x, t.y) in reached]
+        self.key_spots = [(KEY_THINGS[t.type], t.x, t.y) for t in graph.keys_lying() if graph.sector_at(t.x, t.y) in reached]
         """Keys lying in reach: `(lock, x, y)`; the walker fetches one when what it opens is still to walk."""
         self.keys: set[str] = set()
         self.pressed: set[int] = set()
@@ -416,6 +455,8 @@ class LevelWalker(_Expert):
                                                                           dtype=np.int64).reshape(-1, 2))
         """The lines between a moving sector and another: `(ends, (front, back))`."""
         self.visited = np.zeros_like(self.targets_mask)
+        self.give_ups = np.zeros(self.targets_mask.shape, dtype=np.int64)
+        """Per coverage cell: the episodes in which the walker gave it up (`remember`)."""
         self.done = False
         self.reset({})
 
@@ -426,6 +467,8 @@ class LevelWalker(_Expert):
         """Switches and walk-over lines set off in this episode."""
         self.keys = set()
         """The keys picked up in this episode (where the player touched one)."""
+        self.opened: set[int] = set()
+        """The doors worked by hand that the walker opened in this episode (`NavGrid.opened`)."""
         self.tries: dict[int, int] = {}
         """Switches and walk-over lines gone to in this episode, and how often."""
         self.goal_key: str | None = None
@@ -438,8 +481,10 @@ class LevelWalker(_Expert):
         self.stuck_steps = 0
         self.last_action = -1
         self.avoided: set[int] = set()
-        self.given_up = np.zeros_like(self.targets_mask)
-        """Coverage cells the walker tried for `GIVE_UP_STEPS` without getting in (this episode)."""
+        self.given_up = self.give_ups >= DROP_AFTER if self.remember else np.zeros_like(self.targets_mask)
+        """Coverage cells the walker tried for `GIVE_UP_STEPS` without getting in (this episode),
+        and those it gave up in `DROP_AFTER` episodes before (`remember`): they wait until
+        nothing else is left to walk or set off."""
         self.goal_cell: tuple[int, int] | None = None
         self.goal_since = 0
         self.last_new = 0
@@ -447,7 +492,7 @@ class LevelWalker(_Expert):
         """The step at which the route to the goal was last shorter than ever (the walker getting there)."""
         self.closing_on: int | None = None
         self.fewest = 0
-        if self.nav.blocked or self.nav.active != self._active() or self.nav.shut != self._shut():
+        if self.nav.blocked or self.nav.active != self._active() or self.nav.shut != self._shut() or self.nav.opened:
             self._regrid()
         else:
             self.nav.avoid(self.avoided)
@@ -466,7 +511,7 @@ class LevelWalker(_Expert):
             self.avoided |= set(self.route[:6])
             self.nav.avoid(self.avoided)
             if self.goal_cell is not None:
-                self.given_up[min(self.goal_cell[0], self.given_up.shape[0] - 1), min(self.goal_cell[1], self.given_up.shape[1] - 1)] = True
+                self._give_up(self.goal_cell)
             self.last_new, self.route = self.t, []
         self.since_plan += 1
         if not self.route or self.since_plan >= self.replan_every:
@@ -637,10 +682,10 @@ class LevelWalker(_Expert):
                 beyond: bool) -> tuple[int | None, float]:
         """A switch not far beyond the nearest unwalked cell, or a key while cells are out of reach,
         in its place where it is nearer (bonuses counted); sets `goal_switch` and `goal_key`."""
-        bonus = 12.0
         for line in self.switches:
             if line in self.pressed or not self._unlocked(line) or self.tries.get(line, 0) >= SWITCH_TRIES:
                 continue
+            bonus = 12.0
             node = self._switch_node(line)
             if node is not None and home[node] and np.isfinite(dist[node]) and dist[node] - bonus < best_d \
                     and not self._trap(int(node_sector[node])):
@@ -666,11 +711,18 @@ class LevelWalker(_Expert):
         goal = coverage_cell(self.bounds, *self.nav.centre(best))
         if goal == self.goal_cell:  # still after the same cell: give it up after a while
             if self.t - max(self.goal_since, self.last_closer) > GIVE_UP_STEPS:
-                self.given_up[min(goal[0], self.given_up.shape[0] - 1), min(goal[1], self.given_up.shape[1] - 1)] = True
+                self._give_up(goal)
                 self.goal_cell = None
                 self._plan(x, y, angle)
         else:
             self.goal_cell, self.goal_since = goal, self.t
+
+    def _give_up(self, cell: tuple[int, int]) -> None:
+        """Set a coverage cell aside for this episode (and count it, for later ones)."""
+        row, col = min(cell[0], self.given_up.shape[0] - 1), min(cell[1], self.given_up.shape[1] - 1)
+        if not self.given_up[row, col]:
+            self.give_ups[row, col] += 1
+        self.given_up[row, col] = True
 
     def _trap(self, sector: int) -> bool:
         """Whether the level's graph finds no way back to the start from a sector (a pit whose lift
@@ -697,7 +749,7 @@ class LevelWalker(_Expert):
 
     def _regrid(self, blocked: frozenset[int] = frozenset()) -> None:
         """The grid again, for the lines set off and the keys held now."""
-        self.nav = replace(self.nav, blocked=blocked, active=self._active(), shut=self._shut())
+        self.nav = replace(self.nav, blocked=blocked, active=self._active(), shut=self._shut(), opened=frozenset(self.opened))
 
     def _pick_up(self, x: float, y: float) -> None:
         """Keys touched (the player's box and the key's overlap: 16 + 20 units less a margin):
@@ -805,7 +857,20 @@ class LevelWalker(_Expert):
             line = used_line(self.graph, info["position"][0], info["position"][1], float(info["angle"]))
             if line is not None and line in self.switches and line not in self.pressed:
                 self._set_off(line)
+            elif line is not None and self._opens_door(line, info["position"][0], info["position"][1]):
+                self.opened |= {self.graph.level.linedefs[line].back}
+                self._regrid(self.nav.blocked)
+                self.nav.avoid(self.avoided)
         return action
+
+    def _opens_door(self, line: int, x: float, y: float) -> bool:
+        """Whether USE on `line` from `(x, y)` opens a door by hand not yet opened: a door face,
+        its lock open to the keys held, the player on its front (right) side."""
+        action = self.graph.actions[line]
+        if action.kind != DOOR or not action.manual or not self._unlocked(line) or self.graph.level.linedefs[line].back in self.opened:
+            return False
+        x1, y1, x2, y2 = self.graph.line_ends[line]
+        return (x2 - x1) * (y - y1) - (y2 - y1) * (x - x1) < 0
 
     def annotations(self, info: dict[str, Any]) -> dict[str, Any]:
         return {"cells_visited": int(self.visited.sum())}

@@ -29,10 +29,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1, help="As the benchmark's seed: episode e starts with seed × 1000 + e.")
     ap.add_argument("--rules", default="immortal", choices=("immortal", "no-monsters", "play"))
     ap.add_argument("--log", type=Path, help="Write every step as a JSON line here.")
+    ap.add_argument("--left", action="store_true",
+                    help="At the end, say how many reachable cells the walker's grid reaches at best (every switch and key "
+                         "it can get to), and list the reachable cells never walked, by sector: how many, where, and "
+                         "whether the grid routes there from where the walker stopped.")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="Try another value of one of capture/level_walk.py's constants (a number), e.g. --set GIVE_UP_STEPS=60.")
     args = ap.parse_args(argv)
 
+    from playtester.capture import level_walk
     from playtester.capture.games import make_game
     from playtester.capture.level_walk import LevelWalker
+
+    for item in args.set:
+        name, _, value = item.partition("=")
+        if not isinstance(getattr(level_walk, name, None), (int, float)):
+            ap.error(f"--set {item}: {name} is no numeric constant of capture/level_walk.py")
+        setattr(level_walk, name, type(getattr(level_walk, name))(value))
 
     env = make_game(args.level, rules=args.rules, max_steps=args.steps)
     log = args.log.open("w") if args.log else None
@@ -65,11 +78,69 @@ def main(argv: list[str] | None = None) -> int:
             print(f"episode {episode}: {cells} of {total} reachable cells ({cells / total:.1%}); keys {sorted(walker.keys) or '-'}; "
                   f"set off {sorted(walker.pressed) or '-'}; stuck {stuck} steps; {errands} steps going for a key or a switch",
                   flush=True)
+        if args.left:
+            _left(walker, game.graph, info)
     finally:
         env.close()
         if log is not None:
             log.close()
     return 0
+
+
+def _grid_reach(walker, x: float, y: float) -> np.ndarray:
+    """The reachable cells the walker's grid routes to from `(x, y)` with every switch and walk-over
+    line it can get to set off and every key it can get to taken (to a fixed point): what a
+    walker on this grid could walk at best. Leaves the walker's keys and lines as they were."""
+    from playtester.capture.level_walk import CELL
+
+    keys, pressed = set(walker.keys), set(walker.pressed)
+    while True:
+        nav = walker.nav
+        start = nav.node_at(x, y) or nav._node_near(x, y, radius=4)
+        ok = np.isfinite(nav.routes(start)[0]) if start is not None else np.zeros(len(nav.cells), dtype=bool)
+        before = (set(walker.keys), set(walker.pressed))
+        walker.keys |= {lock for lock, kx, ky in walker.key_spots if (n := nav._node_near(kx, ky)) is not None and ok[n]}
+        walker.pressed |= {line for line in walker.switches if walker._unlocked(line)
+                           and (n := walker._switch_node(line)) is not None and ok[n]}
+        if (walker.keys, walker.pressed) == before:
+            break
+        walker._regrid()
+    cx = nav.origin[0] + (nav.cells[ok, 1] + 0.5) * 16.0
+    cy = nav.origin[1] - (nav.cells[ok, 0] + 0.5) * 16.0
+    out = np.zeros_like(walker.targets_mask)
+    out[((cy - walker.bounds[1]) // CELL).astype(int).clip(0, out.shape[0] - 1),
+        ((cx - walker.bounds[0]) // CELL).astype(int).clip(0, out.shape[1] - 1)] = True
+    walker.keys, walker.pressed = keys, pressed
+    walker._regrid()
+    walker.nav.avoid(walker.avoided)
+    return out & walker.targets_mask
+
+
+def _left(walker, graph, info) -> None:
+    """The reachable cells never walked, grouped by the sector most of each lies in."""
+    from collections import defaultdict
+
+    from playtester.capture.level_walk import CELL
+
+    reach = _grid_reach(walker, *graph.start()[:2])
+    print(f"  the walker's grid reaches {int(reach.sum())} of the {int(walker.targets_mask.sum())} reachable cells "
+          f"(every switch and key it can get to); {int((reach & walker.visited).sum())} of them walked")
+    nav = walker.nav
+    start = nav.node_at(*info["position"][:2]) or nav._node_near(*info["position"][:2], radius=4)
+    dist = nav.routes(start)[0] if start is not None else np.full(len(nav.cells), np.inf)
+    x0, y0 = graph.level.bounds[:2]
+    groups: dict[int, list[tuple[int, int, bool]]] = defaultdict(list)
+    for row, col in np.argwhere(walker.targets_mask & ~walker.visited):
+        xs, ys = x0 + col * CELL + np.arange(4, CELL, 8), y0 + row * CELL + np.arange(4, CELL, 8)
+        sectors = [graph.sector_at(x, y) for x in xs for y in ys]
+        sector = max(set(sectors) - {None}, key=sectors.count)
+        nodes = [nav.node_at(x, y) for x in xs for y in ys]
+        routed = any(n is not None and np.isfinite(dist[n]) for n in nodes)
+        groups[sector].append((int(x0 + (col + 0.5) * CELL), int(y0 + (row + 0.5) * CELL), routed))
+    for sector, cells in sorted(groups.items(), key=lambda kv: -len(kv[1]))[:25]:
+        s = graph.level.sectors[sector]
+        print(f"  sector {sector} (floor {s.floor:g}, ceiling {s.ceiling:g}): {len(cells)} cells, "
+              f"{sum(c[2] for c in cells)} routed; e.g. {cells[0][:2]}")
 
 
 if __name__ == "__main__":

@@ -104,3 +104,42 @@ def test_a_teleporter_leads_to_its_destination_and_is_one_way():
 def test_points_are_placed_in_their_sectors(x, y, inside):
     graph, _ = graph_of(LevelPlan(rows=["####", "#aa#", "####"], rooms={"a": Room()}, start="a"))
     assert (graph.sector_at(x, y) is not None) == inside
+
+
+def test_a_cell_counts_reachable_only_where_the_players_centre_can_stand_in_it():
+    """A room 80 units wide: its east 64-unit cell is a quarter walkable (a 16-unit strip), but the
+    player's centre keeps 16 units from the wall, so no more than the cell's edge: not a cell a
+    player can be in. A corridor 32 units wide keeps its cells (its middle is 16 from each wall)."""
+    room = LevelPlan(rows=["#######", "#aaaaa#", "#aaaaa#", "#aaaaa#", "#aaaaa#", "#######"], cell=16,
+                     rooms={"a": Room()}, start="a")
+    graph, _ = graph_of(room)
+    assert graph.level.walkable_cells(64.0).sum() == 2 and graph.reachable_cells(64.0).sum() == 1
+    corridor = LevelPlan(rows=["####", *["#aa#"] * 8, "####"], cell=16, rooms={"a": Room()}, start="a")
+    graph, _ = graph_of(corridor)
+    assert graph.reachable_cells(64.0).sum() == graph.level.walkable_cells(64.0).sum() == 2
+
+
+def test_no_passage_through_an_opening_narrower_than_the_player():
+    """Rooms a and b meet only across a gap in a wall: 16 units lets no player through, 32 does."""
+    for gap, through in ((2, False), (4, True)):
+        wall = "#" * 4 + "b" * gap + "#" * (10 - gap)
+        plan = LevelPlan(rows=["#" * 14, *["#aaaaaaaaaaaa#"] * 4, "#" + wall[:12] + "#", *["#bbbbbbbbbbbb#"] * 4, "#" * 14],
+                         cell=8, rooms={"a": Room(), "b": Room()}, start="a")
+        graph, s = graph_of(plan)
+        assert (s["b"] in graph.reachable()) == through
+
+
+def test_a_key_a_standing_monster_covers_cannot_be_picked_up_under_immortal():
+    """MAP10's red key lies under a cacodemon: under `immortal` (guards) it stands there for good and
+    the door the key opens stays shut; a monster beside the key leaves it to be picked up."""
+    locked = Join(special=13, args=(0, 32, 100, 2))  # Door_LockedRaise, lock 2: the blue key
+    for offset, lying in ((8, False), (60, True)):
+        plan = LevelPlan(rows=["########", "#aaaaDb#", "#aaaa#b#", "########"],
+                         rooms={"a": Room(), "D": Room(ceiling=0), "b": Room()},
+                         joins={("a", "D"): locked, ("b", "D"): locked}, start="a",
+                         things=[(5, "a", {"x": 96, "y": 96}), (3005, "a", {"x": 96 + offset, "y": 96})])
+        level = parse_udmf("MAP01", level_textmap(plan))
+        assert len(LevelGraph(level).keys_lying()) == 1
+        guarded = LevelGraph(level, guards=True)
+        assert len(guarded.keys_lying()) == int(lying)
+        assert (len(guarded.reachable()) == 3) == lying

@@ -143,3 +143,34 @@ def test_a_pit_with_no_way_back_waits_until_nothing_else_is_left():
         walker.visited[:, :coverage_cell(walker.bounds, x, y)[1] + 1] = True
         walker._plan(x, y)
         assert graph.sector_at(*walker.nav.centre(walker.route[-1])) == s["p"], "nothing else left"
+
+
+def test_a_door_worked_from_one_side_only_is_a_wall_from_the_other_until_opened():
+    """Doom works a line from its front only: a door whose only face opens it from b (E1M2's bars)
+    is entered from b, never from a, until the walker has opened it; a door with a face on each
+    side is entered from both."""
+    door = Join(special=DOOR_RAISE, args=(0, 32, 100))
+    for joins, from_a in (({("b", "D"): door}, False), ({("a", "D"): door, ("b", "D"): door}, True)):
+        plan = LevelPlan(rows=["#########", "#aaaDbbb#", "#aaaDbbb#", "#########"],
+                         rooms={"a": Room(), "D": Room(ceiling=0), "b": Room()}, joins=joins, start="b")
+        graph, s = graph_of(plan)
+        walker = walker_on(graph)
+        a, b = walker.nav._node_near(*plan.centre(1, 1)), walker.nav._node_near(*plan.centre(7, 1))
+        assert math.isfinite(walker.nav.routes(b)[0][a]), "through the door from its face's side"
+        assert math.isfinite(walker.nav.routes(a)[0][b]) == from_a
+        walker.opened.add(s["D"])
+        walker._regrid()
+        assert math.isfinite(walker.nav.routes(a)[0][b]), "opened: either way"
+
+
+def test_a_cell_given_up_in_two_episodes_waits_for_last_in_the_next_when_the_walker_remembers():
+    plan = LevelPlan(rows=["######", "#aaaa#", "######"], rooms={"a": Room()}, start="a")
+    graph, _ = graph_of(plan)
+    for remember, waits in ((True, [False, True]), (False, [False, False])):
+        walker = walker_on(graph, remember=remember)
+        cell = (0, 1)
+        for wait in waits:
+            walker._give_up(cell)
+            walker._give_up(cell)  # twice in one episode counts once
+            walker.reset({})
+            assert bool(walker.given_up[cell]) == wait

@@ -152,7 +152,7 @@ def level_source(game: str, config: dict[str, Any]) -> tuple[MapSource | None, s
         note = f"objects under test: the {len(oois)} things of this level the detector knows ({', '.join(present)})"
     from playtester.capture.level_graph import LevelGraph
 
-    graph = LevelGraph(level)
+    graph = LevelGraph(level, guards=(config.get("rules") or "immortal") == "immortal")  # monsters stand still: a key under one is out of reach
     try:
         reachable = graph.reachable_cells(LEVEL_CELL)
     except UserError:  # no player start: nothing is reachable from it
