@@ -464,7 +464,7 @@ def test_ctrl_c_waits_for_the_update_in_progress_to_end():
     import signal
     import time
 
-    from playtester.exploration.ppo import defer_interrupt
+    from playtester.exploration.run_control import defer_interrupt
 
     before = signal.getsignal(signal.SIGINT)
     finished = []

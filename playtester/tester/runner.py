@@ -88,7 +88,7 @@ def explore_with_ppo(run: Run, progress: Callable[[int], None] = lambda n: None,
 
     from playtester.cores import cores
     from playtester.exploration.checkpoints import load_checkpoint
-    from playtester.exploration.ppo import CHECKPOINT_NAME
+    from playtester.exploration.run_control import CHECKPOINT_NAME
     from playtester.tester.serving import ModelServer, serving
 
     from playtester.tester.crashes import clear_stop
