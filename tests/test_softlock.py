@@ -149,6 +149,18 @@ def test_the_door_closed_for_good_names_its_spent_switch():
     assert f.details["fired"] == {str(north_wall): 3} and f.details["region"] == [2]
 
 
+def test_a_start_whose_region_holds_most_of_the_level_is_no_trap_even_with_no_exit_in_reach(monkeypatch):
+    """Freedoom 2 MAP01's exit switch lies beyond a way the graph does not model: with the exit out
+    of the graph's reach but most of the level in the start's region, the start is no trap (it was
+    called one in every run on MAP01 before)."""
+    graph = graph_of(softlock_levels()["drop"].plan)
+    assert graph.exits and graph.exit_within(graph.reachable()) is not None
+    start = graph.start()[:2]
+    assert walk(SoftlockOracle(graph, climb=JUMP_CLIMB), [start], hold=5) == []
+    monkeypatch.setattr(LevelGraph, "exit_within", lambda self, sectors, keys=frozenset(): None)
+    assert walk(SoftlockOracle(graph, climb=JUMP_CLIMB), [start], hold=5) == []
+
+
 def test_a_start_inside_a_trap_is_said_once():
     plan = softlock_levels()["pit"].plan
     plan.start = "p"
