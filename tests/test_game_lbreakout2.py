@@ -73,6 +73,10 @@ def grab(window) -> np.ndarray:
         grabber.close()
 
 
+START_LAG = 3
+"""A start is grabbed only while the run is at most this many steps into its episode."""
+
+
 class Watcher(threading.Thread):
     """Follows the run's trajectory: grabs the game's screen when each episode starts and when
     a game over ends one, notes every game process group seen, and kills the game once, in the
@@ -82,6 +86,8 @@ class Watcher(threading.Thread):
         super().__init__(daemon=True)
         self.out, self.starts, self.game_over, self.groups = out, {}, None, set()
         self.killed_in: int | None = None
+        self.late: list[int] = []
+        """Episodes whose start this thread saw only after the run had played on (not grabbed)."""
         self.done = threading.Event()
 
     def run(self) -> None:
@@ -92,7 +98,11 @@ class Watcher(threading.Thread):
             rows = list(read_jsonl(self.out / "trajectory.jsonl"))
             for row in rows[seen:]:
                 if row["t"] == 0 and windows:
-                    self.starts[row["episode"]] = grab(windows[-1])
+                    newest = rows[-1]  # on a busy machine this thread lags: a start seen late shows a later screen
+                    if newest["episode"] == row["episode"] and newest["t"] <= START_LAG:
+                        self.starts[row["episode"]] = grab(windows[-1])
+                    else:
+                        self.late.append(row["episode"])
                 if row.get("out_of_play") and self.game_over is None and windows:
                     self.game_over = (row["episode"], grab(windows[-1]))  # the recipe waits before it answers
                 over = self.game_over[0] if self.game_over else None
@@ -112,7 +122,7 @@ def _group(window) -> int | None:
 
 def test_the_harness_plays_episodes_from_a_start_through_game_over_and_a_crash(display, tmp_path):  # noqa: F811
     from playtester.capture.window.launch import group_alive
-    from playtester.capture.window.play_state import look, similarity
+    from playtester.capture.window.play_state import STILL_STEPS, look, similarity
 
     needs_the_game()
     plan = tmp_path / "reset.yaml"
@@ -141,10 +151,18 @@ def test_the_harness_plays_episodes_from_a_start_through_game_over_and_a_crash(d
     ended = [r for r in rows if r.get("out_of_play")]
     assert ended[0]["episode"] == over and ended[0]["t"] < 89, "the game over ended its episode before its budget"
 
-    # every episode starts in play: its first frame looks like the others' and not like the dialog
+    # every episode starts in play: its first frame looks like the others' and not like the dialog.
+    # One exception, which the harness must catch: an episode cut by its budget in play lets the
+    # game run on through the recipe (about 17 s), and the last life may go meanwhile; the next
+    # episode then opens on the dialog, and the harness ends it as out of play within its still steps.
     starts = {e: look(f) for e, f in watcher.starts.items()}
     dialog = look(watcher.game_over[1])
-    assert sorted(starts) == list(range(5))
+    assert sorted([*starts, *watcher.late]) == list(range(5)) and len(starts) >= 3, f"starts grabbed {sorted(starts)}"
+    ended_out = {r["episode"] for r in ended}
+    length = {e: sum(r["episode"] == e for r in rows) for e in range(5)}
+    caught = {e for e, start in starts.items() if similarity(start, dialog) >= 0.45 and e - 1 not in ended_out
+              and e - 1 != watcher.killed_in and e in ended_out and length[e] <= STILL_STEPS}
+    starts = {e: start for e, start in starts.items() if e not in caught}
     for e, start in starts.items():
         assert similarity(start, dialog) < 0.45, f"episode {e} started on the game-over dialog"
         worst = min(similarity(start, other) for other in starts.values())
