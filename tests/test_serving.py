@@ -139,11 +139,12 @@ def test_a_served_run_tests_objects_with_two_instances(tiny_inspect_policy, smal
     config.write_text(yaml.safe_dump({"serve": True, "oracle_labels": True, "test_steps": 6}))
     out = tmp_path / "run"
     assert main(["run", "explore", "--config", str(config), "--game", small_park, "--explorer", "inspector",
-                 "--tester", str(tiny_inspect_policy), "--episodes", "2", "--steps", "60", "--envs", "2",
+                 "--tester", str(tiny_inspect_policy), "--episodes", "4", "--steps", "60", "--envs", "2",
                  "--out", str(out)]) == 0
     saved = yaml.safe_load((out / "config.yaml").read_text())
     assert saved["serve"] is True
     served = __import__("json").loads((out / "serving.json").read_text())
+    # two 60-step episodes met no OOI close enough in about one run of four (a CI run failed so); four make it rare
     tests = [__import__("json").loads(line) for line in (out / "tests.jsonl").read_text().splitlines()]
     assert tests and {t["env"] for t in tests} <= {0, 1}
     assert all(t["steps"] <= 6 for t in tests)
