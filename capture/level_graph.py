@@ -51,6 +51,8 @@ KEY_RADIUS = 20.0
 MONSTER_RADII = {3004: 20, 9: 20, 65: 20, 3001: 20, 3002: 30, 58: 30, 3006: 16, 3005: 31, 69: 24, 3003: 24, 68: 64, 71: 31,
                  66: 20, 67: 48, 64: 20, 16: 40, 7: 128, 84: 20, 72: 16}
 """Doom's monsters by editor number, with their radius in map units."""
+USE_RANGE = 64.0
+"""How far from the player's centre a line can be pressed (Doom's `USERANGE`)."""
 DOOR_GAP = 4.0
 """A door opens to this far below its lowest neighbouring ceiling."""
 PLAYER_START = 1
@@ -198,10 +200,40 @@ class LevelGraph:
 
     def trigger_sectors(self, line: int) -> list[int]:
         """Where the player stands to set a line off: its front (a switch's face, a door's face), or
-        either side of a walk-over line."""
+        either side of a walk-over line; a line pressed (USE) also from the sectors across an open
+        line within the player's reach of it (`_reaches_over`: a switch on a ledge too high to climb)."""
         ld, action = self.level.linedefs[line], self.actions[line]
         sides = [ld.front] if action is not None and action.trigger in (USE, SHOOT) else [ld.front, ld.back]
+        if action is not None and action.trigger == USE:
+            sides += self._reaches_over.get(line, [])
         return [s for s in sides if s is not None]
+
+    @cached_property
+    def _reaches_over(self) -> dict[int, list[int]]:
+        """Per line pressed with USE: the other sectors the player presses it from. Doom's use reaches
+        `USE_RANGE` from the player's centre, through any line with room between floor and ceiling:
+        a neighbour of the line's front sector counts when such a line between them lies within
+        `USE_RANGE - PLAYER_RADIUS` of it (the player stands against that line)."""
+        lines = self.level.linedefs
+        ends = self.line_ends
+        out: dict[int, list[int]] = {}
+        for i, action in enumerate(self.actions):
+            front = lines[i].front
+            if action is None or action.trigger != USE or front is None:
+                continue
+            near = []
+            for j, ld in enumerate(lines):
+                if ld.front is None or ld.back is None or front not in (ld.front, ld.back) or ld.front == ld.back:
+                    continue
+                other = ld.back if ld.front == front else ld.front
+                a, b = self.level.sectors[front], self.level.sectors[other]
+                if other in near or min(a.ceiling, b.ceiling) <= max(a.floor, b.floor):
+                    continue
+                if _segments_distance(ends[i], ends[j]) <= USE_RANGE - PLAYER_RADIUS:
+                    near.append(other)
+            if near:
+                out[i] = near
+        return out
 
     def states(self, active: set[int], shut: frozenset[int] = frozenset()) -> list[SectorState]:
         """Each sector's possible floors and highest ceiling once the lines `active` have been set
@@ -430,6 +462,13 @@ class LevelGraph:
                 near &= np.isin(sector[r0:r1, c0:c1], sides)
             ok[r0:r1, c0:c1] &= ~near
         return ok
+
+
+def _segments_distance(p: np.ndarray, q: np.ndarray) -> float:
+    """Least distance between the segments `p` and `q` (each `x1, y1, x2, y2`) that do not cross:
+    from an end of one to the other."""
+    return float(min(_segment_distance(p[0], p[1], *q), _segment_distance(p[2], p[3], *q),
+                     _segment_distance(q[0], q[1], *p), _segment_distance(q[2], q[3], *p)))
 
 
 def _segment_distance(x: np.ndarray, y: np.ndarray, ax: float, ay: float, bx: float, by: float) -> np.ndarray:

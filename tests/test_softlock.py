@@ -73,6 +73,34 @@ def test_a_door_that_stays_open_stays_open_once_its_line_is_spent():
     assert graph.reachable(2) == {2}, "not set off, the door is shut and its switches out of reach"
 
 
+def ledge_switch_level(cell: int) -> LevelPlan:
+    """A room `a` (the start) with a ledge `L` 32 units up along its north side, one cell deep; at
+    the ledge's back, the face of a solid block `W` along it is a switch of a door `D` (tag 5) to a closet
+    `c`. With 32-unit cells the switch lies 48 units from a player against the ledge (within
+    Doom's use range of 64), with 64-unit cells 80."""
+    return LevelPlan(rows=["#WWWWWW#",
+                           "#LLLLLL#",
+                           "#aaaaaa#",
+                           "#aaaaaa#",
+                           "###DD###",
+                           "###cc###",
+                           "########"],
+                     rooms={"a": Room(), "L": Room(floor=32), "D": Room(ceiling=0, tag=5), "c": Room(),
+                            "W": Room(floor=32, ceiling=32)},
+                     joins={("L", "W"): Join(special=12, args=(5, 32, 280))}, start="a", cell=cell)
+
+
+def test_a_switch_on_a_ledge_too_high_to_climb_is_pressed_from_below_within_use_range():
+    """Doom's use reaches 64 units through any line with room in it: a switch at the back of a
+    ledge 32 units up is pressed from the room below when it lies within 64 - 16 (the player's
+    radius) of the ledge's edge; farther, the closet stays out of reach (Freedoom MAP03's start
+    region: 38 sectors and no exit without this, 225 and the exit with it)."""
+    near, far = graph_of(ledge_switch_level(32)), graph_of(ledge_switch_level(64))
+    room, door, closet = 0, 2, 3
+    assert near.reachable(room) == {room, door, closet}, "switch 32 units behind the edge; the ledge 32 up stays out of reach"
+    assert far.reachable(room) == {room}, "switch 64 units behind the edge: 80 from the player's centre"
+
+
 def test_a_jump_climbs_60_units_and_no_more():
     """Built ledges in the engine: with a running start a jump gets onto 60 units, not 64
     (docs/benchmarks/softlock.md); a step is 24."""
@@ -310,6 +338,34 @@ def test_a_scripted_walk_finds_every_trap_and_nothing_else(name, why, wads):
             assert found[0].details["region"] == [1 if name == "pit" else 2] and sectors[-1] in found[0].details["region"]
     finally:
         env.close()
+
+
+@pytest.mark.slow
+def test_the_engine_presses_the_ledge_switch_from_below_as_the_graph_says(tmp_path):
+    """The graph's use reach, checked in the real engine: facing the ledge from the start and
+    pressing USE opens the door when the switch is 48 units away (the walk then enters the
+    closet), not when it is 80."""
+    from playtester.capture.games import make_game
+    from playtester.capture.level_walk import WaypointWalk
+
+    for cell, opens in ((32, True), (64, False)):
+        wad = tmp_path / f"ledge{cell}.wad"
+        wad.write_bytes(level_wad(ledge_switch_level(cell)))
+        env = make_game(f"doom:wad:{wad}")
+        try:
+            game = env.unwrapped
+            k = cell // 32
+            walk = WaypointWalk(game.keymap, [("face", 90), ("forward", 10), ("use",), ("wait", 30),
+                                              ("go", 128 * k, 80 * k), ("go", 128 * k, 48 * k)])
+            _, info = env.reset(seed=0)
+            used, sectors = [], set()
+            while (a := walk.act(info)) is not None:
+                _, _, _, _, info = env.step(a)
+                used += [info["used"]] if info.get("used") else []
+                sectors.add(game.graph.sector_at(*info["position"][:2]))
+            assert bool(used) == opens and (3 in sectors) == opens == (3 in game.graph.reachable(0)), (cell, used)
+        finally:
+            env.close()
 
 
 @pytest.mark.slow
