@@ -143,3 +143,53 @@ def test_a_key_a_standing_monster_covers_cannot_be_picked_up_under_immortal():
         guarded = LevelGraph(level, guards=True)
         assert len(guarded.keys_lying()) == int(lying)
         assert (len(guarded.reachable()) == 3) == lying
+
+
+def trench_level(width_cells: int) -> LevelPlan:
+    """Two rooms `a` and `b` on one floor with a trench `t` 96 units deep between them,
+    `width_cells` 8-unit cells wide, walled at both ends; the start `s` is one cell in the middle
+    of `a`, at (44, 44)."""
+    row = "#" + "a" * 10 + "t" * width_cells + "b" * 10 + "#"
+    rows = [row] * 10
+    rows[4] = row[:5] + "s" + row[6:]
+    return LevelPlan(rows=["#" * len(row)] + rows + ["#" * len(row)], cell=8,
+                     rooms={"a": Room(), "s": Room(), "t": Room(floor=-96), "b": Room()}, start="s")
+
+
+def test_a_trench_narrower_than_the_player_is_walked_over_and_a_wider_one_is_a_pit():
+    """Doom stands the player on the highest floor under its 32-unit box: an 8-unit trench is
+    stepped over both ways (Freedoom 2 MAP01's exit lies past one); a 128-unit one is fallen into,
+    and 96 units is no step back up. (A walking player also carries over a 40-unit trench, falling
+    less than a step: the graph leaves such crossings out, counting only what standing across gives.)"""
+    narrow, s = graph_of(trench_level(1))
+    assert kinds(narrow, s["a"], s["b"]) == {WALK} and kinds(narrow, s["b"], s["a"]) == {WALK}
+    assert narrow.reachable() == {s["s"], s["a"], s["t"], s["b"]}, "the trench too: one drops into it on purpose"
+    wide, s = graph_of(trench_level(16))
+    assert kinds(wide, s["a"], s["b"]) == set() and wide.reachable() == {s["s"], s["a"], s["t"]}
+
+
+@pytest.mark.slow
+def test_the_engine_walks_over_the_narrow_trench_and_falls_into_the_wide_one(tmp_path):
+    """The graph's gap rule, checked in the real engine: walking east from the start, the player
+    crosses the 8-unit trench at floor height into `b`, and drops into the 128-unit one."""
+    from playtester.capture.games import make_game
+    from playtester.capture.level_walk import WaypointWalk
+    from playtester.capture.park.level_builder import level_wad
+
+    for cells, crosses in ((1, True), (16, False)):
+        wad = tmp_path / f"trench{cells}.wad"
+        wad.write_bytes(level_wad(trench_level(cells)))
+        env = make_game(f"doom:wad:{wad}")
+        try:
+            game = env.unwrapped
+            far_x = (11 + cells + 8) * 8
+            walk = WaypointWalk(game.keymap, [("go", far_x, 44)], patience=60)
+            _, info = env.reset(seed=0)
+            lowest = 0.0
+            while (a := walk.act(info)) is not None:
+                _, _, _, _, info = env.step(a)
+                lowest = min(lowest, float(info["position"][2]))
+            end = game.graph.sector_at(*info["position"][:2])
+            assert (end == 3 and lowest > -8) == crosses and (lowest < -80) != crosses, (cells, end, lowest)
+        finally:
+            env.close()
