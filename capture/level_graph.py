@@ -295,9 +295,25 @@ class LevelGraph:
         return out
 
     @cached_property
+    def narrow(self) -> frozenset[int]:
+        """Sectors with no point `PLAYER_RADIUS` from their edges (on the raster): a player whose
+        centre is over one stands on a neighbour's floor (a door's thickness, a trench's width). The
+        graph still counts a drop into one as reaching it (stairs down, one tread at a time, pass
+        so); its cells hold no point to stand on (`standable`)."""
+        from scipy.ndimage import distance_transform_edt
+
+        out = set()
+        for sector in np.unique(self.raster[self.raster >= 0]):
+            rows, cols = np.nonzero(self.raster == sector)
+            mask = np.pad(self.raster[rows.min():rows.max() + 1, cols.min():cols.max() + 1] == sector, 1)
+            if distance_transform_edt(mask).max() * RASTER_UNITS < PLAYER_RADIUS:
+                out.add(int(sector))
+        return frozenset(out)
+
+    @cached_property
     def _gaps(self) -> list[tuple[int, int, int, int]]:
         """`(a, gap, b, line)`: a sector `gap` lower than its neighbours `a` and `b` whose lines to
-        them lie less than the player's width apart. Doom stands the player on the highest floor
+        them lie less than the player's width apart (`narrow` where it is so everywhere). Doom stands the player on the highest floor
         under its box, so it walks from `a` over the gap to `b` without falling in (Freedoom 2
         MAP01's 8-unit trench before its exit). `line`: the line from `a` into the gap."""
         sectors, ends = self.level.sectors, self.line_ends

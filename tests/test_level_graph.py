@@ -163,7 +163,8 @@ def test_a_trench_narrower_than_the_player_is_walked_over_and_a_wider_one_is_a_p
     less than a step: the graph leaves such crossings out, counting only what standing across gives.)"""
     narrow, s = graph_of(trench_level(1))
     assert kinds(narrow, s["a"], s["b"]) == {WALK} and kinds(narrow, s["b"], s["a"]) == {WALK}
-    assert narrow.reachable() == {s["s"], s["a"], s["t"], s["b"]}, "the trench too: one drops into it on purpose"
+    assert narrow.reachable() == {s["s"], s["a"], s["t"], s["b"]} and narrow.narrow == {s["s"], s["t"]}, "the start is one 8-unit cell"
+    assert not narrow.reachable_cells(8.0, {s["t"]}).any(), "no point in the trench to stand on"
     wide, s = graph_of(trench_level(16))
     assert kinds(wide, s["a"], s["b"]) == set() and wide.reachable() == {s["s"], s["a"], s["t"]}
 

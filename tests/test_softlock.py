@@ -101,6 +101,18 @@ def test_a_switch_on_a_ledge_too_high_to_climb_is_pressed_from_below_within_use_
     assert far.reachable(room) == {room}, "switch 64 units behind the edge: 80 from the player's centre"
 
 
+def test_a_player_over_a_trench_narrower_than_itself_stands_beside_it_not_in_a_pit():
+    """Its centre over an 8-unit trench 96 deep, the player's box rests on the floors either side:
+    held there well past the patience, no softlock (the trench's own sector has no way out)."""
+    row = "#" + "a" * 10 + "t" + "b" * 10 + "#"
+    plan = LevelPlan(rows=["#" * len(row), row, row, row, row, "#" * len(row)], cell=8,
+                     rooms={"a": Room(), "t": Room(floor=-96), "b": Room()}, start="a")
+    graph = graph_of(plan)
+    trench = 1
+    assert graph.narrow >= {trench} and graph.reachable(trench) == {trench}
+    assert walk(SoftlockOracle(graph), [(60, 24)] + [(92, 24)] * (3 * PATIENCE)) == []
+
+
 def test_a_jump_climbs_60_units_and_no_more():
     """Built ledges in the engine: with a running start a jump gets onto 60 units, not 64
     (docs/benchmarks/softlock.md); a step is 24."""

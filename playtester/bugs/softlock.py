@@ -173,7 +173,8 @@ class SoftlockOracle:
         can still be reached from there)."""
         state = state or self.state()
         region = self.region(sector, state)
-        if sector in self.graph.door_sectors():  # a door does not close on the player: both sides are open to it
+        if sector in self.graph.door_sectors() or sector in self.graph.narrow:  # a door does not close on the player:
+            # both sides are open to it; over a sector narrower than the player, it stands on a neighbour
             region = region.union(*(self.region(n, state) for n in self.graph.neighbours[sector]))
         if self.start in region or self.graph.exit_within(set(region), state.keys) is not None:
             return None
