@@ -271,10 +271,6 @@ class LevelGraph:
                 kind = self._passage_kind(a, b, states, doors, moved, climb)
                 if kind is not None:
                     out.append(Passage(a, b, kind, i))
-        for a, gap, b, line in self._gaps:  # a trench narrower than the player: walked over, not fallen into
-            kind = self._passage_kind(a, b, states, doors, moved, climb)
-            if kind is not None and states[gap].ceiling - max(states[a].floors | states[b].floors) >= PLAYER_HEIGHT:
-                out.append(Passage(a, b, kind, line))
         for i in sorted(active):
             if self.actions[i].kind == TELEPORT and not self.actions[i].monsters_only:
                 target = self.teleport_target(i)
@@ -299,7 +295,9 @@ class LevelGraph:
         """Sectors with no point `PLAYER_RADIUS` from their edges (on the raster): a player whose
         centre is over one stands on a neighbour's floor (a door's thickness, a trench's width). The
         graph still counts a drop into one as reaching it (stairs down, one tread at a time, pass
-        so); its cells hold no point to stand on (`standable`)."""
+        so), and no passage over one (Doom walks the player over a trench narrower than itself,
+        as Freedoom 2 MAP01's before its exit: not modelled); its cells hold no point to stand on
+        (`standable`)."""
         from scipy.ndimage import distance_transform_edt
 
         out = set()
@@ -309,32 +307,6 @@ class LevelGraph:
             if distance_transform_edt(mask).max() * RASTER_UNITS < PLAYER_RADIUS:
                 out.add(int(sector))
         return frozenset(out)
-
-    @cached_property
-    def _gaps(self) -> list[tuple[int, int, int, int]]:
-        """`(a, gap, b, line)`: a sector `gap` lower than its neighbours `a` and `b` whose lines to
-        them lie less than the player's width apart (`narrow` where it is so everywhere). Doom stands the player on the highest floor
-        under its box, so it walks from `a` over the gap to `b` without falling in (Freedoom 2
-        MAP01's 8-unit trench before its exit). `line`: the line from `a` into the gap."""
-        sectors, ends = self.level.sectors, self.line_ends
-        sides: dict[tuple[int, int], list[int]] = {}
-        for i, ld in enumerate(self.level.linedefs):
-            if ld.front is not None and ld.back is not None and ld.front != ld.back and not ld.blocking:
-                sides.setdefault((ld.front, ld.back), []).append(i)
-                sides.setdefault((ld.back, ld.front), []).append(i)
-        out = []
-        for gap, near in enumerate(self.neighbours):
-            for a in sorted(near):
-                for b in sorted(near):
-                    if a == b or sectors[gap].floor >= min(sectors[a].floor, sectors[b].floor) \
-                            or min(self._openings.get((min(a, gap), max(a, gap)), 0.0),
-                                   self._openings.get((min(b, gap), max(b, gap)), 0.0)) < 2 * PLAYER_RADIUS:
-                        continue
-                    into = [(_segments_distance(ends[i], ends[j]), i) for i in sides[a, gap] for j in sides[gap, b]]
-                    width, line = min(into)
-                    if width < 2 * PLAYER_RADIUS:
-                        out.append((a, gap, b, line))
-        return out
 
     def _passage_kind(self, a: int, b: int, states: list[SectorState], doors: set[int], moved: set[int],
                       climb: float = MAX_STEP) -> str | None:

@@ -21,11 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from playtester.capture.level_graph import USE_RANGE
 from playtester.capture.level_map import read_level
 from playtester.capture.level_specials import DAMAGE_FLOORS, USE
 
-USE_RANGE = 64.0
-"""How far the engine's USE reaches, in map units."""
 MONSTERS = frozenset({
     "Zombieman", "ShotgunGuy", "ChaingunGuy", "DoomImp", "Demon", "Spectre", "LostSoul", "Cacodemon", "HellKnight",
     "BaronOfHell", "Arachnotron", "PainElemental", "Revenant", "Fatso", "Archvile", "Cyberdemon", "SpiderMastermind",

@@ -855,6 +855,8 @@ class LevelWalker(_Expert):
             from playtester.capture.level_play import used_line
 
             line = used_line(self.graph, info["position"][0], info["position"][1], float(info["angle"]))
+            if line is not None and self.graph.actions[line].kind == EXIT:  # a tester walking the level does not leave it
+                return self.actions.turn_left
             if line is not None and line in self.switches and line not in self.pressed:
                 self._set_off(line)
             elif line is not None and self._opens_door(line, info["position"][0], info["position"][1]):

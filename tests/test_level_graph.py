@@ -156,23 +156,22 @@ def trench_level(width_cells: int) -> LevelPlan:
                      rooms={"a": Room(), "s": Room(), "t": Room(floor=-96), "b": Room()}, start="s")
 
 
-def test_a_trench_narrower_than_the_player_is_walked_over_and_a_wider_one_is_a_pit():
-    """Doom stands the player on the highest floor under its 32-unit box: an 8-unit trench is
-    stepped over both ways (Freedoom 2 MAP01's exit lies past one); a 128-unit one is fallen into,
-    and 96 units is no step back up. (A walking player also carries over a 40-unit trench, falling
-    less than a step: the graph leaves such crossings out, counting only what standing across gives.)"""
+def test_a_trench_narrower_than_the_player_is_narrow_and_no_cell_of_it_is_reachable():
+    """An 8-unit trench 96 deep: the box never rests in it (`narrow`; the 8-unit start cell too),
+    and no cell of it holds a point to stand on. The graph passes no trench (the engine walks
+    over this one: next test), so `b` is out of its reach either way: it under-counts, never over."""
     narrow, s = graph_of(trench_level(1))
-    assert kinds(narrow, s["a"], s["b"]) == {WALK} and kinds(narrow, s["b"], s["a"]) == {WALK}
-    assert narrow.reachable() == {s["s"], s["a"], s["t"], s["b"]} and narrow.narrow == {s["s"], s["t"]}, "the start is one 8-unit cell"
-    assert not narrow.reachable_cells(8.0, {s["t"]}).any(), "no point in the trench to stand on"
+    assert narrow.narrow == {s["s"], s["t"]} and not narrow.reachable_cells(8.0, {s["t"]}).any()
+    assert narrow.reachable() == {s["s"], s["a"], s["t"]}
     wide, s = graph_of(trench_level(16))
-    assert kinds(wide, s["a"], s["b"]) == set() and wide.reachable() == {s["s"], s["a"], s["t"]}
+    assert s["t"] not in wide.narrow and wide.reachable() == {s["s"], s["a"], s["t"]}
 
 
 @pytest.mark.slow
 def test_the_engine_walks_over_the_narrow_trench_and_falls_into_the_wide_one(tmp_path):
-    """The graph's gap rule, checked in the real engine: walking east from the start, the player
-    crosses the 8-unit trench at floor height into `b`, and drops into the 128-unit one."""
+    """What the graph leaves out, in the real engine: walking east from the start, the player
+    crosses the 8-unit trench at floor height into `b` (and a 40-unit one too, falling less than
+    a step), and drops into the 128-unit one."""
     from playtester.capture.games import make_game
     from playtester.capture.level_walk import WaypointWalk
     from playtester.capture.park.level_builder import level_wad
@@ -192,5 +191,6 @@ def test_the_engine_walks_over_the_narrow_trench_and_falls_into_the_wide_one(tmp
                 lowest = min(lowest, float(info["position"][2]))
             end = game.graph.sector_at(*info["position"][:2])
             assert (end == 3 and lowest > -8) == crosses and (lowest < -80) != crosses, (cells, end, lowest)
+            assert 3 not in game.graph.reachable(), "the graph passes no trench"
         finally:
             env.close()

@@ -174,3 +174,21 @@ def test_a_cell_given_up_in_two_episodes_waits_for_last_in_the_next_when_the_wal
             walker._give_up(cell)  # twice in one episode counts once
             walker.reset({})
             assert bool(walker.given_up[cell]) == wait
+
+
+def test_the_walker_does_not_press_use_on_an_exit_switch(monkeypatch):
+    """Whatever makes it press USE (a door it expects, being stuck), facing an exit switch within
+    reach it turns instead: a tester walking the level does not leave it (a pressed exit restarts
+    the level and throws the walk's progress away)."""
+    from playtester.capture.experts import _Expert
+    from playtester.capture.park.level_builder import EXIT_NORMAL
+
+    plan = LevelPlan(rows=["#####", "#aaa#", "#aaa#", "#####"], rooms={"a": Room()}, start="a",
+                     joins={("a", "#"): Join(special=EXIT_NORMAL)})
+    graph, _ = graph_of(plan)
+    walker = walker_on(graph)
+    monkeypatch.setattr(_Expert, "act", lambda self, info: self.use)
+    near_wall = {"position": (160.0, 160.0, 0.0), "angle": 90.0}  # 32 units south of the north wall, facing it
+    far_from_wall = {"position": (160.0, 160.0, 0.0), "angle": 0.0}  # facing east: the east wall 96 away
+    assert walker.act(near_wall) == walker.actions.turn_left
+    assert walker.act(far_from_wall) == walker.use, "nothing within reach: USE goes through"
