@@ -137,17 +137,17 @@ def test_a_reward_callable_replaces_the_games_reward(tmp_path):
     env.close()
 
 
-def test_playtester_run_explorer_evolve_from_the_command_line(tmp_path, capsys):
+def test_playtester_run_evolve_from_the_command_line(tmp_path, capsys):
     from playtester.cli import main
 
     out = tmp_path / "run"
-    assert main(["run", "--game", MAZE, "--explorer", "evolve", "--population", "2", "--generations", "1", "--steps", "30",
+    assert main(["run", "evolve", "--game", MAZE, "--population", "2", "--generations", "1", "--steps", "30",
                  "--envs", "2", "--assert", ASSERT, "--stuck-steps", "8", "--out", str(out)]) == 0
     rows = list(read_jsonl(out / "generations.jsonl"))
     assert [r["generation"] for r in rows] == [0, 1] and (out / "report.html").exists()
-    assert main(["run", "--game", "doom:park", "--explorer", "evolve", "--out", str(tmp_path / "park")]) == 2
+    assert main(["run", "evolve", "--game", "doom:park", "--out", str(tmp_path / "park")]) == 2
     assert "--reward" in capsys.readouterr().err and not (tmp_path / "park").exists()
-    assert main(["run", "--game", MAZE, "--explorer", "evolve", "--out", str(out)]) == 2  # exists: not overwritten
+    assert main(["run", "evolve", "--game", MAZE, "--out", str(out)]) == 2  # exists: not overwritten
     assert "--resume" in capsys.readouterr().err and len(list(read_jsonl(out / "generations.jsonl"))) == 2
     # `run evolve --resume` needs only the folder: its options come from its config.yaml, as every run's
     saved = yaml.safe_load((out / "config.yaml").read_text())

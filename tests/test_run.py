@@ -14,7 +14,7 @@ from playtester.tester.runlog import read_jsonl
 
 def test_run_writes_a_report_and_resumes(tiny_inspect_policy, small_park, tmp_path, capsys):
     out = tmp_path / "r1"
-    args = ["run", "--game", small_park, "--tester", str(tiny_inspect_policy), "--oracle-labels", "--explorer", "random",
+    args = ["run", "explore", "--game", small_park, "--tester", str(tiny_inspect_policy), "--oracle-labels", "--explorer", "random",
             "--steps", "40", "--test-steps", "8", "--out", str(out)]
     assert main([*args, "--episodes", "2"]) == 0
     assert "report" in capsys.readouterr().out
@@ -35,10 +35,11 @@ def test_ctrl_c_keeps_what_was_written_and_resume_finishes(tiny_parts, small_par
     tester, path = tiny_parts("inspect")[2], tiny_parts("path")[2]
     out = tmp_path / "r2"
     steps = 250  # an episode: the run is cut at 150 rows of its 500, and the resume plays one more
-    args = [sys.executable, "-m", "playtester", "run", "--game", small_park, "--tester", str(tester), "--oracle-labels",
+    args = [sys.executable, "-m", "playtester", "run", "explore", "--game", small_park, "--tester", str(tester), "--oracle-labels",
             "--explorer", explorer, "--steps", str(steps), "--episodes", "2", "--test-steps", "8", "--out", str(out)]
     if explorer == "ppgta":  # two game processes; the explorer keeps its last update
-        args += ["--preference", str(path), "--envs", "2", "--rollout", "16"]
+        (tmp_path / "rollout.yaml").write_text("rollout: 16\n")
+        args += ["--preference", str(path), "--envs", "2", "--config", str(tmp_path / "rollout.yaml")]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 480  # generous: the machine may be busy
     while time.time() < deadline and len(list(read_jsonl(out / "trajectory.jsonl"))) < 150:
@@ -66,7 +67,7 @@ def test_ctrl_c_keeps_what_was_written_and_resume_finishes(tiny_parts, small_par
     assert again.returncode == 0 and "every one of the 3 episodes was played" in " ".join(again.stdout.split())
 
 
-def test_ppo_explorer_run_on_two_instances(tiny_parts, small_park, tmp_path, capsys, monkeypatch):
+def test_ppo_explorer_run_on_two_instances(tiny_parts, small_park, tmp_path, capsys, monkeypatch, run_config):
     """The PPGTA explorer trained online on two game instances in their own processes: the run
     plays exactly its episode budget, numbers episodes without clashes, tests each OOI once
     across both instances, saves the explorer, and --resume with a larger budget goes on. Its
@@ -83,8 +84,8 @@ def test_ppo_explorer_run_on_two_instances(tiny_parts, small_park, tmp_path, cap
     monkeypatch.setenv("PLAYTESTER_THREADS", "")  # --threads below sets it; the test's end restores it
     tester, path = tiny_parts("inspect")[2], tiny_parts("path")[2]
     out = tmp_path / "ppo"
-    args = ["run", "--game", small_park, "--tester", str(tester), "--oracle-labels", "--preference", str(path), "--envs", "2",
-            "--rollout", "16", "--steps", "48", "--test-steps", "8", "--out", str(out)]
+    args = ["run", "explore", "--game", small_park, "--tester", str(tester), "--oracle-labels", "--preference", str(path),
+            "--envs", "2", *run_config(rollout=16), "--steps", "48", "--test-steps", "8", "--out", str(out)]
     try:
         assert main([*args, "--episodes", "3", "--threads", "6"]) == 0
     finally:
@@ -165,31 +166,39 @@ def test_a_studio_map_and_ooi_list_are_checked_up_front(tmp_path):
         load_known_oois(oois)
     with pytest.raises(UserError, match="--telemetry-port: only a window game"):
         RunSpec(game="doom:park", tester=None, run_dir=str(tmp_path / "r"), explorer="random", telemetry_port=7777)
-    assert main(["run", "--game", "window:x", "--explorer", "random", "--map-bounds", "1,2,3", "--map", str(image),
+    assert main(["run", "window", "--game", "window:x", "--explorer", "random", "--map-bounds", "1,2,3", "--map", str(image),
                  "--out", str(tmp_path / "r")]) == 2
 
 
-def test_each_run_subcommand_lists_at_most_17_options_and_every_option_is_reachable():
+def test_each_run_subcommand_lists_at_most_21_options_and_every_option_is_reachable(capsys):
     """`run explore|window|load|evolve` split the options by purpose; an option none of them takes
-    (on its command line or from --config) would be reachable only through the old `run --...`.
+    (on its command line or from --config) would be reachable by no command (the one-command
+    `run --...` of earlier versions is gone: options before the subcommand are refused in one line).
     (15, then 16 with --rules, 17 with --threads: the cores the run may use, a speed option with its
-    reason in its help.)"""
+    reason in its help; 21 when the old one-command form went and explore took the options users
+    typed there: --oracle-labels, --test-steps, --serve, --device.)"""
     from dataclasses import fields
 
     import typer
 
     from playtester.cli import app
-    from playtester.commands.run import ALL, SUBCOMMANDS
+    from playtester.commands.run import SUBCOMMANDS
     from playtester.tester.spec import RunSpec
 
     run = typer.main.get_command(app).commands["run"]
     for sub in SUBCOMMANDS:
         options = [p.opts[0] for p in run.commands[sub.name].params if p.name != "help"]
-        assert len(options) <= 17, (sub.name, options)
+        assert len(options) <= 21, (sub.name, options)
         assert not set(sub.flags) & set(sub.config_only), sub.name
     reachable = {name for sub in SUBCOMMANDS for name in (*sub.flags, *sub.config_only, *sub.fixed)}
     assert reachable == {f.name for f in fields(RunSpec)}
-    assert run.commands[ALL.name].hidden and len(run.commands[ALL.name].params) > 25
+    assert sorted(run.commands) == sorted(sub.name for sub in SUBCOMMANDS)
+    assert main(["run", "--game", "doom:park", "--out", "r"]) == 2
+    assert capsys.readouterr().err.strip() == ("error: --game: give what the run is for first, `playtester run "
+                                               "explore|window|load|evolve --game ...` (see `playtester run -h`)")
+    assert main(["run"]) == 2
+    printed = capsys.readouterr().out
+    assert all(sub.name in printed for sub in SUBCOMMANDS) and "Traceback" not in printed
 
 
 def test_run_explore_reads_its_config_file_and_resumes_from_the_folder_alone(small_park, tmp_path, capsys):
@@ -306,8 +315,8 @@ def test_a_device_this_machine_lacks_is_one_line(tiny_inspect_policy, small_park
         cases.append(("cuda", "--device cuda: torch sees no CUDA device"))
     for device, words in cases:
         out = tmp_path / device
-        code = main(["run", "--game", small_park, "--tester", str(tiny_inspect_policy), "--oracle-labels", "--explorer", "random",
-                     "--episodes", "1", "--steps", "5", "--device", device, "--out", str(out)])
+        code = main(["run", "explore", "--game", small_park, "--tester", str(tiny_inspect_policy), "--oracle-labels", "--explorer",
+                     "random", "--episodes", "1", "--steps", "5", "--device", device, "--out", str(out)])
         err = capsys.readouterr().err
         assert code == 2 and words in " ".join(err.split()) and len(err.strip().splitlines()) == 1, err
         assert not out.exists()

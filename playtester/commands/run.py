@@ -56,32 +56,34 @@ class Subcommand:
     launch: tuple[str, ...] = ("config", "resume", "overwrite", "threads")
 
 
-ORACLE_KNOBS = ("assertions", "stuck_steps", "test_steps", "track_every", "min_score", "confirm_hits", "confirm_window", "max_restarts")
+CONFIG_KNOBS = ("assertions", "stuck_steps", "track_every", "min_score", "confirm_hits", "confirm_window", "max_restarts")
+"""The oracles' and the OOI tests' knobs a run takes from --config (its help names them)."""
 SUBCOMMANDS = (
     Subcommand("explore", "Explore a game and test the objects it finds: the PPO explorer (ppgta, ppgta-episodic, episodic "
                "or inspector) learns as "
                "it plays, the test policy tests every object the detector finds, the oracles watch for crashes, stuck "
                "states, texture bugs and failed assertions; then the report.",
-               ("game", "run_dir", "explorer", "preference", "tester", "detector", "texture_reference", "episodes", "steps",
-                "num_envs", "seed", "rules"), ("rollout", "rnd_weight", "episodic_weight", "novelty_scale", "oracle_labels", "device", "serve", *ORACLE_KNOBS), {"objective": "coverage"},
+               ("game", "run_dir", "explorer", "preference", "tester", "detector", "oracle_labels", "texture_reference", "episodes",
+                "steps", "test_steps", "num_envs", "seed", "rules", "serve", "device"),
+               ("rollout", "rnd_weight", "episodic_weight", "novelty_scale", *CONFIG_KNOBS), {"objective": "coverage"},
                ("config", "resume", "overwrite", "threads", "cluster")),
     Subcommand("window", "Test a game in a window of this desktop (or a virtual screen): the same tester, one instance, "
                "with the game's bird's-eye map, telemetry and known objects where its dev build gives them.",
                ("game", "run_dir", "explorer", "preference", "tester", "detector", "episodes", "steps", "launch", "reset",
-                "out_of_play", "telemetry_port"), ("map", "map_bounds", "oois", "seed", "rollout", "rnd_weight", "episodic_weight", "novelty_scale", "texture_reference", "device", *ORACLE_KNOBS), {"objective": "coverage"}),
+                "out_of_play", "telemetry_port", "map", "map_bounds", "oois"),
+               ("seed", "rollout", "rnd_weight", "episodic_weight", "novelty_scale", "texture_reference", "device", "test_steps", *CONFIG_KNOBS),
+               {"objective": "coverage"}),
     Subcommand("load", "Load-test a game (RELINE): the PPO explorer is also rewarded for frame-rate drops, measured "
                "against a threshold from random play; the report maps where the game slows down.",
-               ("game", "run_dir", "explorer", "preference", "tester", "detector", "episodes", "steps", "num_envs", "seed",
-                "load_threshold", "load_area", "rules"), ("rollout", "rnd_weight", "episodic_weight", "novelty_scale", "oracle_labels", "texture_reference", "device", "serve", "frame_clock", *ORACLE_KNOBS),
+               ("game", "run_dir", "explorer", "preference", "tester", "detector", "oracle_labels", "episodes", "steps", "test_steps",
+                "num_envs", "seed", "load_threshold", "load_area", "rules", "serve", "device"),
+               ("rollout", "rnd_weight", "episodic_weight", "novelty_scale", "texture_reference", "frame_clock", *CONFIG_KNOBS),
                {"objective": "load"}, ("config", "resume", "overwrite", "threads")),
     Subcommand("evolve", "Evolve a population of explorers (Wuji): for exploration and for winning, offspring refined "
                "by PPO; crash, stuck and assertion oracles on every evaluation.",
                ("game", "run_dir", "reward", "population", "generations", "steps", "num_envs", "seed", "assertions",
                 "stuck_steps"), (), {"explorer": "evolve"}, ("config", "resume", "overwrite", "threads", "cluster")),
 )
-ALL = Subcommand("all", "Run the tester with every option of the subcommands in one command (the `playtester run "
-                 "--game ...` of earlier versions; `playtester run explore|window|load|evolve` split them by purpose).",
-                 tuple(f.name for f in fields(RunSpec)), (), {}, tuple(LAUNCH_FLAGS))
 RESOLVED = ("map", "oois", "out_of_play")
 """Path fields kept as absolute paths (a window game's run may start in another folder)."""
 LISTS = ("assertions", "out_of_play")
@@ -160,13 +162,13 @@ def spec_for(sub: Subcommand, on_command_line: dict[str, Any], config: Path | No
     values["run_dir"] = str(out)
     for key, value in sub.fixed.items():
         if asked.get(key, value) != value:
-            other = next((s.name for s in SUBCOMMANDS if s.fixed.get(key) == asked[key]), "all")
-            raise UserError(f"{key.replace('_', '-')} {asked[key]!r}: `playtester run {sub.name}` runs with {value!r}; "
-                            f"use `playtester run {other}`")
+            other = [s.name for s in SUBCOMMANDS if s.fixed.get(key) == asked[key]]
+            raise UserError(f"{key.replace('_', '-')} {asked[key]!r}: `playtester run {sub.name}` runs with {value!r}"
+                            + "".join(f"; use `playtester run {o}`" for o in other[:1]))
         values[key] = value
     if values.get("game") is None:
         raise UserError("--game: missing; give the game spec (see `playtester games`), or a --config that names it")
-    if sub is not ALL and sub.name != "evolve" and values.get("explorer") == "evolve":
+    if sub.name != "evolve" and values.get("explorer") == "evolve":
         raise UserError("--explorer evolve: use `playtester run evolve`")
     try:
         return RunSpec(**values)

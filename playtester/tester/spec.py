@@ -120,8 +120,8 @@ class RunSpec:
         if self.track_every is None:
             self.track_every = 1 if self.texture_reference else TRACK_EVERY
         if self.objective == "load" and self.explorer == "random":
-            raise UserError("--objective load trains the PPO explorer; use --explorer inspector or ppgta "
-                            "(a random run's report shows its frame times anyway)")
+            raise UserError("--explorer random: a load test (`playtester run load`) trains the PPO explorer; use --explorer "
+                            "inspector or ppgta (a random run's report shows its frame times anyway)")
         if self.explorer == "evolve":  # its own loop (playtester/evolution/run.py), its own checks
             return
         if self.explorer in NEEDS_PATH_POLICY and not self.preference:
