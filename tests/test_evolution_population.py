@@ -153,8 +153,16 @@ def test_playtester_run_evolve_from_the_command_line(tmp_path, capsys):
     saved = yaml.safe_load((out / "config.yaml").read_text())
     assert (saved["population"], saved["steps"], saved["num_envs"]) == (2, 30, 2) == (
         saved["evolution"]["population_size"], saved["evolution"]["eval_steps"], saved["evolution"]["num_envs"])
+    assert "explorer" not in saved  # evolve is its own command, not an explorer
+    # a config.yaml of earlier versions said `explorer: evolve`: it resumes all the same
+    (out / "config.yaml").write_text(yaml.safe_dump({**saved, "explorer": "evolve"}, sort_keys=False))
     assert main(["run", "evolve", "--out", str(out), "--resume", "--generations", "2"]) == 0
     assert [r["generation"] for r in read_jsonl(out / "generations.jsonl")] == [0, 1, 2]
+    # the tester's subcommands refuse it, naming `run evolve`, from --resume and from --config
+    assert main(["run", "explore", "--out", str(out), "--resume"]) == 2
+    assert "playtester run evolve --out" in capsys.readouterr().err
+    assert main(["run", "explore", "--config", str(out / "config.yaml"), "--out", str(tmp_path / "x")]) == 2
+    assert "explorer evolve: a population of explorers; use `playtester run evolve`" in capsys.readouterr().err
     assert main(["run", "evolve", "--out", str(out), "--resume", "--generations", "3", "--population", "3"]) == 2
     assert "population_size differs" in capsys.readouterr().err
 

@@ -183,15 +183,24 @@ def test_each_run_subcommand_lists_at_most_21_options_and_every_option_is_reacha
 
     from playtester.cli import app
     from playtester.commands.run import SUBCOMMANDS
-    from playtester.tester.spec import RunSpec
+    from playtester.tester.spec import EvolveSpec, RunSpec
 
     run = typer.main.get_command(app).commands["run"]
     for sub in SUBCOMMANDS:
         options = [p.opts[0] for p in run.commands[sub.name].params if p.name != "help"]
         assert len(options) <= 21, (sub.name, options)
         assert not set(sub.flags) & set(sub.config_only), sub.name
-    reachable = {name for sub in SUBCOMMANDS for name in (*sub.flags, *sub.config_only, *sub.fixed)}
-    assert reachable == {f.name for f in fields(RunSpec)}
+    for spec in (RunSpec, EvolveSpec):  # evolve has a spec of its own; the tester's subcommands share RunSpec
+        reachable = {name for sub in SUBCOMMANDS if sub.spec is spec for name in (*sub.flags, *sub.config_only, *sub.fixed)}
+        assert reachable == {f.name for f in fields(spec)}, spec
+    assert [sub.name for sub in SUBCOMMANDS if sub.spec is EvolveSpec] == ["evolve"]
+    assert main(["run", "explore", "--game", "doom:park", "--explorer", "evolve", "--out", "r"]) == 2  # not an explorer
+    assert capsys.readouterr().err.startswith("error: --explorer evolve: ")
+    # EvolveSpec's options are RunSpec's where they are the same option: one definition
+    shared = {f.name for f in fields(EvolveSpec)} & {f.name for f in fields(RunSpec)}
+    assert shared == {"game", "run_dir", "steps", "num_envs", "seed", "assertions", "stuck_steps"}
+    assert all(EvolveSpec.__dataclass_fields__[n].metadata["flag"] is RunSpec.__dataclass_fields__[n].metadata["flag"]
+               for n in shared)
     assert sorted(run.commands) == sorted(sub.name for sub in SUBCOMMANDS)
     assert main(["run", "--game", "doom:park", "--out", "r"]) == 2
     assert capsys.readouterr().err.strip() == ("error: --game: give what the run is for first, `playtester run "
