@@ -343,7 +343,8 @@ def test_a_gpu_run_spawns_its_game_workers_and_the_tester_factories_survive_the_
 
     from playtester.capture.frames import FrameSpec
     from playtester.exploration.ppo import PPOConfig
-    from playtester.exploration.vector_env import make_env, make_vector_env, worker_start
+    from playtester.capture.envs import make_env
+    from playtester.exploration.vector_env import make_vector_env, worker_start
     from playtester.tester.loop import TesterEnv
     from playtester.tester.runner import _wrap
     from playtester.tester.spec import RunSpec

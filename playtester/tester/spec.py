@@ -115,6 +115,9 @@ class RunSpec:
         self.rules = check_rules(self.rules, self.game)
         if self.track_every is None:
             self.track_every = 1 if self.texture_reference else TRACK_EVERY
+        if self.game.startswith("state:"):
+            raise UserError(f"--game {self.game}: state vectors, no frames; the tester sees only pixels: give a game that "
+                            "shows its screen (see `playtester games`)")
         if self.objective == "load" and self.explorer == "random":
             raise UserError("--explorer random: a load test (`playtester run load`) trains the PPO explorer; use --explorer "
                             "inspector or ppgta (a random run's report shows its frame times anyway)")
