@@ -120,13 +120,19 @@ def test_ppo_explorer_run_on_two_instances(tiny_parts, small_park, tmp_path, cap
     (["--game", "gym:CartPole-v1", "--explorer", "random", "--oracle-labels"], ["key map", "train the test policy"]),
     (["--game", "doom:park:5:24x24"], ["--explorer ppgta", "--preference"]),
     (["--game", "doom:park:5:24x24", "--explorer", "episodic"], ["--explorer episodic", "--preference"]),
-    (["--game", "doom:park:5:24x24", "--explorer", "inspector", "--episodic-weight", "1"], ["--episodic-weight", "--preference"]),
+    (["--game", "doom:park:5:24x24", "--explorer", "inspector", "episodic_weight: 1"], ["--episodic-weight", "--preference"]),
     (["--game", "doom:freedoom2:MAP99", "--explorer", "random", "--oracle-labels"], ["no level"]),
     (["--game", "doom:park:5:24x24", "--explorer", "wander"], ["--explorer", "wander"]),
     (["--game", "doom:freedoom2:MAP01", "--explorer", "random", "--oracle-labels"], ["no engine labels", "--detector"]),
 ])
 def test_bad_runs_are_one_line(tiny_inspect_policy, tmp_path, capsys, extra, words):
-    code = main(["run", "--tester", str(tiny_inspect_policy), "--out", str(tmp_path / "r"), "--episodes", "1", "--steps", "5", *extra])
+    """(A `key: value` goes through --config: `run explore` takes it from a file only.)"""
+    for i, given in enumerate(extra):
+        if ": " in given:
+            (tmp_path / "options.yaml").write_text(given + "\n")
+            extra = [*extra[:i], "--config", str(tmp_path / "options.yaml"), *extra[i + 1:]]
+    code = main(["run", "explore", "--tester", str(tiny_inspect_policy), "--out", str(tmp_path / "r"), "--episodes", "1",
+                 "--steps", "5", *extra])
     err = " ".join(capsys.readouterr().err.split())
     assert code == 2
     for w in words:
