@@ -23,8 +23,9 @@ network input) and the park's low-resolution sprites (`capture/park/sprites.py`)
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import cv2
 import numpy as np
@@ -136,3 +137,26 @@ def resize(frame: np.ndarray, size: tuple[int, int], scratch: Callable[[tuple[in
     if (frame.shape[1], frame.shape[0]) != (w, h):
         frame = step(frame, w, h, cv2.INTER_LINEAR)
     return frame
+
+
+LUMA = (299, 587, 114)
+"""ITU-R BT.601 luma weights in thousandths: `Y = 0.299 R + 0.587 G + 0.114 B`."""
+
+
+def grayscale(frames: np.ndarray) -> np.ndarray:
+    """BT.601 luma of uint8 `…×3` frames, rounded, as uint8 of shape `…` (no channel axis)."""
+    f = frames.astype(np.uint32)
+    y = (LUMA[0] * f[..., 0] + LUMA[1] * f[..., 1] + LUMA[2] * f[..., 2] + 500) // 1000
+    return y.astype(np.uint8)
+
+
+def pixel_box(box: Sequence[float] | None, width: int, height: int) -> tuple[int, int, int, int]:
+    """The box as whole pixels clipped to a `width`×`height` frame; empty (0,0,0,0) for None."""
+    if box is None or any(not math.isfinite(float(v)) for v in box):
+        return 0, 0, 0, 0
+    x0, y0, x1, y1 = (float(v) for v in box)
+    x0i = min(max(math.floor(x0), 0), width)
+    y0i = min(max(math.floor(y0), 0), height)
+    x1i = min(max(math.ceil(x1), x0i), width)
+    y1i = min(max(math.ceil(y1), y0i), height)
+    return x0i, y0i, x1i, y1i

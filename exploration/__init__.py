@@ -7,8 +7,8 @@
     free_rollout.py  the free-running collection: each game steps again as soon as it answers
     ppo.py           recurrent PPO on Lightning Fabric (one loop), --resume, `stop`
     ppo_config.py    `PPOConfig` (CleanRL's defaults) and what a resumed run must keep
-    vector_env.py    the games PPO plays (`state:ID` or a game spec), `KnownObjectsMask` (OD mask from the
-                     boxes known), `AsyncVectorEnv`/`SyncVectorEnv`
+    vector_env.py    the games PPO plays, each from `make_env` (`capture/envs.py`, with `KnownObjectsMask`,
+                     the OD mask from the boxes known), in `AsyncVectorEnv`/`SyncVectorEnv`
     ray_env.py       `RayVectorEnv`: the game instances as Ray actors (`--cluster`)
     checkpoints.py   atomic checkpoint files through Fabric, RNG state, `load_agent` and `load_explorer`
                      (the agent, or agent and exploration reward, rebuilt from the file alone)

@@ -42,7 +42,7 @@ from playtester.exploration.modes import MODES, ExplorerPreset, explorer_preset
 from playtester.exploration.ppo import PPOConfig
 from playtester.exploration.reward import ExplorationReward
 from playtester.exploration.rnd import RNDConfig
-from playtester.exploration.vector_env import check_rgb_frames, make_env
+from playtester.capture.envs import check_rgb_frames, make_env
 
 
 GameWrapper = Callable[[gym.Env, int], gym.Env]

@@ -51,7 +51,7 @@ from playtester.capture.frames import saved_frames
 from playtester.errors import UserError
 from playtester.exploration.background import BackgroundJob
 from playtester.exploration.hook import ShapedRewards, StepView
-from playtester.exploration.vector_env import check_rgb_frames
+from playtester.capture.envs import check_rgb_frames
 from playtester.exploration.preference import AlphaSchedule, AlphaScheduleConfig, mix_rewards, preference_reward
 from playtester.exploration.actor_critic import build_actor_critic
 from playtester.exploration.rnd import EnsembleRND, RNDConfig, RunningMeanStd, frames_to_rnd_input, train_predictors

@@ -8,7 +8,7 @@ import numpy as np
 
 from playtester.errors import UserError
 from playtester.capture.experts import CircleProgress, inspect_start, ooi_on_screen
-from playtester.capture.games import make_game
+from playtester.capture.envs import make_env
 from playtester.imitation.data import trained_on
 from playtester.imitation.jsd import action_distribution, jsd
 from playtester.imitation.live import LivePolicy
@@ -38,7 +38,7 @@ def evaluate_policy(
     expert = np.asarray(scoring["expert_distribution"])
     threshold = float(scoring["threshold"])
     steps = steps or int(round(1.5 * scoring.get("max_length", 200)))
-    env = make_game(game)
+    env = make_env(game)
     try:
         layout = _scored_layout(env, live, game, ckpt)
         rng = np.random.default_rng(seed)

@@ -16,34 +16,13 @@ uint8 forms round it exactly in integers, `(299 R + 587 G + 114 B + 500) // 1000
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import numpy as np
 
+from playtester.capture.frames import grayscale, pixel_box
+
 Box = Sequence[float]
-
-_LUMA = (299, 587, 114)
-
-
-def grayscale(frames: np.ndarray) -> np.ndarray:
-    """BT.601 luma of uint8 `…×3` frames, rounded, as uint8 of shape `…` (no channel axis)."""
-    f = frames.astype(np.uint32)
-    y = (_LUMA[0] * f[..., 0] + _LUMA[1] * f[..., 1] + _LUMA[2] * f[..., 2] + 500) // 1000
-    return y.astype(np.uint8)
-
-
-def pixel_box(box: Box | None, width: int, height: int) -> tuple[int, int, int, int]:
-    """The box as whole pixels clipped to a `width`×`height` frame; empty (0,0,0,0) for None."""
-    if box is None or any(not math.isfinite(float(v)) for v in box):
-        return 0, 0, 0, 0
-    x0, y0, x1, y1 = (float(v) for v in box)
-    x0i = min(max(math.floor(x0), 0), width)
-    y0i = min(max(math.floor(y0), 0), height)
-    x1i = min(max(math.ceil(x1), x0i), width)
-    y1i = min(max(math.ceil(y1), y0i), height)
-    return x0i, y0i, x1i, y1i
-
 
 def od_mask(frame: np.ndarray, box: Box | None) -> np.ndarray:
     """One uint8 H×W×3 frame, grayscale outside `box`, unchanged inside; a new array."""

@@ -53,12 +53,13 @@ app.add_typer(train_app, name="train")
 
 
 class _RunGroup(TyperGroup):
-    """`playtester run SUBCOMMAND ...`, and `playtester run --game ...` (every option in one
-    command, as before the subcommands) still working: options first mean the hidden `all`."""
+    """`playtester run SUBCOMMAND ...`: options before the subcommand (the one-command `run --game ...`
+    of earlier versions) are refused in one line that names the subcommands."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if args and args[0].startswith("-") and args[0] not in ("-h", "--help"):
-            args = ["all", *args]
+            raise UserError(f"{args[0]}: give what the run is for first, `playtester run explore|window|load|evolve "
+                            f"{args[0]} ...` (see `playtester run -h`)")
         return super().parse_args(ctx, args)
 
 
@@ -118,8 +119,8 @@ def _register() -> None:
     from playtester.commands import imitation, report, run
 
     app.command("demo")(_interruptible(demo.demo))
-    for sub in (*run.SUBCOMMANDS, run.ALL):
-        run_app.command(sub.name, hidden=sub is run.ALL)(_interruptible(run.command(sub)))
+    for sub in run.SUBCOMMANDS:
+        run_app.command(sub.name)(_interruptible(run.command(sub)))
     app.add_typer(run_app, name="run")
     app.command("report")(_interruptible(report.report))
 

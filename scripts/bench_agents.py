@@ -448,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("runs/bench_agents"))
     parser.add_argument("--resume", action="store_true",
                         help="keep the runs already in OUT/results.jsonl made with the same settings (each finished run is written there) and run the rest")
-    parser.add_argument("--cluster", default=None, help="the game instances on Ray: ray, auto or ray://HOST:PORT (as `playtester run --cluster`)")
+    parser.add_argument("--cluster", default=None, help="the game instances on Ray: ray, auto or ray://HOST:PORT (as `playtester run explore --cluster`)")
     args = parser.parse_args(argv)
     profile = PROFILES["paper" if args.full else args.profile]
     for key, value in profile.items():

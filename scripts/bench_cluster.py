@@ -56,7 +56,7 @@ class Idle(gym.Env):
 def factories(kind: str, game: str, envs: int, run_dir: Path, on_ray: bool):
     """The instances' factories (and for Ray, the run's link)."""
     from playtester.capture.frames import FrameSpec
-    from playtester.exploration.vector_env import make_env
+    from playtester.capture.envs import make_env
 
     if kind == "idle":
         return [Idle] * envs, None

@@ -57,8 +57,11 @@ def main() -> None:
     rows = []
 
     def run_argv(rollout: int) -> list[str]:
-        return ["run", "--game", GAME, "--explorer", "inspector", "--envs", "1", "--episodes", "1",
-                "--steps", str(2 * rollout + 10), "--rollout", str(rollout), "--out", str(args.out / f"run{rollout}")]
+        config = args.out / f"run{rollout}.yaml"  # `run explore` takes --rollout from a --config file
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(f"rollout: {rollout}\n")
+        return ["run", "explore", "--game", GAME, "--explorer", "inspector", "--envs", "1", "--episodes", "1",
+                "--steps", str(2 * rollout + 10), "--config", str(config), "--out", str(args.out / f"run{rollout}")]
 
     if args.only != "policy":
         small, large = (peak_kb(run_argv(r)) for r in (256, 2048))

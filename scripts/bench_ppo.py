@@ -186,7 +186,7 @@ def decision_latency(steps: int = 384) -> dict[str, float]:
     """
     from playtester.capture.frames import FrameSpec
     from playtester.exploration.acting import int8_actor, int8_frozen_encoder
-    from playtester.exploration.vector_env import mask_known_objects
+    from playtester.capture.envs import mask_known_objects
     from playtester.exploration.imitation_ac import ImitationActorCritic
     from playtester.exploration.preference import preference_reward
     from playtester.exploration.rnd import EnsembleRND, RNDConfig, frames_to_rnd_input

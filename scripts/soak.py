@@ -72,7 +72,7 @@ def make_models(work: Path) -> Path:
 
 def run_command(models: Path, out: Path, game: str, episodes: int) -> list[str]:
     tester_finds = ["--detector", str(models / "detector.ckpt")]
-    return ["playtester", "run", "--game", game, "--explorer", "ppgta", "--preference", str(models / "path.ckpt"),
+    return ["playtester", "run", "explore", "--game", game, "--explorer", "ppgta", "--preference", str(models / "path.ckpt"),
             "--tester", str(models / "inspect.ckpt"), *tester_finds, "--envs", "2", "--episodes", str(episodes),
             "--steps", "500", "--out", str(out), "--overwrite"]
 

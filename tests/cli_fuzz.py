@@ -30,11 +30,9 @@ from playtester import options as o
 SMALL_PARK = "doom:park:5:24x24"
 
 BASE: dict[str, list[str]] = {
-    "run": ["--explorer", "random", "--oracle-labels"],
     "run explore": ["--explorer", "random"],
     "run window": ["--explorer", "random"],
     "run load": ["--explorer", "inspector"],
-    "run all": ["--explorer", "random"],
     "shots": ["--game", SMALL_PARK, "--n", "2"],
     "demos": ["--game", SMALL_PARK, "--episodes", "1", "--steps", "5"],
     "eval policy": ["--game", SMALL_PARK, "--episodes", "1", "--steps", "5"],
@@ -79,7 +77,7 @@ class Command:
 
 
 def commands(app) -> list[Command]:
-    """Every command of the app, hidden ones too (`run all`), as the click tree has them."""
+    """Every command of the app, hidden ones too, as the click tree has them."""
     import typer
 
     found: list[Command] = []

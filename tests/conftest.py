@@ -39,6 +39,24 @@ def park_env(small_park):
     env.close()
 
 
+@pytest.fixture
+def run_config(tmp_path):
+    """`["--config", FILE]` of run options that a `run` subcommand takes from a --config file only
+    (e.g. a tiny --rollout, --assert), written as a user would: `run_config(rollout=8)`."""
+    import itertools
+
+    import yaml
+
+    count = itertools.count()
+
+    def write(**options):
+        path = tmp_path / f"run-options-{next(count)}.yaml"
+        path.write_text(yaml.safe_dump(options))
+        return ["--config", str(path)]
+
+    return write
+
+
 TINY_POLICY = {"global_hidden": 32, "local_hidden": 16, "mlp": (32, 16)}
 """A policy shape small enough to train in seconds."""
 

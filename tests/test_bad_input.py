@@ -21,23 +21,22 @@ folder where a file belongs (a file where a folder belongs)."""
 OTHER_MODEL = "other-model"
 """A checkpoint option's sixth case: a good playtester checkpoint of another model (a detector
 for a policy, a policy for a detector)."""
-DETECTOR_OPTIONS = {"run --detector", "train encoder --detector", "eval detector --ckpt"}
+DETECTOR_OPTIONS = {"run explore --detector", "train encoder --detector", "eval detector --ckpt"}
 
 # (command line before the option, the option, what it takes, what follows the path)
 # `{out}` is a fresh output path. The other inputs a command needs are good ones, so that the
 # option under test is the one refused.
 FILE_OPTIONS = [
-    (["run", "--game", GAME, "--out", "{out}", "--explorer", "random", "--oracle-labels"], "--tester", "checkpoint", ""),
-    (["run", "--game", GAME, "--out", "{out}", "--explorer", "ppgta"], "--preference", "checkpoint", ""),
-    (["run", "--game", GAME, "--out", "{out}", "--explorer", "random"], "--detector", "checkpoint", ""),
-    (["run", "--game", GAME, "--out", "{out}", "--explorer", "random"], "--texture-reference", "json", ""),
-    (["run", "--game", GAME, "--out", "{out}", "--explorer", "inspector", "--objective", "load"], "--load-threshold",
-     "json", ""),
-    (["run", "--game", GAME, "--out", "{out}", "--explorer", "random"], "--oois", "json", ""),
-    (["run", "--game", GAME, "--out", "{out}", "--explorer", "random", "--map-bounds", "0,0,1000,1000"], "--map", "image",
-     ""),
-    (["run", "--game", GAME, "--out", "{out}", "--explorer", "random"], "--assert", "python", ":check"),
-    (["run", "--game", GAME, "--out", "{out}", "--explorer", "evolve"], "--reward", "python", ":score"),
+    (["run", "explore", "--game", GAME, "--out", "{out}", "--explorer", "random", "--oracle-labels"], "--tester", "checkpoint", ""),
+    (["run", "explore", "--game", GAME, "--out", "{out}", "--explorer", "ppgta"], "--preference", "checkpoint", ""),
+    (["run", "explore", "--game", GAME, "--out", "{out}", "--explorer", "random"], "--detector", "checkpoint", ""),
+    (["run", "explore", "--game", GAME, "--out", "{out}", "--explorer", "random"], "--texture-reference", "json", ""),
+    (["run", "load", "--game", GAME, "--out", "{out}", "--explorer", "inspector"], "--load-threshold", "json", ""),
+    (["run", "window", "--game", GAME, "--out", "{out}", "--explorer", "random"], "--oois", "json", ""),
+    (["run", "window", "--game", GAME, "--out", "{out}", "--explorer", "random", "--map-bounds", "0,0,1000,1000"], "--map",
+     "image", ""),
+    (["run", "evolve", "--game", GAME, "--out", "{out}", "--reward", "{python}:score"], "--assert", "python", ":check"),
+    (["run", "evolve", "--game", GAME, "--out", "{out}"], "--reward", "python", ":score"),
     (["demos", "--game", GAME, "--behavior", "path", "--out", "{out}"], "--dagger", "checkpoint", ""),
     (["shots", "--out", "{out}"], "--demos", "demos", ""),
     (["train", "policy", "--encoder", "{encoder}", "--out", "{out}"], "--demos", "demos", ""),
@@ -71,11 +70,12 @@ COUNT_VALUES = {"0": "0", "negative": "-3", "huge": "1000000000000000", "not-a-n
 ALL = tuple(COUNT_VALUES)
 NOT_ZERO = ("negative", "huge", "not-a-number")  # 0 is a meaningful value of these
 SEED = ("negative", "not-a-number")  # 0 and a large number are good seeds
-RUN = ["run", "--game", GAME, "--out", "{out}", "--explorer", "random"]
+RUN = ["run", "explore", "--game", GAME, "--out", "{out}", "--explorer", "random"]
+EVOLVE = ["run", "evolve", "--game", GAME, "--out", "{out}"]
 COUNT_OPTIONS = [
-    (RUN, "--episodes", ALL), (RUN, "--steps", ALL), (RUN, "--envs", ALL), (RUN, "--rollout", ALL),
-    (RUN, "--stuck-steps", ALL), (RUN, "--test-steps", ALL), (RUN, "--max-restarts", NOT_ZERO),
-    (RUN, "--seed", SEED), (RUN, "--threads", SEED), (RUN, "--telemetry-port", ALL), (RUN, "--population", ALL), (RUN, "--generations", ALL),
+    (RUN, "--episodes", ALL), (RUN, "--steps", ALL), (RUN, "--envs", ALL), (RUN, "--test-steps", ALL),
+    (RUN, "--seed", SEED), (RUN, "--threads", SEED), (["run", "window", "--game", GAME, "--out", "{out}"], "--telemetry-port", ALL),
+    (EVOLVE, "--stuck-steps", ALL), (EVOLVE, "--population", ALL), (EVOLVE, "--generations", ALL),
     (["demos", "--game", GAME, "--behavior", "path", "--out", "{out}"], "--episodes", ALL),
     (["demos", "--game", GAME, "--behavior", "path", "--out", "{out}"], "--steps", ALL),
     (["demos", "--game", GAME, "--behavior", "path", "--out", "{out}"], "--seed", SEED),
@@ -263,6 +263,17 @@ def test_bad_count(before, option, variant, good, tmp_path, capsys):
     refused_in_one_line(argv, option, capsys)
 
 
+@pytest.mark.parametrize("key, variants", [("rollout", ALL), ("stuck_steps", ALL), ("max_restarts", NOT_ZERO)])
+def test_bad_count_from_a_config_file(key, variants, good, tmp_path, capsys):
+    """The counts `run explore` takes from --config only are checked as the command line's are: one
+    line naming the file and the key."""
+    config = tmp_path / "options.yaml"
+    for variant in variants:
+        config.write_text(f"{key}: {COUNT_VALUES[variant]}\n")
+        refused_in_one_line([*fill(RUN, good, tmp_path), "--config", str(config)], f"--config {config}: {key}", capsys)
+    assert not (tmp_path / "out").exists()
+
+
 def test_texture_reference_of_objects_the_run_cannot_find_is_refused(tmp_path, capsys):
     """A reference whose categories the run never finds (the park has no dragons) would never be
     used: refused in one line naming the category and what the run finds (it was accepted)."""
@@ -277,7 +288,8 @@ def test_texture_reference_of_objects_the_run_cannot_find_is_refused(tmp_path, c
         "images": [{"id": 1, "file_name": "dragon.png", "width": 160, "height": 120}],
         "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [10, 10, 80, 80], "area": 6400, "iscrowd": 0}],
         "categories": [{"id": 1, "name": "dragon"}]}))
-    argv = ["run", "--game", GAME, "--out", str(tmp_path / "out"), "--explorer", "random", "--texture-reference", str(labels)]
+    argv = ["run", "explore", "--game", GAME, "--out", str(tmp_path / "out"), "--explorer", "random", "--texture-reference",
+            str(labels)]
     line = refused_in_one_line(argv, "--texture-reference", capsys)
     assert "dragon" in line and "barrel" in line
     assert not (tmp_path / "out").exists()

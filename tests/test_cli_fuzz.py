@@ -114,5 +114,5 @@ def test_every_option_of_every_command_fuzzed(good, tmp_path, capfd):
         print("slowest: " + ", ".join(f"{name} {s:.0f} s" for name, s in sorted(seconds.items(), key=lambda kv: -kv[1])[:6]))
         for failure in failures:
             print(f"failed: {failure}")
-    assert ONLY is not None or (len(found) >= 20 and options >= 200)
+    assert ONLY is not None or (len(found) >= 19 and options >= 200)  # 20 with the hidden `run all` of earlier versions
     assert not failures, "\n".join(failures)

@@ -147,7 +147,7 @@ PARSE_CASES = [  # refused by the option's type before anything runs
     (["shots", "--game", GAME, "--out", "z" * 300], "--out", "File name too long"),
     (["eval", "detector", "--ckpt", "{F}", "--coco", "{F}", "--json", "nodir/x.json"], "--json nodir/x.json", "nodir does not exist"),
     (["plan", "record", "{D}", "--out", "{p}", "--tolerance", "-5"], "--tolerance -5", "a number above 0"),
-    (["run", "all", "--game", "window:Nothing", "--explorer", "random", "--map", "nosuch.png", "--map-bounds", "0,0,1,1",
+    (["run", "window", "--game", "window:Nothing", "--explorer", "random", "--map", "nosuch.png", "--map-bounds", "0,0,1,1",
       "--out", "{out}"], "--map nosuch.png", "not found"),
 ]
 
@@ -171,12 +171,12 @@ def test_the_wording_of_a_bad_tolerance_names_it_not_min_size(files, capfd):
 
 def test_a_map_that_is_no_image_is_one_line_without_opencvs_warning(files, capfd):
     (files / "map.png").write_bytes(b"not a png")
-    refused(["run", "all", "--game", "window:Nothing", "--explorer", "random", "--map", files / "map.png",
+    refused(["run", "window", "--game", "window:Nothing", "--explorer", "random", "--map", files / "map.png",
              "--map-bounds", "0,0,1,1", "--out", files / "out"], capfd, "--map", "not an image")
-    (files / "map.yaml").write_text(f"map: {files / 'map.png'}\nmap_bounds: [0, 0, 1, 1]\n")  # run window takes it in --config
+    (files / "map.yaml").write_text(f"map: {files / 'map.png'}\nmap_bounds: [0, 0, 1, 1]\n")  # the same image from --config
     line = refused(["run", "window", "--game", "window:Nothing", "--explorer", "random", "--config", files / "map.yaml",
                     "--out", files / "out"], capfd, "--config", "map.yaml: map", "not an image")
-    assert "--map " not in line, "blames an option run window does not have"
+    assert "--map " not in line, "blames the command line's --map, which was not given"
     assert not (files / "out").exists()
 
 

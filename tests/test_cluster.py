@@ -81,11 +81,11 @@ def every_tenth_step_fails(frame, info):
 """
 
 
-def test_a_run_on_ray_writes_what_a_local_run_writes(local_ray, small_park, tmp_path, capsys, monkeypatch):
+def test_a_run_on_ray_writes_what_a_local_run_writes(local_ray, small_park, tmp_path, capsys, monkeypatch, run_config):
     check = tmp_path / "check.py"
     check.write_text(ASSERTION)  # findings from each instance (the file goes to the actors through Ray)
-    args = ["run", "--game", small_park, "--explorer", "inspector", "--envs", "2", "--episodes", "3", "--steps", "20",
-            "--rollout", "8", "--assert", f"{check}:every_tenth_step_fails"]
+    args = ["run", "explore", "--game", small_park, "--explorer", "inspector", "--envs", "2", "--episodes", "3", "--steps", "20",
+            *run_config(rollout=8, assertions=[f"{check}:every_tenth_step_fails"])]
     # in lockstep both (running free, which instance answers first draws the next action first)
     import playtester.exploration.ppo as ppo
 
@@ -111,7 +111,7 @@ def test_a_run_on_ray_writes_what_a_local_run_writes(local_ray, small_park, tmp_
         finding = json.loads((folder / "finding.json").read_text())
         assert folder.name.startswith("e1-") == (finding["episode"] % 2 == 1)
         assert finding["step"] % 10 == 9 or finding["episode"] == 2  # instance 0 counts on across its episodes
-    assert main(["run", "--game", small_park, "--explorer", "random", "--episodes", "2", "--steps", "10",
+    assert main(["run", "explore", "--game", small_park, "--explorer", "random", "--episodes", "2", "--steps", "10",
                  "--out", str(tmp_path / "random"), "--cluster", "ray"]) == 0
     assert [r["t"] for r in read_jsonl(tmp_path / "random" / "trajectory.jsonl")] == list(range(10)) * 2
 
@@ -121,7 +121,7 @@ def test_a_run_with_no_map_on_ray_keeps_its_places(local_ray, tmp_path, capsys):
     """A game with no map (Mountain Car): the places the actor found, thumbnails and all, reach the
     run folder, and a resumed run's new actor goes on from its places (the ids go on; a view it
     knew is its old place, not a new one)."""
-    args = ["run", "--game", "gym:MountainCar-v0", "--explorer", "random", "--steps", "30"]
+    args = ["run", "explore", "--game", "gym:MountainCar-v0", "--explorer", "random", "--steps", "30"]
     on_ray = tmp_path / "ray"
     assert main([*args, "--episodes", "1", "--out", str(on_ray), "--cluster", "ray"]) == 0
     before = list(read_jsonl(on_ray / "places.jsonl"))
@@ -136,7 +136,7 @@ def test_a_run_with_no_map_on_ray_keeps_its_places(local_ray, tmp_path, capsys):
 
 
 def test_a_killed_actor_loses_no_record_and_the_run_ends_with_its_report(local_ray, small_park, tiny_inspect_policy, tmp_path,
-                                                                         monkeypatch, capsys):
+                                                                         monkeypatch, capsys, run_config):
     """With the tester loop on (OOI tests, claims shared between the actors through the driver)."""
     from playtester.exploration.ray_env import RayVectorEnv
 
@@ -156,8 +156,8 @@ def test_a_killed_actor_loses_no_record_and_the_run_ends_with_its_report(local_r
         return answered
 
     monkeypatch.setattr(RayVectorEnv, "answer", answer_and_kill)
-    assert main(["run", "--game", small_park, "--tester", str(tiny_inspect_policy), "--oracle-labels", "--test-steps", "8",
-                 "--explorer", "inspector", "--envs", "2", "--episodes", "4", "--steps", "30", "--rollout", "8", "--out", str(out),
+    assert main(["run", "explore", "--game", small_park, "--tester", str(tiny_inspect_policy), "--oracle-labels", "--test-steps", "8",
+                 "--explorer", "inspector", "--envs", "2", "--episodes", "4", "--steps", "30", *run_config(rollout=8), "--out", str(out),
                  "--cluster", "ray"]) == 0
     assert "lost" in capsys.readouterr().out
     info = seen["info"]  # the step it died in ends its episode, truncated, and says so
@@ -204,12 +204,12 @@ def test_demos_recorded_by_ray_tasks_are_the_local_demos(local_ray, small_park, 
 ])
 def test_bad_cluster_values_are_one_line(small_park, tmp_path, capsys, value, words):
     out = tmp_path / "r"
-    assert main(["run", "--game", small_park, "--explorer", "random", "--out", str(out), "--cluster", value]) == 2
+    assert main(["run", "explore", "--game", small_park, "--explorer", "random", "--out", str(out), "--cluster", value]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and all(w in err for w in words) and not out.exists()
 
 
 def test_cluster_without_ray_installed_says_how_to_install(small_park, tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as if not installed
-    assert main(["run", "--game", small_park, "--explorer", "inspector", "--out", str(tmp_path / "r"), "--cluster", "ray"]) == 2
+    assert main(["run", "explore", "--game", small_park, "--explorer", "inspector", "--out", str(tmp_path / "r"), "--cluster", "ray"]) == 2
     assert capsys.readouterr().err.strip() == 'error: --cluster ray: Ray is not installed; pip install -e ".[cluster]"'

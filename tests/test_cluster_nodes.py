@@ -35,7 +35,7 @@ def three_nodes():
 
 
 def test_a_run_spreads_over_nodes_and_a_removed_nodes_game_goes_on_elsewhere(three_nodes, small_park, tmp_path, monkeypatch,
-                                                                             capsys):
+                                                                             capsys, run_config):
     from playtester.exploration.ray_env import RayVectorEnv
 
     head = three_nodes.head_node.node_id
@@ -53,8 +53,8 @@ def test_a_run_spreads_over_nodes_and_a_removed_nodes_game_goes_on_elsewhere(thr
 
     monkeypatch.setattr(RayVectorEnv, "answer", answer_then_remove_a_node)
     out = tmp_path / "run"
-    assert main(["run", "--game", small_park, "--explorer", "inspector", "--envs", "2", "--episodes", "4",
-                 "--steps", "20", "--rollout", "8", "--out", str(out), "--cluster", "auto"]) == 0, capsys.readouterr().err
+    assert main(["run", "explore", "--game", small_park, "--explorer", "inspector", "--envs", "2", "--episodes", "4",
+                 "--steps", "20", *run_config(rollout=8), "--out", str(out), "--cluster", "auto"]) == 0, capsys.readouterr().err
     assert "lost" in capsys.readouterr().out
     assert len(seen["before"]) == 2, "the two instances played on two nodes"
     rows = list(read_jsonl(out / "trajectory.jsonl"))

@@ -10,9 +10,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 
 from playtester.capture.engine_guard import process_tree
 from playtester.tester.runlog import read_jsonl
@@ -45,8 +47,13 @@ def forked_children(pid: int) -> list[int]:
     return children
 
 
-def start_run(game: str, out: Path, *options: str) -> subprocess.Popen:
-    args = [sys.executable, "-m", "playtester", "run", "--game", game, "--out", str(out), *options]
+def start_run(game: str, out: Path, *options: str, **config: Any) -> subprocess.Popen:
+    """`playtester run explore` in a process of its own; `config`: the options it takes from --config
+    (written beside `out`)."""
+    args = [sys.executable, "-m", "playtester", "run", "explore", "--game", game, "--out", str(out), *options]
+    if config:
+        (out.parent / f"{out.name}.yaml").write_text(yaml.safe_dump(config))
+        args += ["--config", str(out.parent / f"{out.name}.yaml")]
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -123,7 +130,7 @@ def test_random_run_goes_on_after_its_engine_is_killed(small_park, tmp_path):
 
 def test_max_restarts_0_stops_the_run_at_the_first_crash(small_park, tmp_path):
     out = tmp_path / "stop"
-    proc = start_run(small_park, out, "--explorer", "random", "--episodes", "3", "--steps", "2000", "--max-restarts", "0")
+    proc = start_run(small_park, out, "--explorer", "random", "--episodes", "3", "--steps", "2000", max_restarts=0)
     kill_engine(wait_for_steps(proc, out, 30))
     printed, err = finish(proc)
     assert proc.returncode == 0, err
@@ -141,8 +148,8 @@ def test_ppo_worker_restarts_its_killed_engine(small_park, tmp_path):
     """The engine of one of two PPO workers killed: the vector env lives on, that worker starts
     its game again and plays its next episode."""
     out = tmp_path / "ppo"
-    proc = start_run(small_park, out, "--explorer", "inspector", "--envs", "2", "--rollout", "8", "--episodes", "4",
-                     "--steps", "60")
+    proc = start_run(small_park, out, "--explorer", "inspector", "--envs", "2", "--episodes", "4", "--steps", "60",
+                     rollout=8)
     kill_engine(wait_for_steps(proc, out, 20))
     printed, err = finish(proc)
     assert proc.returncode == 0, err
@@ -274,8 +281,8 @@ def test_random_run_killed_leaves_no_engine(small_park, tmp_path):
 
 def test_ppo_run_killed_leaves_no_worker_and_no_engine(small_park, tmp_path):
     """The run's two game workers go with it (parent-death signal), and their engines with them."""
-    proc = start_run(small_park, tmp_path / "ppo", "--explorer", "inspector", "--envs", "2", "--rollout", "8",
-                     "--episodes", "20", "--steps", "300")
+    proc = start_run(small_park, tmp_path / "ppo", "--explorer", "inspector", "--envs", "2", "--episodes", "20",
+                     "--steps", "300", rollout=8)
     kill_parent_then_look(proc, 2)
 
 
@@ -284,8 +291,9 @@ def test_ctrl_c_ends_a_ppo_run_and_its_workers_quietly(small_park, tmp_path):
     engines too): exit 130 saying what is kept, no traceback or KeyboardInterrupt from the
     workers (closing them met broken pipes: a silent exit 1 before), no engine left."""
     out = tmp_path / "ppo"
-    args = [sys.executable, "-m", "playtester", "run", "--game", small_park, "--out", str(out), "--explorer", "inspector",
-            "--envs", "2", "--rollout", "8", "--episodes", "20", "--steps", "200"]
+    (tmp_path / "rollout.yaml").write_text("rollout: 8\n")
+    args = [sys.executable, "-m", "playtester", "run", "explore", "--game", small_park, "--out", str(out), "--explorer", "inspector",
+            "--envs", "2", "--config", str(tmp_path / "rollout.yaml"), "--episodes", "20", "--steps", "200"]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     engines = wait_for_steps(proc, out, 40)
     # The group's signal reaches the workers at any instant; sent to them alone first, it must not

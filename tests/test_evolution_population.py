@@ -137,24 +137,32 @@ def test_a_reward_callable_replaces_the_games_reward(tmp_path):
     env.close()
 
 
-def test_playtester_run_explorer_evolve_from_the_command_line(tmp_path, capsys):
+def test_playtester_run_evolve_from_the_command_line(tmp_path, capsys):
     from playtester.cli import main
 
     out = tmp_path / "run"
-    assert main(["run", "--game", MAZE, "--explorer", "evolve", "--population", "2", "--generations", "1", "--steps", "30",
+    assert main(["run", "evolve", "--game", MAZE, "--population", "2", "--generations", "1", "--steps", "30",
                  "--envs", "2", "--assert", ASSERT, "--stuck-steps", "8", "--out", str(out)]) == 0
     rows = list(read_jsonl(out / "generations.jsonl"))
     assert [r["generation"] for r in rows] == [0, 1] and (out / "report.html").exists()
-    assert main(["run", "--game", "doom:park", "--explorer", "evolve", "--out", str(tmp_path / "park")]) == 2
+    assert main(["run", "evolve", "--game", "doom:park", "--out", str(tmp_path / "park")]) == 2
     assert "--reward" in capsys.readouterr().err and not (tmp_path / "park").exists()
-    assert main(["run", "--game", MAZE, "--explorer", "evolve", "--out", str(out)]) == 2  # exists: not overwritten
+    assert main(["run", "evolve", "--game", MAZE, "--out", str(out)]) == 2  # exists: not overwritten
     assert "--resume" in capsys.readouterr().err and len(list(read_jsonl(out / "generations.jsonl"))) == 2
     # `run evolve --resume` needs only the folder: its options come from its config.yaml, as every run's
     saved = yaml.safe_load((out / "config.yaml").read_text())
     assert (saved["population"], saved["steps"], saved["num_envs"]) == (2, 30, 2) == (
         saved["evolution"]["population_size"], saved["evolution"]["eval_steps"], saved["evolution"]["num_envs"])
+    assert "explorer" not in saved  # evolve is its own command, not an explorer
+    # a config.yaml of earlier versions said `explorer: evolve`: it resumes all the same
+    (out / "config.yaml").write_text(yaml.safe_dump({**saved, "explorer": "evolve"}, sort_keys=False))
     assert main(["run", "evolve", "--out", str(out), "--resume", "--generations", "2"]) == 0
     assert [r["generation"] for r in read_jsonl(out / "generations.jsonl")] == [0, 1, 2]
+    # the tester's subcommands refuse it, naming `run evolve`, from --resume and from --config
+    assert main(["run", "explore", "--out", str(out), "--resume"]) == 2
+    assert "playtester run evolve --out" in capsys.readouterr().err
+    assert main(["run", "explore", "--config", str(out / "config.yaml"), "--out", str(tmp_path / "x")]) == 2
+    assert "explorer evolve: a population of explorers; use `playtester run evolve`" in capsys.readouterr().err
     assert main(["run", "evolve", "--out", str(out), "--resume", "--generations", "3", "--population", "3"]) == 2
     assert "population_size differs" in capsys.readouterr().err
 

@@ -13,7 +13,7 @@ from playtester.exploration.acting import int8_actor, int8_frozen_encoder
 from playtester.exploration.actor_critic import RandomAgent, RandomAgentConfig
 from playtester.exploration.checkpoints import load_agent
 from playtester.exploration.explorer import build_explorer
-from playtester.exploration.vector_env import KnownObjectsMask, mask_known_objects
+from playtester.capture.envs import KnownObjectsMask, mask_known_objects
 from playtester.exploration.imitation_ac import ImitationActorCritic, grayscale_frames
 from playtester.exploration.ppo import train
 from playtester.exploration.rnd import RNDConfig

@@ -486,9 +486,10 @@ def test_closing_after_a_ctrl_c_that_cut_the_collection_of_answers_does_not_wait
     120 s on it). `close_envs` waits a bounded time, then ends the workers."""
     import time
 
-    from playtester.exploration.vector_env import close_envs, in_worker, make_env
+    from playtester.capture.envs import make_env
+    from playtester.exploration.vector_env import close_envs, in_worker
 
-    envs = gym.vector.AsyncVectorEnv([lambda: in_worker(lambda: make_env("state:CartPole-v1", 0))] * 2)
+    envs = gym.vector.AsyncVectorEnv([lambda: in_worker(lambda: make_env("state:CartPole-v1", states=True))] * 2)
     envs.reset(seed=0)
     envs.step_async(np.zeros(2, dtype=np.int64))
     envs.parent_pipes[0].recv()  # the first answer read, then the interrupt

@@ -82,3 +82,32 @@ def test_no_import_cycle_between_files_of_the_package():
                  for a in part for b in part if imports.has_edge(a, b)]
         said.append("; ".join(edges))
     assert not cycles, "import cycles: " + " | ".join(said)
+
+
+GAMES_NO_POLICY_PLAYS = {
+    "capture/envs.py": "the factory itself",
+    "capture/games.py": "the probe: spaces, key map and layout, then closed",
+    "capture/window/doom_spectator.py": "the game a person plays in a window (record, the window tests)",
+    "capture/window/sources.py": "a recording's frame source",
+    "imitation/demos.py": "the scripted experts' demos, played from the engine's ground truth",
+    "bugs/findings.py": "a finding's saved actions replayed",
+    "commands/scenario.py": "`shots`: screenshots with the engine's labels",
+    "commands/window.py": "`replay`: an episode's saved actions replayed",
+}
+"""The modules that start a game with `make_game` directly, each with why no policy plays it there."""
+
+
+def test_every_env_a_policy_plays_is_built_by_make_env():
+    """docs/ARCHITECTURE.md: every env a policy plays is built by one factory, `capture/envs.py
+    make_env` (the explorers, the population, a load test's baseline, `eval policy`, `plan run`);
+    `make_game` is called directly only where no policy plays (`GAMES_NO_POLICY_PLAYS`)."""
+    import ast
+
+    files = {p.relative_to(ROOT / "playtester").as_posix(): p for p in (ROOT / "playtester").rglob("*.py")}
+    files |= {p.relative_to(ROOT).as_posix(): p for area in AREAS for p in (ROOT / area).rglob("*.py")}  # the linked areas
+    callers = set()
+    for name, path in sorted(files.items()):
+        if any(isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", None)) == "make_game"
+               for n in ast.walk(ast.parse(path.read_text()))):
+            callers.add(name)
+    assert callers == set(GAMES_NO_POLICY_PLAYS), sorted(callers)

@@ -193,7 +193,7 @@ def level_detector(tmp_path_factory, one_step_detector):
 
 def test_random_run_on_a_stock_level_tests_with_a_level_detector(tiny_inspect_policy, level_detector, tmp_path):
     out = tmp_path / "random"
-    assert main(["run", "--game", MAP01, "--explorer", "random", "--tester", str(tiny_inspect_policy),
+    assert main(["run", "explore", "--game", MAP01, "--explorer", "random", "--tester", str(tiny_inspect_policy),
                  "--detector", str(level_detector), "--episodes", "2", "--steps", "30", "--test-steps", "6",
                  "--out", str(out)]) == 0
     summary = _check_run(out, MAP01)
@@ -249,8 +249,9 @@ def test_every_explorer_on_the_other_stock_level(explorer, game, tiny_parts, tmp
 
 def _stock_run_args(explorer: str, game: str, tiny_parts, out) -> list[str]:
     """A short run of `explorer` on a stock level (ppgta with the tiny path policy as its preference)."""
-    args = ["run", "--game", game, "--explorer", explorer, "--episodes", "2", "--steps", "24", "--envs", "1",
-            "--rollout", "16", "--out", str(out)]
+    (out.parent / f"{explorer}.yaml").write_text("rollout: 16\n")
+    args = ["run", "explore", "--game", game, "--explorer", explorer, "--episodes", "2", "--steps", "24", "--envs", "1",
+            "--config", str(out.parent / f"{explorer}.yaml"), "--out", str(out)]
     return args + (["--preference", str(tiny_parts("path")[2])] if explorer == "ppgta" else [])
 
 

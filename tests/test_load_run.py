@@ -1,4 +1,4 @@
-"""`playtester run --objective load` on the perf park, and the report's low-FPS section."""
+"""`playtester run load` on the perf park, and the report's low-FPS section."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from playtester.tester.runlog import read_jsonl
 PERF_PARK = "doom:park-perf:5:24x24"
 
 
-def test_load_objective_run_measures_a_threshold_and_reports_low_fps(tiny_parts, tmp_path, capsys):
+def test_load_objective_run_measures_a_threshold_and_reports_low_fps(tiny_parts, tmp_path, capsys, run_config):
     _, _, tester = tiny_parts("inspect")
     out = tmp_path / "load"
-    args = ["run", "--game", PERF_PARK, "--tester", str(tester), "--explorer", "inspector", "--objective", "load",
-            "--envs", "1", "--rollout", "16", "--steps", "24", "--test-steps", "4", "--episodes", "2", "--oracle-labels",
+    args = ["run", "load", "--game", PERF_PARK, "--tester", str(tester), "--explorer", "inspector",
+            "--envs", "1", *run_config(rollout=16), "--steps", "24", "--test-steps", "4", "--episodes", "2", "--oracle-labels",
             "--out", str(out)]
     assert main(args) == 0, capsys.readouterr().err
     threshold = LoadThreshold.load(out / "load_threshold.json")
@@ -29,8 +29,8 @@ def test_load_objective_run_measures_a_threshold_and_reports_low_fps(tiny_parts,
     assert (out / "lowfps_map.png").exists() and (out / "frame_times.png").exists()
     assert "low-FPS points" in (out / "report.html").read_text()
     # a random run has no load reward to train: refused, in one line
-    assert main([*args[:6], "random", *args[7:-1], str(tmp_path / "r")]) == 2
-    assert "--objective load trains the PPO explorer" in capsys.readouterr().err
+    assert main([*args[:7], "random", *args[8:-1], str(tmp_path / "r")]) == 2
+    assert "--explorer random: a load test (`playtester run load`) trains the PPO explorer" in capsys.readouterr().err
 
 
 def test_report_has_no_load_section_without_frame_times(tmp_path):

@@ -20,7 +20,7 @@ from playtester.tester.object_source import ORACLE_LABELS, found_by
 def test_a_run_that_tests_refuses_without_something_to_find_objects_with(tmp_path, capsys, extra, words):
     tester = tmp_path / "inspect.ckpt"
     tester.write_bytes(b"")  # refused before the policy is read
-    code = main(["run", "--game", "doom:park:5:24x24", "--tester", str(tester), "--explorer", "random",
+    code = main(["run", "explore", "--game", "doom:park:5:24x24", "--tester", str(tester), "--explorer", "random",
                  "--out", str(tmp_path / "r"), *extra])
     err = " ".join(capsys.readouterr().err.split())
     assert code == 2 and "Traceback" not in err
@@ -44,7 +44,7 @@ def test_a_plan_that_looks_for_objects_refuses_without_a_detector_and_one_that_d
 
 def test_oracle_labels_are_named_in_the_summary_the_report_and_the_config(tiny_inspect_policy, small_park, tmp_path):
     out = tmp_path / "r"
-    assert main(["run", "--game", small_park, "--tester", str(tiny_inspect_policy), "--oracle-labels", "--explorer", "random",
+    assert main(["run", "explore", "--game", small_park, "--tester", str(tiny_inspect_policy), "--oracle-labels", "--explorer", "random",
                  "--episodes", "1", "--steps", "12", "--test-steps", "4", "--out", str(out)]) == 0
     assert json.loads((out / "summary.json").read_text())["objects_found_by"] == ORACLE_LABELS
     assert f"<th>objects found by</th><td>{ORACLE_LABELS}</td>" in (out / "report.html").read_text()

@@ -14,7 +14,7 @@ from playtester.tester.runlog import read_jsonl
 
 def test_run_writes_a_report_and_resumes(tiny_inspect_policy, small_park, tmp_path, capsys):
     out = tmp_path / "r1"
-    args = ["run", "--game", small_park, "--tester", str(tiny_inspect_policy), "--oracle-labels", "--explorer", "random",
+    args = ["run", "explore", "--game", small_park, "--tester", str(tiny_inspect_policy), "--oracle-labels", "--explorer", "random",
             "--steps", "40", "--test-steps", "8", "--out", str(out)]
     assert main([*args, "--episodes", "2"]) == 0
     assert "report" in capsys.readouterr().out
@@ -35,10 +35,11 @@ def test_ctrl_c_keeps_what_was_written_and_resume_finishes(tiny_parts, small_par
     tester, path = tiny_parts("inspect")[2], tiny_parts("path")[2]
     out = tmp_path / "r2"
     steps = 250  # an episode: the run is cut at 150 rows of its 500, and the resume plays one more
-    args = [sys.executable, "-m", "playtester", "run", "--game", small_park, "--tester", str(tester), "--oracle-labels",
+    args = [sys.executable, "-m", "playtester", "run", "explore", "--game", small_park, "--tester", str(tester), "--oracle-labels",
             "--explorer", explorer, "--steps", str(steps), "--episodes", "2", "--test-steps", "8", "--out", str(out)]
     if explorer == "ppgta":  # two game processes; the explorer keeps its last update
-        args += ["--preference", str(path), "--envs", "2", "--rollout", "16"]
+        (tmp_path / "rollout.yaml").write_text("rollout: 16\n")
+        args += ["--preference", str(path), "--envs", "2", "--config", str(tmp_path / "rollout.yaml")]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 480  # generous: the machine may be busy
     while time.time() < deadline and len(list(read_jsonl(out / "trajectory.jsonl"))) < 150:
@@ -66,7 +67,7 @@ def test_ctrl_c_keeps_what_was_written_and_resume_finishes(tiny_parts, small_par
     assert again.returncode == 0 and "every one of the 3 episodes was played" in " ".join(again.stdout.split())
 
 
-def test_ppo_explorer_run_on_two_instances(tiny_parts, small_park, tmp_path, capsys, monkeypatch):
+def test_ppo_explorer_run_on_two_instances(tiny_parts, small_park, tmp_path, capsys, monkeypatch, run_config):
     """The PPGTA explorer trained online on two game instances in their own processes: the run
     plays exactly its episode budget, numbers episodes without clashes, tests each OOI once
     across both instances, saves the explorer, and --resume with a larger budget goes on. Its
@@ -83,8 +84,8 @@ def test_ppo_explorer_run_on_two_instances(tiny_parts, small_park, tmp_path, cap
     monkeypatch.setenv("PLAYTESTER_THREADS", "")  # --threads below sets it; the test's end restores it
     tester, path = tiny_parts("inspect")[2], tiny_parts("path")[2]
     out = tmp_path / "ppo"
-    args = ["run", "--game", small_park, "--tester", str(tester), "--oracle-labels", "--preference", str(path), "--envs", "2",
-            "--rollout", "16", "--steps", "48", "--test-steps", "8", "--out", str(out)]
+    args = ["run", "explore", "--game", small_park, "--tester", str(tester), "--oracle-labels", "--preference", str(path),
+            "--envs", "2", *run_config(rollout=16), "--steps", "48", "--test-steps", "8", "--out", str(out)]
     try:
         assert main([*args, "--episodes", "3", "--threads", "6"]) == 0
     finally:
@@ -119,13 +120,19 @@ def test_ppo_explorer_run_on_two_instances(tiny_parts, small_park, tmp_path, cap
     (["--game", "gym:CartPole-v1", "--explorer", "random", "--oracle-labels"], ["key map", "train the test policy"]),
     (["--game", "doom:park:5:24x24"], ["--explorer ppgta", "--preference"]),
     (["--game", "doom:park:5:24x24", "--explorer", "episodic"], ["--explorer episodic", "--preference"]),
-    (["--game", "doom:park:5:24x24", "--explorer", "inspector", "--episodic-weight", "1"], ["--episodic-weight", "--preference"]),
+    (["--game", "doom:park:5:24x24", "--explorer", "inspector", "episodic_weight: 1"], ["--episodic-weight", "--preference"]),
     (["--game", "doom:freedoom2:MAP99", "--explorer", "random", "--oracle-labels"], ["no level"]),
     (["--game", "doom:park:5:24x24", "--explorer", "wander"], ["--explorer", "wander"]),
     (["--game", "doom:freedoom2:MAP01", "--explorer", "random", "--oracle-labels"], ["no engine labels", "--detector"]),
 ])
 def test_bad_runs_are_one_line(tiny_inspect_policy, tmp_path, capsys, extra, words):
-    code = main(["run", "--tester", str(tiny_inspect_policy), "--out", str(tmp_path / "r"), "--episodes", "1", "--steps", "5", *extra])
+    """(A `key: value` goes through --config: `run explore` takes it from a file only.)"""
+    for i, given in enumerate(extra):
+        if ": " in given:
+            (tmp_path / "options.yaml").write_text(given + "\n")
+            extra = [*extra[:i], "--config", str(tmp_path / "options.yaml"), *extra[i + 1:]]
+    code = main(["run", "explore", "--tester", str(tiny_inspect_policy), "--out", str(tmp_path / "r"), "--episodes", "1",
+                 "--steps", "5", *extra])
     err = " ".join(capsys.readouterr().err.split())
     assert code == 2
     for w in words:
@@ -165,31 +172,48 @@ def test_a_studio_map_and_ooi_list_are_checked_up_front(tmp_path):
         load_known_oois(oois)
     with pytest.raises(UserError, match="--telemetry-port: only a window game"):
         RunSpec(game="doom:park", tester=None, run_dir=str(tmp_path / "r"), explorer="random", telemetry_port=7777)
-    assert main(["run", "--game", "window:x", "--explorer", "random", "--map-bounds", "1,2,3", "--map", str(image),
+    assert main(["run", "window", "--game", "window:x", "--explorer", "random", "--map-bounds", "1,2,3", "--map", str(image),
                  "--out", str(tmp_path / "r")]) == 2
 
 
-def test_each_run_subcommand_lists_at_most_17_options_and_every_option_is_reachable():
+def test_each_run_subcommand_lists_at_most_21_options_and_every_option_is_reachable(capsys):
     """`run explore|window|load|evolve` split the options by purpose; an option none of them takes
-    (on its command line or from --config) would be reachable only through the old `run --...`.
+    (on its command line or from --config) would be reachable by no command (the one-command
+    `run --...` of earlier versions is gone: options before the subcommand are refused in one line).
     (15, then 16 with --rules, 17 with --threads: the cores the run may use, a speed option with its
-    reason in its help.)"""
+    reason in its help; 21 when the old one-command form went and explore took the options users
+    typed there: --oracle-labels, --test-steps, --serve, --device.)"""
     from dataclasses import fields
 
     import typer
 
     from playtester.cli import app
-    from playtester.commands.run import ALL, SUBCOMMANDS
-    from playtester.tester.spec import RunSpec
+    from playtester.commands.run import SUBCOMMANDS
+    from playtester.tester.spec import EvolveSpec, RunSpec
 
     run = typer.main.get_command(app).commands["run"]
     for sub in SUBCOMMANDS:
         options = [p.opts[0] for p in run.commands[sub.name].params if p.name != "help"]
-        assert len(options) <= 17, (sub.name, options)
+        assert len(options) <= 21, (sub.name, options)
         assert not set(sub.flags) & set(sub.config_only), sub.name
-    reachable = {name for sub in SUBCOMMANDS for name in (*sub.flags, *sub.config_only, *sub.fixed)}
-    assert reachable == {f.name for f in fields(RunSpec)}
-    assert run.commands[ALL.name].hidden and len(run.commands[ALL.name].params) > 25
+    for spec in (RunSpec, EvolveSpec):  # evolve has a spec of its own; the tester's subcommands share RunSpec
+        reachable = {name for sub in SUBCOMMANDS if sub.spec is spec for name in (*sub.flags, *sub.config_only, *sub.fixed)}
+        assert reachable == {f.name for f in fields(spec)}, spec
+    assert [sub.name for sub in SUBCOMMANDS if sub.spec is EvolveSpec] == ["evolve"]
+    assert main(["run", "explore", "--game", "doom:park", "--explorer", "evolve", "--out", "r"]) == 2  # not an explorer
+    assert capsys.readouterr().err.startswith("error: --explorer evolve: ")
+    # EvolveSpec's options are RunSpec's where they are the same option: one definition
+    shared = {f.name for f in fields(EvolveSpec)} & {f.name for f in fields(RunSpec)}
+    assert shared == {"game", "run_dir", "steps", "num_envs", "seed", "assertions", "stuck_steps"}
+    assert all(EvolveSpec.__dataclass_fields__[n].metadata["flag"] is RunSpec.__dataclass_fields__[n].metadata["flag"]
+               for n in shared)
+    assert sorted(run.commands) == sorted(sub.name for sub in SUBCOMMANDS)
+    assert main(["run", "--game", "doom:park", "--out", "r"]) == 2
+    assert capsys.readouterr().err.strip() == ("error: --game: give what the run is for first, `playtester run "
+                                               "explore|window|load|evolve --game ...` (see `playtester run -h`)")
+    assert main(["run"]) == 2
+    printed = capsys.readouterr().out
+    assert all(sub.name in printed for sub in SUBCOMMANDS) and "Traceback" not in printed
 
 
 def test_run_explore_reads_its_config_file_and_resumes_from_the_folder_alone(small_park, tmp_path, capsys):
@@ -306,8 +330,8 @@ def test_a_device_this_machine_lacks_is_one_line(tiny_inspect_policy, small_park
         cases.append(("cuda", "--device cuda: torch sees no CUDA device"))
     for device, words in cases:
         out = tmp_path / device
-        code = main(["run", "--game", small_park, "--tester", str(tiny_inspect_policy), "--oracle-labels", "--explorer", "random",
-                     "--episodes", "1", "--steps", "5", "--device", device, "--out", str(out)])
+        code = main(["run", "explore", "--game", small_park, "--tester", str(tiny_inspect_policy), "--oracle-labels", "--explorer",
+                     "random", "--episodes", "1", "--steps", "5", "--device", device, "--out", str(out)])
         err = capsys.readouterr().err
         assert code == 2 and words in " ".join(err.split()) and len(err.strip().splitlines()) == 1, err
         assert not out.exists()
@@ -325,7 +349,8 @@ def test_a_gpu_run_spawns_its_game_workers_and_the_tester_factories_survive_the_
 
     from playtester.capture.frames import FrameSpec
     from playtester.exploration.ppo import PPOConfig
-    from playtester.exploration.vector_env import make_env, make_vector_env, worker_start
+    from playtester.capture.envs import make_env
+    from playtester.exploration.vector_env import make_vector_env, worker_start
     from playtester.tester.loop import TesterEnv
     from playtester.tester.runner import _wrap
     from playtester.tester.spec import RunSpec

@@ -152,8 +152,9 @@ def test_a_served_run_tests_objects_with_two_instances(tiny_inspect_policy, smal
     assert 0 < served["step_batches"] <= served["step_requests"] and served["detect_requests"] == 0
     assert (out / "report.html").exists()
     capsys.readouterr()
-    code = main(["run", "--game", "window:xterm", "--serve", "--tester", str(tiny_inspect_policy), "--oracle-labels",
-                 "--explorer", "random", "--out", str(tmp_path / "w")])
+    (tmp_path / "window.yaml").write_text("serve: true\n")  # `run window` takes it from --config only
+    code = main(["run", "window", "--game", "window:xterm", "--config", str(tmp_path / "window.yaml"), "--explorer", "random",
+                 "--out", str(tmp_path / "w")])
     err = capsys.readouterr().err
     assert code == 2 and "--serve: a window game plays one instance" in " ".join(err.split()), err
     pytest.importorskip("ray")

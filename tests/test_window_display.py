@@ -229,11 +229,11 @@ def test_no_matching_window_lists_the_visible_ones(game):
     with pytest.raises(UserError) as e:
         WindowGame("No Such Game")
     assert "No Such Game" in str(e.value) and "VIZDOOM" in str(e.value) and "window:" in str(e.value)
-    assert "--region" not in str(e.value), "a window game (run --game window:…) has no --region"
+    assert "--region" not in str(e.value), "a window game (run window --game window:…) has no --region"
     with pytest.raises(UserError) as e:
         WindowGame("(unclosed", regex=True)
     assert "'window:/(unclosed/'" in str(e.value) and "regular expression" in str(e.value)
-    assert "--window" not in str(e.value), "run --game window:/…/ has no --window"
+    assert "--window" not in str(e.value), "run window --game window:/…/ has no --window"
     proc = subprocess.run(
         [sys.executable, "-m", "playtester", "record", "--window", "No Such Game", "--behavior", "x", "--out", "/tmp/none"],
         capture_output=True, text=True, timeout=60,

@@ -244,5 +244,5 @@ def test_bad_harness_input_is_one_line_and_leaves_no_run_folder(display, tmp_pat
 def test_the_harness_is_for_window_games(tmp_path, capsys):
     from playtester.cli import main
 
-    code = main(["run", "--game", "doom:park", "--launch", "true", "--explorer", "random", "--out", str(tmp_path / "r2")])
+    code = main(["run", "window", "--game", "doom:park", "--launch", "true", "--explorer", "random", "--out", str(tmp_path / "r2")])
     assert code == 2 and "--launch: only a window game" in capsys.readouterr().err

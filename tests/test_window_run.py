@@ -51,7 +51,7 @@ def test_run_on_a_window_game_maps_its_telemetry_and_ends_on_a_crash(display, sm
     out = tmp_path / "run"
     killer, killed = when_run_reaches(out, 1, 10, game.kill)
     try:
-        code = main(["run", "--game", f"window:{GAME_TITLE}", "--telemetry-port", str(game.port), "--explorer", "random",
+        code = main(["run", "window", "--game", f"window:{GAME_TITLE}", "--telemetry-port", str(game.port), "--explorer", "random",
                      "--episodes", "3", "--steps", "30", "--map", str(tmp_path / "map.png"), "--map-bounds", bounds,
                      "--oois", str(tmp_path / "oois.json"), "--out", str(out)])
     finally:

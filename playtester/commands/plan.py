@@ -102,7 +102,7 @@ def run_plan(
 ) -> None:
     """Play a plan: reach each node's target, act, let rules interrupt, validate every action.
     Exit status 0 when the plan passes, 1 when a node or rule failed (see plan_report.html)."""
-    from playtester.capture.games import make_game
+    from playtester.capture.envs import make_env
     from playtester.tester.object_source import check_object_source
     from playtester.plans.report import write_plan_report
     from playtester.plans.runner import PlanRunner, RunnerConfig
@@ -122,7 +122,8 @@ def run_plan(
         raise UserError(f"--out {out}: the folder exists; give --overwrite to replace it")
     policies = [b.partition("=")[2] for b in behavior] + list(the_plan.behaviors.values()) + [path_policy]
     keymap = policy_keymap(*policies) if is_level(game) else None  # a level plays with its policies' key map
-    env = make_game(game, max_steps=max_steps + 1, **({"rules": rules} if rules else {}), **({"keymap": keymap} if keymap else {}), **harness)
+    options = {"max_steps": max_steps + 1, **({"rules": rules} if rules else {}), **({"keymap": keymap} if keymap else {}), **harness}
+    env = make_env(game, game_options=options)
     try:
         keymap = env.unwrapped.keymap
         behaviors = _behaviors(behavior, the_plan.behaviors, keymap)

@@ -21,7 +21,7 @@ from playtester.options import (
 )
 from playtester.commands.scenario import progress
 from playtester.cores import give as give_cores
-from playtester.tester.spec import RETIRED, RunSpec
+from playtester.tester.spec import RETIRED, EvolveSpec, RunSpec
 
 try:  # typer >= 0.16 carries its own copy of click
     from typer._click.core import ParameterSource
@@ -44,9 +44,9 @@ LAUNCH_FLAGS = {
 
 @dataclass(frozen=True)
 class Subcommand:
-    """One `playtester run` subcommand: the `RunSpec` fields it takes on its command line, those
-    it takes from --config only (its help names them), those its purpose fixes, and its launch
-    options."""
+    """One `playtester run` subcommand: the fields of its spec (`RunSpec`, or `EvolveSpec` for
+    evolve) it takes on its command line, those it takes from --config only (its help names
+    them), those its purpose fixes, and its launch options."""
 
     name: str
     help: str
@@ -54,34 +54,37 @@ class Subcommand:
     config_only: tuple[str, ...]
     fixed: dict[str, Any] = field(default_factory=dict)
     launch: tuple[str, ...] = ("config", "resume", "overwrite", "threads")
+    spec: type = RunSpec
 
 
-ORACLE_KNOBS = ("assertions", "stuck_steps", "test_steps", "track_every", "min_score", "confirm_hits", "confirm_window", "max_restarts")
+CONFIG_KNOBS = ("assertions", "stuck_steps", "track_every", "min_score", "confirm_hits", "confirm_window", "max_restarts")
+"""The oracles' and the OOI tests' knobs a run takes from --config (its help names them)."""
 SUBCOMMANDS = (
     Subcommand("explore", "Explore a game and test the objects it finds: the PPO explorer (ppgta, ppgta-episodic, episodic "
                "or inspector) learns as "
                "it plays, the test policy tests every object the detector finds, the oracles watch for crashes, stuck "
                "states, texture bugs and failed assertions; then the report.",
-               ("game", "run_dir", "explorer", "preference", "tester", "detector", "texture_reference", "episodes", "steps",
-                "num_envs", "seed", "rules"), ("rollout", "rnd_weight", "episodic_weight", "novelty_scale", "oracle_labels", "device", "serve", *ORACLE_KNOBS), {"objective": "coverage"},
+               ("game", "run_dir", "explorer", "preference", "tester", "detector", "oracle_labels", "texture_reference", "episodes",
+                "steps", "test_steps", "num_envs", "seed", "rules", "serve", "device"),
+               ("rollout", "rnd_weight", "episodic_weight", "novelty_scale", *CONFIG_KNOBS), {"objective": "coverage"},
                ("config", "resume", "overwrite", "threads", "cluster")),
     Subcommand("window", "Test a game in a window of this desktop (or a virtual screen): the same tester, one instance, "
                "with the game's bird's-eye map, telemetry and known objects where its dev build gives them.",
                ("game", "run_dir", "explorer", "preference", "tester", "detector", "episodes", "steps", "launch", "reset",
-                "out_of_play", "telemetry_port"), ("map", "map_bounds", "oois", "seed", "rollout", "rnd_weight", "episodic_weight", "novelty_scale", "texture_reference", "device", *ORACLE_KNOBS), {"objective": "coverage"}),
+                "out_of_play", "telemetry_port", "map", "map_bounds", "oois"),
+               ("seed", "rollout", "rnd_weight", "episodic_weight", "novelty_scale", "texture_reference", "device", "test_steps", *CONFIG_KNOBS),
+               {"objective": "coverage"}),
     Subcommand("load", "Load-test a game (RELINE): the PPO explorer is also rewarded for frame-rate drops, measured "
                "against a threshold from random play; the report maps where the game slows down.",
-               ("game", "run_dir", "explorer", "preference", "tester", "detector", "episodes", "steps", "num_envs", "seed",
-                "load_threshold", "load_area", "rules"), ("rollout", "rnd_weight", "episodic_weight", "novelty_scale", "oracle_labels", "texture_reference", "device", "serve", "frame_clock", *ORACLE_KNOBS),
+               ("game", "run_dir", "explorer", "preference", "tester", "detector", "oracle_labels", "episodes", "steps", "test_steps",
+                "num_envs", "seed", "load_threshold", "load_area", "rules", "serve", "device"),
+               ("rollout", "rnd_weight", "episodic_weight", "novelty_scale", "texture_reference", "frame_clock", *CONFIG_KNOBS),
                {"objective": "load"}, ("config", "resume", "overwrite", "threads")),
     Subcommand("evolve", "Evolve a population of explorers (Wuji): for exploration and for winning, offspring refined "
                "by PPO; crash, stuck and assertion oracles on every evaluation.",
                ("game", "run_dir", "reward", "population", "generations", "steps", "num_envs", "seed", "assertions",
-                "stuck_steps"), (), {"explorer": "evolve"}, ("config", "resume", "overwrite", "threads", "cluster")),
+                "stuck_steps"), (), {}, ("config", "resume", "overwrite", "threads", "cluster"), EvolveSpec),
 )
-ALL = Subcommand("all", "Run the tester with every option of the subcommands in one command (the `playtester run "
-                 "--game ...` of earlier versions; `playtester run explore|window|load|evolve` split them by purpose).",
-                 tuple(f.name for f in fields(RunSpec)), (), {}, tuple(LAUNCH_FLAGS))
 RESOLVED = ("map", "oois", "out_of_play")
 """Path fields kept as absolute paths (a window game's run may start in another folder)."""
 LISTS = ("assertions", "out_of_play")
@@ -95,15 +98,24 @@ def resolve_reset(text: str) -> str:
     return str(Path(text).resolve()) if is_plan_file(text) else text
 
 
+SPECS = (RunSpec, EvolveSpec)
+
+
 @functools.cache
 def spec_types() -> dict[str, Any]:
-    """Each `RunSpec` field's type (resolved from its annotation)."""
-    return typing.get_type_hints(RunSpec)
+    """Each run spec field's type (resolved from its annotation)."""
+    return {name: kind for spec in SPECS for name, kind in typing.get_type_hints(spec).items()}
 
 
 def spec_flag(name: str) -> Any:
-    """The `Flag` of `RunSpec`'s field `name`."""
-    return RunSpec.__dataclass_fields__[name].metadata["flag"]
+    """The `Flag` of the run spec field `name` (one definition per option: `same_option`)."""
+    spec = next(spec for spec in SPECS if name in spec.__dataclass_fields__)
+    return spec.__dataclass_fields__[name].metadata["flag"]
+
+
+def option_names() -> set[str]:
+    """The options a --config file may name: every run spec's fields."""
+    return {f.name for spec in SPECS for f in fields(spec)}
 
 
 def kept_on_resume() -> tuple[str, ...]:
@@ -112,10 +124,10 @@ def kept_on_resume() -> tuple[str, ...]:
 
 
 def command(sub: Subcommand) -> Callable[..., None]:
-    """The typer command of `sub`: its options are its `RunSpec` fields' flags and its launch options."""
+    """The typer command of `sub`: its options are its spec's fields' flags and its launch options."""
     params = []
     for name in sub.flags:
-        f, flag = RunSpec.__dataclass_fields__[name], spec_flag(name)
+        f, flag = sub.spec.__dataclass_fields__[name], spec_flag(name)
         default = ... if name == "run_dir" else None if name == "game" or f.default_factory is not MISSING else f.default
         if isinstance(flag.kind, Switch):
             param, annotation = typer.Option(default, flag.name, help=flag.help), bool
@@ -136,7 +148,8 @@ def command(sub: Subcommand) -> Callable[..., None]:
         on_command_line = {k: v for k, v in given.items() if source(k) is not ParameterSource.DEFAULT}
         spec = spec_for(sub, on_command_line, launch["config"], bool(launch["resume"]))
         give_cores(launch["threads"] or 0)
-        start(spec, launch["cluster"], bool(launch["resume"]), bool(launch["overwrite"]))
+        begin = start_evolve if isinstance(spec, EvolveSpec) else start
+        begin(spec, launch["cluster"], bool(launch["resume"]), bool(launch["overwrite"]))
 
     run_command.__signature__ = inspect.Signature(params)
     run_command.__doc__ = sub.help
@@ -144,14 +157,18 @@ def command(sub: Subcommand) -> Callable[..., None]:
     return run_command
 
 
-def spec_for(sub: Subcommand, on_command_line: dict[str, Any], config: Path | None, resume: bool) -> RunSpec:
-    """The run's `RunSpec`: the defaults, then the run being resumed, then --config, then the
-    command line; what `sub`'s purpose fixes is fixed."""
+def spec_for(sub: Subcommand, on_command_line: dict[str, Any], config: Path | None, resume: bool) -> RunSpec | EvolveSpec:
+    """The run's spec: the defaults, then the run being resumed, then --config, then the command
+    line; what `sub`'s purpose fixes is fixed."""
     out = Path(on_command_line["run_dir"])
-    names = {f.name for f in fields(RunSpec)}
+    names = {f.name for f in fields(sub.spec)}
     values: dict[str, Any] = {}
     if resume and (out / "config.yaml").is_file():
-        values.update({k: v for k, v in saved_options(out).items() if k in names})
+        saved = saved_options(out)
+        if sub.spec is not EvolveSpec and saved.get("evolution"):
+            raise UserError(f"--resume: {out} is a population of explorers; continue it with `playtester run evolve "
+                            f"--out {out} --resume`")
+        values.update({k: v for k, v in saved.items() if k in names})
     asked = read_run_config(config, names) if config is not None else {}
     from_config = {k: v for k, v in asked.items() if k not in on_command_line}
     asked.update(on_command_line)
@@ -160,16 +177,14 @@ def spec_for(sub: Subcommand, on_command_line: dict[str, Any], config: Path | No
     values["run_dir"] = str(out)
     for key, value in sub.fixed.items():
         if asked.get(key, value) != value:
-            other = next((s.name for s in SUBCOMMANDS if s.fixed.get(key) == asked[key]), "all")
-            raise UserError(f"{key.replace('_', '-')} {asked[key]!r}: `playtester run {sub.name}` runs with {value!r}; "
-                            f"use `playtester run {other}`")
+            other = [s.name for s in SUBCOMMANDS if s.fixed.get(key) == asked[key]]
+            raise UserError(f"{key.replace('_', '-')} {asked[key]!r}: `playtester run {sub.name}` runs with {value!r}"
+                            + "".join(f"; use `playtester run {o}`" for o in other[:1]))
         values[key] = value
     if values.get("game") is None:
         raise UserError("--game: missing; give the game spec (see `playtester games`), or a --config that names it")
-    if sub is not ALL and sub.name != "evolve" and values.get("explorer") == "evolve":
-        raise UserError("--explorer evolve: use `playtester run evolve`")
     try:
-        return RunSpec(**values)
+        return sub.spec(**values)
     except UserError as e:  # a file from --config whose contents its reader refused: named as the --config file has it
         message = str(e)
         for key, value in from_config.items():
@@ -180,14 +195,19 @@ def spec_for(sub: Subcommand, on_command_line: dict[str, Any], config: Path | No
 
 
 def read_run_config(path: Path, names: set[str]) -> dict[str, Any]:
-    """A --config file: a YAML mapping of run options (a run's config.yaml: its other keys, and the
-    options of earlier versions now fixed (`RETIRED`), are ignored)."""
+    """A --config file: a YAML mapping of the options `names` (a run's config.yaml: its other keys,
+    the options of the other subcommands' specs, and the options of earlier versions now fixed
+    (`RETIRED`), are ignored)."""
     from playtester.files import read_yaml
 
     doc = read_yaml(path, f"--config {path}")
     if not isinstance(doc, dict):
         raise UserError(f"--config {path}: expected a YAML mapping of options (e.g. a run's config.yaml)")
-    unknown = sorted(k for k in doc if k not in names and k not in CONFIG_EXTRAS and k not in RETIRED)
+    if doc.get("explorer") == "evolve":  # an evolve run's config.yaml of earlier versions said so
+        if "explorer" in names:
+            raise UserError(f"--config {path}: explorer evolve: a population of explorers; use `playtester run evolve`")
+        doc = {k: v for k, v in doc.items() if k != "explorer"}
+    unknown = sorted(k for k in doc if k not in option_names() and k not in CONFIG_EXTRAS and k not in RETIRED)
     if unknown:
         raise UserError(f"--config {path}: unknown option {unknown[0]!r}; the options are "
                         f"{', '.join(sorted(names - {'run_dir'}))}")
@@ -223,34 +243,43 @@ CONFIG_EXTRAS = ("agent", "found_by", "evolution")
 """Keys a run's config.yaml holds besides its options (what it was, for the report)."""
 
 
-def start(spec: RunSpec, cluster: str | None, resume: bool, overwrite: bool) -> None:
-    """Start (or resume) the run `spec` names and write its report."""
+def launch_checks(cluster: str | None, resume: bool, overwrite: bool) -> str | None:
+    """Refuse --resume with --overwrite and a bad --cluster; the cluster to join (None: none)."""
     from playtester.tester.cluster import check_cluster
+
+    if resume and overwrite:
+        raise UserError("--resume and --overwrite contradict each other; give one")
+    return check_cluster(cluster)
+
+
+def start_evolve(spec: EvolveSpec, cluster: str | None, resume: bool, overwrite: bool) -> None:
+    """Start (or resume) `playtester run evolve`'s population of explorers (its own loop, with no
+    test policy and no detector: `playtester/evolution/run.py`) and write its report."""
+    from playtester.evolution.run import run_evolve_command
+    from playtester.report.build import build_report
+
+    out = Path(spec.run_dir)
+    cluster = launch_checks(cluster, resume, overwrite)
+    check_run_folder(out, resume, overwrite)
+    with contextlib.ExitStack() as stack:
+        if cluster:
+            from playtester.tester.cluster import ray_session
+
+            stack.enter_context(ray_session(cluster, spec.num_envs))
+        run_evolve_command(spec, resume=resume, overwrite=overwrite, log=console.print, on_cluster=cluster is not None)
+    console.print(f"wrote {out} (generations, findings) and the report {build_report(out)}")
+
+
+def start(spec: RunSpec, cluster: str | None, resume: bool, overwrite: bool) -> None:
+    """Start (or resume) the tester run `spec` names (explore, window, load) and write its report."""
     from playtester.report.build import build_report
     from playtester.tester.runner import episodes_left
 
     out = Path(spec.run_dir)
-    if resume and overwrite:
-        raise UserError("--resume and --overwrite contradict each other; give one")
-    cluster = check_cluster(cluster)
+    cluster = launch_checks(cluster, resume, overwrite)
     if cluster and spec.serve:
         raise UserError(f"--cluster {cluster}: Ray's instances may play on other machines and load their own models; "
                         "leave serve off with --cluster")
-    if spec.explorer == "evolve":  # its own loop: no test policy, no detector (playtester/evolution/run.py)
-        from playtester.evolution.run import run_evolve_command
-
-        check_run_folder(out, resume, overwrite)
-        with contextlib.ExitStack() as stack:
-            if cluster:
-                from playtester.tester.cluster import ray_session
-
-                stack.enter_context(ray_session(cluster, spec.num_envs))
-            run_evolve_command(game=spec.game, out=out, reward=spec.reward, population=spec.population,
-                               generations=spec.generations, steps=spec.steps, envs=spec.num_envs, assertions=spec.assertions,
-                               stuck_steps=spec.stuck_steps, seed=spec.seed, resume=resume, overwrite=overwrite,
-                               log=console.print, on_cluster=cluster is not None)
-        console.print(f"wrote {out} (generations, findings) and the report {build_report(out)}")
-        return
     check_run_folder(out, resume, overwrite)
     if resume:
         check_same_run(out, asdict(spec))

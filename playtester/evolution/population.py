@@ -46,7 +46,7 @@ from playtester.capture.game_reward import check_game_reward
 from playtester.exploration.ppo import PPOConfig, train
 from playtester.exploration.ppo_config import saved_ppo_config
 from playtester.evolution.state_coverage import StateCoverageConfig, default_state_features
-from playtester.exploration.vector_env import make_env
+from playtester.capture.envs import make_env
 
 CHECKPOINT = "evolution.ckpt"
 OBJECTIVES = ("exploration", "winning")
@@ -361,6 +361,6 @@ def improves(child: np.ndarray, parent: np.ndarray) -> bool:
 
 def game_env(game: str, reward: str | None = None, game_options: dict[str, Any] | None = None) -> gym.Env:
     """One game instance with the winning objective's reward, frames as the game gives them (`make_env`)."""
-    from playtester.exploration.vector_env import make_env
+    from playtester.capture.envs import make_env
 
     return make_env(game, reward=reward, game_options=game_options)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 import yaml
@@ -31,6 +31,9 @@ from playtester.evolution.state_coverage import StateCoverageConfig, state_key
 from playtester.bugs.findings import save_finding
 from playtester.bugs.oracles import AssertionOracle, CrashOracle, Finding, StuckOracle, load_assertion
 from playtester.tester.runlog import JsonlWriter
+
+if TYPE_CHECKING:
+    from playtester.tester.spec import EvolveSpec
 
 
 class OracleWatch:
@@ -117,7 +120,7 @@ class EpisodeOracles:
 def run_evolve(cfg: EvolutionConfig, *, assertions: Sequence[str] = (), stuck_steps: int = 20,
                overwrite: bool = False, log: Callable[[str], None] = print, on_cluster: bool = False,
                options: dict[str, Any] | None = None) -> Evolution:
-    """The whole `--explorer evolve` run in `cfg.run_dir` (see the module doc). `options`: the
+    """The whole `playtester run evolve` run in `cfg.run_dir` (see the module doc). `options`: the
     run's command-line options, by `playtester run evolve`'s names, for its config.yaml (what
     `--resume` and `--config` read back, as of every run)."""
     from playtester.options import inputs_checked
@@ -140,31 +143,30 @@ def run_evolve(cfg: EvolutionConfig, *, assertions: Sequence[str] = (), stuck_st
     with new_folder(out, replace=overwrite and not cfg.resume, kept=lambda: holds_lines(out / "generations.jsonl")):
         out.mkdir(parents=True, exist_ok=True)
         if not cfg.resume:
-            config = {"game": cfg.game, **(options or {}), "agent": "evolve explorer", "explorer": "evolve",
+            config = {"game": cfg.game, **(options or {}), "agent": "evolve explorer",
                       "assertions": list(assertions), "stuck_steps": stuck_steps, "evolution": asdict(cfg)}
             write_text_atomic(out / "config.yaml", yaml.safe_dump(config, sort_keys=False))
         evolution.run()
     return evolution
 
 
-def run_evolve_command(*, game: str, out: Path, reward: str | None, population: int, generations: int, steps: int,
-                       envs: int, assertions: Sequence[str], stuck_steps: int, seed: int, resume: bool, overwrite: bool,
-                       log: Callable[[str], None] = print, on_cluster: bool = False) -> Evolution:
-    """`playtester run evolve` from its command-line options; `on_cluster`: the games on Ray (started already)."""
+def run_evolve_command(spec: EvolveSpec, *, resume: bool, overwrite: bool, log: Callable[[str], None] = print,
+                       on_cluster: bool = False) -> Evolution:
+    """`playtester run evolve` from its spec; `on_cluster`: the games on Ray (started already)."""
     import torch
 
     torch.set_num_threads(1)  # small networks, a few frames a step: more threads only fight each other
+    game, envs, out = spec.game, spec.num_envs, Path(spec.run_dir)
     if game.startswith("window:") and envs > 1:
         raise UserError(f"--envs {envs}: a window game is a single instance; give --envs 1")
     try:
-        cfg = EvolutionConfig(game=game, run_dir=str(out), reward=reward, population_size=population,
-                              generations=generations, eval_steps=steps, num_envs=envs, seed=seed, resume=resume,
-                              vector_env="async" if game.startswith("doom:") and envs > 1 else "sync")
+        cfg = EvolutionConfig(game=game, run_dir=str(out), reward=spec.reward, population_size=spec.population,
+                              generations=spec.generations, eval_steps=spec.steps, num_envs=envs, seed=spec.seed,
+                              resume=resume, vector_env="async" if game.startswith("doom:") and envs > 1 else "sync")
     except ValueError as e:
-        raise UserError(f"--explorer evolve: {e}") from None
-    options = {"reward": reward, "population": population, "generations": generations, "steps": steps, "num_envs": envs,
-               "seed": seed}
-    evolution = run_evolve(cfg, assertions=assertions, stuck_steps=stuck_steps, overwrite=overwrite, log=log,
+        raise UserError(f"run evolve: {e}") from None
+    options = {k: v for k, v in asdict(spec).items() if k not in ("game", "run_dir", "assertions", "stuck_steps")}
+    evolution = run_evolve(cfg, assertions=spec.assertions, stuck_steps=spec.stuck_steps, overwrite=overwrite, log=log,
                            on_cluster=on_cluster, options=options)
     watch = evolution.watch
     log(f"{evolution.generation} generations, {evolution.steps} game steps, {len(evolution.states)} states covered, "

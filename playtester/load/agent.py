@@ -22,7 +22,7 @@ from playtester.capture.timing import require_frame_time, warm_up
 def load_env(game: str, frames: Any, max_steps: int) -> gym.Env:
     """One game as the explorer sees it (OD-masked, resized to the `FrameSpec` `frames`), with
     episodes of `max_steps` steps: the load reward's end-of-episode bonus needs episodes that end."""
-    from playtester.exploration.vector_env import make_env
+    from playtester.capture.envs import make_env
 
     return make_env(game, frames, mask=True, game_options={"max_steps": max_steps})
 
@@ -82,11 +82,11 @@ def measure_baseline(game: str, episodes: int, steps: int, *, seed: int = 0, sig
     """`t_b` from `episodes` episodes of uniform random play on a fresh instance of `game` (its
     frame times only: nothing is written). RELINE took its baseline from an agent trained to play;
     random play is the stand-in when there is none."""
-    from playtester.capture.games import make_game
+    from playtester.capture.envs import make_env
     from playtester.exploration.actor_critic import RandomAgent, RandomAgentConfig
     from playtester.load.reward import LoadThreshold
 
-    env = make_game(game, max_steps=steps)
+    env = make_env(game, game_options={"max_steps": steps})
     try:
         agent = RandomAgent(RandomAgentConfig(num_actions=int(env.action_space.n)))
         records = play_episodes(agent, env, episodes, game=game, seed=seed)

@@ -356,10 +356,9 @@ def ray_instances(spec: Any, env_fns: list[Callable[[], Any]]) -> RayInstances:
 # -- the random explorer ---------------------------------------------------------------------------
 def random_instance(spec: Any) -> Any:
     """The random explorer's one game instance, in an actor; its frames come back at `UNSEEN`."""
-    from playtester.capture.games import make_game
-    from playtester.capture.wrappers import ResizeFrame
+    from playtester.capture.envs import make_env
 
-    return ResizeFrame(tester_on_worker(make_game(spec.game, **spec.game_options()), 0), UNSEEN)
+    return make_env(spec.game, UNSEEN, game_options=spec.game_options(), wrap=tester_on_worker)
 
 
 def explore_at_random_on_cluster(spec: Any, progress: Callable[[int], None] = lambda n: None,

@@ -18,6 +18,7 @@ Both write to the same run folder in the same formats, so reports and benchmarks
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -51,12 +52,13 @@ def explore_at_random(run: Run, progress: Callable[[int], None] = lambda n: None
     """The random baseline on one game instance; `progress(n)` after each episode. A crashed
     game is started again (`TesterEnv`) until `max_restarts` is spent; then the run ends here,
     and says why (the crash itself is said from crashes.jsonl, as for every run)."""
-    from playtester.capture.games import make_game
+    from playtester.capture.envs import make_env
     from playtester.tester.crashes import clear_stop
 
     spec = run.spec
     clear_stop(Path(spec.run_dir))
-    env = tester_env(spec, make_game(spec.game, **run.game_options), loaded=run.here(), game_options=run.game_options)
+    env = make_env(spec.game, game_options=run.game_options, wrap=functools.partial(
+        tester_env, spec, loaded=run.here(), game_options=run.game_options))
     rng = np.random.default_rng(spec.seed + 1 + env.local_episode)
     first = env.episode + env.n_envs
     try:

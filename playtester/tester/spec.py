@@ -57,7 +57,7 @@ class Flag:
 
 def flag(name: str, kind: OptionType, help: str, default: Any = MISSING, *, kept: bool = False,
          factory: Callable[[], Any] | None = None) -> Any:
-    """A `RunSpec` field with its command-line option."""
+    """A run spec's field (`RunSpec`, `EvolveSpec`) with its command-line option."""
     metadata = {"flag": Flag(name, help, kind, kept)}
     if factory is not None:
         return field(default_factory=factory, metadata=metadata)
@@ -73,7 +73,7 @@ class RunSpec:
     game: str = flag("--game", Text(), "Game spec (see `playtester games`).", kept=True)
     tester: str | None = flag("--tester", InFile("policy checkpoint"), "Test policy checkpoint (e.g. the inspect policy), with --detector to find the OOIs it tests; without it the run explores and watches the oracles, testing no OOI.", None, kept=True)
     run_dir: str = flag("--out", OutFolder(), "Run folder, e.g. runs/r1 (refused if it exists, unless --resume or --overwrite).")
-    explorer: str = flag("--explorer", Choice(*EXPLORERS, "evolve"), "ppgta (PPO with RND novelty + the path policy's preference, trained online), ppgta-episodic (ppgta + E3B's elliptical episodic novelty on the path policy's inverse-dynamics features: what this episode has not seen yet), episodic (the episodic novelty + the preference, no RND), inspector (PPO with single-predictor RND, the baseline) or random; evolve is `playtester run evolve`.", "ppgta", kept=True)
+    explorer: str = flag("--explorer", Choice(*EXPLORERS), "ppgta (PPO with RND novelty + the path policy's preference, trained online), ppgta-episodic (ppgta + E3B's elliptical episodic novelty on the path policy's inverse-dynamics features: what this episode has not seen yet), episodic (the episodic novelty + the preference, no RND), inspector (PPO with single-predictor RND, the baseline) or random (a population of explorers is `playtester run evolve`).", "ppgta", kept=True)
     preference: str | None = flag("--preference", InFile("path policy checkpoint"), "Path-following policy checkpoint: the explorer starts from it and is rewarded for keeping its style (needed by --explorer ppgta, ppgta-episodic and episodic).", None, kept=True)
     rnd_weight: float | None = flag("--rnd-weight", Number(0.0), "The weight of ensemble RND's novelty (global, across episodes) in the explorer's novelty; 0 leaves RND out; default: the --explorer's (1, or 0 for episodic).", None, kept=True)
     episodic_weight: float | None = flag("--episodic-weight", Number(0.0), "The weight of E3B's elliptical episodic novelty (within the episode) in the explorer's novelty; 0 leaves it out; default: the --explorer's (1 for ppgta-episodic and episodic, else 0).", None, kept=True)
@@ -108,10 +108,6 @@ class RunSpec:
     load_area: str = flag("--load-area", Choice("everywhere", "pathways"), "With --objective load: where frame-rate drops are rewarded, everywhere or pathways.", "everywhere")
     frame_clock: str = flag("--frame-clock", Choice("cpu", "wall"), "A ViZDoom step's frame time: cpu (the engine's and the game thread's CPU time, which other work on the machine does not change) or wall.", "cpu", kept=True)
     max_restarts: int = flag("--max-restarts", Count(0, 1000), "Game crashes to restart from (each is a crash finding); at one more the run stops, and the report says why.", 3)
-    reward: str | None = flag("--reward", Text(), "evolve: the winning score's reward, module:function or file.py:function over (frame, info); needed where the game has none (a window, the park).", None)
-    population: int = flag("--population", Count(2, 10_000), "evolve: policies in the population.", 30)
-    generations: int = flag("--generations", Count(1, MANY), "evolve: generations to run.", 10)
-
     def __post_init__(self) -> None:
         from playtester.capture.rules import check_rules
 
@@ -119,11 +115,12 @@ class RunSpec:
         self.rules = check_rules(self.rules, self.game)
         if self.track_every is None:
             self.track_every = 1 if self.texture_reference else TRACK_EVERY
+        if self.game.startswith("state:"):
+            raise UserError(f"--game {self.game}: state vectors, no frames; the tester sees only pixels: give a game that "
+                            "shows its screen (see `playtester games`)")
         if self.objective == "load" and self.explorer == "random":
-            raise UserError("--objective load trains the PPO explorer; use --explorer inspector or ppgta "
-                            "(a random run's report shows its frame times anyway)")
-        if self.explorer == "evolve":  # its own loop (playtester/evolution/run.py), its own checks
-            return
+            raise UserError("--explorer random: a load test (`playtester run load`) trains the PPO explorer; use --explorer "
+                            "inspector or ppgta (a random run's report shows its frame times anyway)")
         if self.explorer in NEEDS_PATH_POLICY and not self.preference:
             raise UserError(f"--explorer {self.explorer} needs the path-following policy: give --preference models/path.ckpt "
                             "(or --explorer inspector|random)")
@@ -199,6 +196,33 @@ class RunSpec:
         return config
 
 
+def same_option(name: str) -> Any:
+    """`RunSpec`'s field `name` for another spec: its default and its `Flag`, defined once."""
+    f = RunSpec.__dataclass_fields__[name]
+    return field(default=f.default, default_factory=f.default_factory, metadata=f.metadata)
+
+
+@dataclass(kw_only=True)
+class EvolveSpec:
+    """`playtester run evolve`: a population of explorers (Wuji; `playtester/evolution/run.py`),
+    with no test policy and no detector. Its options are `RunSpec`'s where they are the same option
+    (`same_option`); its config.yaml holds them at the top, as every run's."""
+
+    game: str = same_option("game")
+    run_dir: str = same_option("run_dir")
+    reward: str | None = flag("--reward", Text(), "The winning score's reward, module:function or file.py:function over (frame, info); needed where the game has none (a window, the park).", None)
+    population: int = flag("--population", Count(2, 10_000), "Policies in the population.", 30)
+    generations: int = flag("--generations", Count(1, MANY), "Generations to run.", 10)
+    steps: int = same_option("steps")
+    num_envs: int = same_option("num_envs")
+    seed: int = same_option("seed")
+    assertions: list[str] = same_option("assertions")
+    stuck_steps: int = same_option("stuck_steps")
+
+    def __post_init__(self) -> None:
+        check_values(self)
+
+
 def policy_keymap(*paths: str | None) -> dict[str, Any] | None:
     """The key map (as a dict) the run's policies were trained with, None without policies; a
     Doom level plays with it (a policy trained on the park's 9 actions keeps them, without USE).
@@ -264,7 +288,7 @@ VALUES = (Count, Number, Choice, Switch)
 code has its values checked by them too (`check_values`); its paths are checked by their readers."""
 
 
-def check_values(spec: RunSpec) -> None:
+def check_values(spec: RunSpec | EvolveSpec) -> None:
     """Each number, word and switch of `spec` through its option's type, refused in the words
     the command line uses (a spec from the command line has passed them already)."""
     for f in fields(spec):
