@@ -1,8 +1,8 @@
 """Candidate negatives: frames where the detector boxed something that was not there.
 
 A tester run writes them (`playtester.tester.loop.TesterEnv`) into its folder, pixel-only: the
-frames of detections it rejected (never confirmed across frames) and of tests whose detector
-passes found no object:
+frames of detections it rejected (never confirmed across frames, or confirmed only on a surface
+at arm's length) and of tests whose detector passes found no object:
 
     RUN/negatives/images/eEPISODE-tSTEP.png   the frame as the game drew it
     RUN/negatives/negatives.jsonl             one line a frame: file, episode, step, why,

@@ -13,6 +13,12 @@ free-play walks of the park (docs/benchmarks/real-tests.md), so none is taken.
 
 Boxes are `[x0, y0, x1, y1]` pixels, as the detector gives them. Only pixels and the player's own
 actions go in: nothing here reads the game's labels.
+
+A detection held for every pass can still be scenery: pressed against a wall, the player sees one
+texture fill the frame, drawn so large that each of its texels spans several pixels, and the
+detector boxes a pale streak of it as a pillar for as long as the player stays there.
+`texel_size` measures that magnification around a box; `close_surface` says when it is that of a
+surface at arm's length rather than of an object at a distance close enough to test.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Sequence
+
+import numpy as np
 
 Box = Sequence[float]
 
@@ -176,3 +184,48 @@ class ConfirmTracker:
                 break
             misses += 1
         return misses < (self.cfg.window if c.confirmed else self.cfg.window - self.cfg.hits + 1)
+
+
+CLOSE_TEXEL = 1 / 80
+"""A box whose surroundings are drawn with texels this wide or wider (a share of the frame's
+width: 4 px of 320) is on a surface at arm's length. On the park at 320 × 240: the boxes of the
+phantom tests on walls measure 5.1 px or more, real objects at the start of their tests and the
+956 labelled objects 28 px or taller of the demo's shots 3.4 px or less (docs/benchmarks/real-tests.md)."""
+FLAT = 2.0
+"""Below this mean difference (grey levels) between pixels a texel apart the region has no
+texture to measure (sky, a flat wall): no judgement."""
+
+
+def texel_size(frame: np.ndarray, box: Box) -> float | None:
+    """How many pixels one texel of the texture around `box` spans, from the frame's pixels alone.
+
+    The region is the box with one box width beside it on each side (a streak on a wall is a wall
+    on both sides; an object stands before something else). A texture drawn magnified (nearest
+    texel, as Doom draws it) changes only at its texels' edges, so the mean difference between
+    neighbouring pixels is about 1/size of that between pixels `far` apart (1/40 of the frame's
+    width, beyond any texel of an object close enough to test); their ratio estimates the size,
+    at most `far`. None where the region is less than `far` + 1 pixels wide or tall or has no
+    texture (`FLAT`)."""
+    grey = np.asarray(frame, dtype=np.float32)
+    if grey.ndim == 3:
+        grey = grey.mean(axis=2)
+    height, width = grey.shape
+    far = max(2, round(width / 40))
+    x0, y0, x1, y1 = (int(round(v)) for v in box)
+    x0, x1, y0, y1 = max(0, x0), min(width, x1), max(0, y0), min(height, y1)
+    side = x1 - x0
+    region = grey[y0:y1, max(0, x0 - side):min(width, x1 + side)]
+    if region.shape[0] <= far or region.shape[1] <= far:
+        return None
+    near = (np.abs(np.diff(region, axis=1)).mean() + np.abs(np.diff(region, axis=0)).mean()) / 2
+    apart = (np.abs(region[:, far:] - region[:, :-far]).mean() + np.abs(region[far:] - region[:-far]).mean()) / 2
+    if apart < FLAT:
+        return None
+    return float(min(far, apart / max(near, 1e-6)))
+
+
+def close_surface(frame: np.ndarray, box: Box) -> bool:
+    """Whether `box` lies on a surface at arm's length (`texel_size` at least `CLOSE_TEXEL` of the
+    frame's width), not on an object to test."""
+    size = texel_size(frame, box)
+    return size is not None and size >= CLOSE_TEXEL * np.asarray(frame).shape[1]

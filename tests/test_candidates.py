@@ -1,9 +1,10 @@
 """ConfirmTracker: a detection is confirmed once found in k of the last n passes, near where it
-was and of a similar size; hand-worked sequences."""
+was and of a similar size; hand-worked sequences. texel_size and close_surface on drawn textures."""
 
+import numpy as np
 import pytest
 
-from playtester.perception.candidates import ConfirmConfig, ConfirmTracker
+from playtester.perception.candidates import ConfirmConfig, ConfirmTracker, close_surface, texel_size
 
 
 def det(x: float, h: float = 40.0, kind: str = "tire", score: float = 0.9) -> dict:
@@ -70,3 +71,35 @@ def test_bad_settings_are_refused():
         ConfirmConfig(hits=3, window=2)
     with pytest.raises(ValueError):
         ConfirmConfig(hits=0, window=2)
+
+
+def texture(texel: int, width: int = 320, height: int = 240) -> np.ndarray:
+    """A texture drawn with square texels of `texel` pixels (nearest texel, as Doom draws it): texel
+    (i, j) is grey 50 × ((i + j) mod 3), so neighbouring texels always differ, by 50 or 100."""
+    j, i = np.indices((height, width)) // texel
+    grey = (50 * ((i + j) % 3)).astype(np.uint8)
+    return np.repeat(grey[:, :, None], 3, axis=2)
+
+
+def test_texel_size_of_drawn_textures():
+    """A box with one box width beside it: 96 × 96 pixels from (64, 64). At texel 8 (the frame's
+    1/40, `far`) a pair of pixels 8 apart always spans one texel edge and a pair of neighbours
+    does at 11 of the 95 places a row (or column): ratio 95/11 = 8.6, capped at 8. At texel 4 every
+    pair 8 apart differs (two texels on, never the same grey) with the same mean as a neighbour pair
+    across an edge, which 23 of 95 neighbour pairs are: 95/23 = 4.13."""
+    box = [96, 64, 128, 160]
+    assert texel_size(texture(8), box) == 8
+    assert texel_size(texture(4), box) == pytest.approx(95 / 23, abs=1e-4)
+    assert texel_size(texture(1), box) < 1.5
+
+
+def test_a_close_surface_has_texels_of_a_80th_of_the_frame_or_more():
+    """At 320 px wide the bar is 4 px: texel 6 is a wall at arm's length, texel 3 is not; at 160 px
+    wide (`far` 4) the same texel 3 is. A flat region or a box too thin for `far` is not judged."""
+    box = [96, 64, 128, 160]
+    assert close_surface(texture(6), box)
+    assert not close_surface(texture(3), box)
+    assert close_surface(texture(3, width=160, height=120), [40, 30, 60, 90])
+    flat = np.full((240, 320, 3), 90, dtype=np.uint8)
+    assert texel_size(flat, box) is None and not close_surface(flat, box)
+    assert texel_size(texture(8), [100, 100, 130, 106]) is None, "6 rows: too few for pixels 8 apart"

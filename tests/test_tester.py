@@ -266,6 +266,43 @@ def test_a_detection_is_tested_only_once_confirmed_and_a_flicker_is_logged(small
         loop.close()
 
 
+def test_a_confirmed_box_on_a_close_surface_is_not_tested_but_logged(small_park, tiny_inspect_policy, tmp_path):
+    """The frame painted with a texture of 8-px texels, as a wall at arm's length draws it: a box
+    found in every pass is confirmed, never tested, and logged in rejected.jsonl as `close surface`
+    with its frame as a candidate negative (unpainted, the same box is tested: the test above)."""
+    import gymnasium as gym
+
+    from test_candidates import texture
+
+    class AgainstAWall(gym.ObservationWrapper):
+        def observation(self, frame):
+            height, width = frame.shape[:2]
+            return texture(8, width, height)
+
+    steady = {"box": [40.0, 30.0, 70.0, 80.0], "class": "barrel", "score": 0.9, "ooi": None}
+    calls = []
+
+    def detector(frame, info):  # found in 3 passes (confirmed at the 2nd), then gone: the candidate ends
+        calls.append(loop.t)
+        return [steady] if len(calls) <= 3 else []
+
+    loop = TesterEnv(AgainstAWall(make_game(small_park)), tester=load_policy(tiny_inspect_policy),
+                     detector=detector, oracles=[], run_dir=tmp_path, game=small_park,
+                     config=TesterConfig(test_steps=3, min_box_height=20, seed=1, confirm_hits=2, confirm_window=2))
+    try:
+        loop.reset(seed=0)
+        for _ in range(20):
+            loop.step(4)
+        assert list(read_jsonl(tmp_path / "tests.jsonl")) == []
+        rejected = list(read_jsonl(tmp_path / "rejected.jsonl"))
+        assert [(r["why"], r["kind"]) for r in rejected] == [("close surface", "barrel")]
+        assert rejected[0]["found"] == 3, "confirmed, and found once more"
+        negatives = list(read_jsonl(tmp_path / "negatives" / "negatives.jsonl"))
+        assert [n["why"] for n in negatives] == ["close surface"]
+    finally:
+        loop.close()
+
+
 def test_the_detectors_per_class_thresholds_decide_unless_min_score_is_given(small_park, tiny_inspect_policy, tmp_path):
     """A barrel found at 0.9 in every pass: under the checkpoint's barrel threshold of 0.95 it is
     never tested; with --min-score 0.5 given, that one threshold holds for every class."""

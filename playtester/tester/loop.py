@@ -45,7 +45,7 @@ from playtester.perception.places import frame_cell
 from playtester.tester.identity import appearance_signature, best_overlap, nearest_box, same_object
 from playtester.imitation.jsd import action_distribution, jsd
 from playtester.imitation.live import LivePolicy
-from playtester.perception.candidates import CONFIRM_HITS, CONFIRM_WINDOW, Candidate, ConfirmConfig, ConfirmTracker
+from playtester.perception.candidates import CONFIRM_HITS, CONFIRM_WINDOW, Candidate, ConfirmConfig, ConfirmTracker, close_surface
 from playtester.perception.tracker import BoxTracker
 from playtester.datasets.negatives import NegativeLog
 from playtester.tester.scoring import TestWitness, labelled, move_actions, object_key, real_object
@@ -484,9 +484,11 @@ class TesterEnv(gym.Wrapper):
 
         Detections at `min_score` or more are followed from pass to pass (`ConfirmTracker`); one
         becomes a target once confirmed (found in `confirm_hits` of the last `confirm_window`
-        passes), at least `min_box_height` tall, and not an OOI tested already: by its telemetry
-        name where the game has one, else by appearance against the tested OOIs' views
-        (`playtester.tester.identity`). Candidates that end unconfirmed go to `rejected.jsonl`."""
+        passes), at least `min_box_height` tall, not on a surface at arm's length
+        (`close_surface`: a streak of a wall's texture the player stands against), and not an OOI
+        tested already: by its telemetry name where the game has one, else by appearance against
+        the tested OOIs' views (`playtester.tester.identity`). Candidates that end unconfirmed or
+        only ever confirmed on a close surface go to `rejected.jsonl`."""
         best = None
         tested = self.tested  # one look at the claims for the whole pick (views too)
         for c in self.confirm.update([d for d in detections if d["score"] >= self._min_score(d["class"])]):
@@ -495,9 +497,10 @@ class TesterEnv(gym.Wrapper):
             if d["box"][3] - d["box"][1] < self.cfg.min_box_height:
                 continue
             kept["testable"] = True
-            if not c.confirmed:
+            if not c.confirmed or close_surface(obs, d["box"]):
                 if self.negatives is not None and d["score"] > kept.get("score", -1.0):
                     kept.update(frame=obs.copy(), score=d["score"], detection=d)
+                kept["close"] = kept.get("close", False) or c.confirmed
                 continue
             d = self._untested(obs, d, tested)
             if d is not None and (best is None or d["score"] > best["score"]):
@@ -526,16 +529,18 @@ class TesterEnv(gym.Wrapper):
         return {**d, "ooi": f"{d['class']}@{self.episode}:{self.t}", "view": sig}
 
     def _rejected(self, c: Candidate) -> None:
-        """Log a candidate that ended unconfirmed after it was close enough to test; its most
-        confident frame is a candidate negative, unless it shows an OOI tested already."""
+        """Log a candidate that ended untested after it was close enough to test, unconfirmed or
+        confirmed only on a close surface; its most confident frame is a candidate negative,
+        unless it shows an OOI tested already."""
         kept = self.pending.pop(c.id, {})
-        if c.confirmed or not kept.get("testable"):
+        if not kept.get("testable") or (c.confirmed and not kept.get("close")):
             return
-        record = {"env": self.env_index, "episode": self.episode, "step": self.t, "kind": c.kind, "passes": c.passes,
-                  "found": c.found, "hits_needed": self.cfg.confirm_hits, "window": self.cfg.confirm_window,
-                  "boxes": [{"pass": p, "box": b, "score": sc} for p, b, sc in c.boxes]}
+        why = "close surface" if c.confirmed else "unconfirmed"
+        record = {"env": self.env_index, "episode": self.episode, "step": self.t, "kind": c.kind, "why": why,
+                  "passes": c.passes, "found": c.found, "hits_needed": self.cfg.confirm_hits,
+                  "window": self.cfg.confirm_window, "boxes": [{"pass": p, "box": b, "score": sc} for p, b, sc in c.boxes]}
         if self.negatives is not None and "frame" in kept and self._untested(kept["frame"], kept["detection"], self.tested):
-            record["negative"] = self.negatives.write(kept["frame"], self.episode, self.t, "unconfirmed", [kept["detection"]])
+            record["negative"] = self.negatives.write(kept["frame"], self.episode, self.t, why, [kept["detection"]])
         self.rejected.write(record)
 
     def _forget_candidates(self) -> None:
