@@ -173,3 +173,25 @@ class TelemetryStripped(gym.Wrapper):
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)
         return obs, reward, terminated, truncated, self._strip(info)
+
+
+def walk_built_level(path, plan, waypoints: list[tuple], **walk) -> tuple:
+    """A `WaypointWalk` (`capture/level_walk.py`) through a level plan, built as a WAD at `path`,
+    in the real engine: the level's graph and every step's info."""
+    from playtester.capture.games import make_game
+    from playtester.capture.level_walk import WaypointWalk
+    from playtester.capture.park.level_builder import level_wad
+
+    path.write_bytes(level_wad(plan))
+    env = make_game(f"doom:wad:{path}")
+    try:
+        game = env.unwrapped
+        walker = WaypointWalk(game.keymap, waypoints, **walk)
+        _, info = env.reset(seed=0)
+        infos = []
+        while (action := walker.act(info)) is not None:
+            _, _, _, _, info = env.step(action)
+            infos.append(info)
+        return game.graph, infos
+    finally:
+        env.close()

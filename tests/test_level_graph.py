@@ -172,25 +172,12 @@ def test_the_engine_walks_over_the_narrow_trench_and_falls_into_the_wide_one(tmp
     """What the graph leaves out, in the real engine: walking east from the start, the player
     crosses the 8-unit trench at floor height into `b` (and a 40-unit one too, falling less than
     a step), and drops into the 128-unit one."""
-    from playtester.capture.games import make_game
-    from playtester.capture.level_walk import WaypointWalk
-    from playtester.capture.park.level_builder import level_wad
+    from conftest import walk_built_level
 
     for cells, crosses in ((1, True), (16, False)):
-        wad = tmp_path / f"trench{cells}.wad"
-        wad.write_bytes(level_wad(trench_level(cells)))
-        env = make_game(f"doom:wad:{wad}")
-        try:
-            game = env.unwrapped
-            far_x = (11 + cells + 8) * 8
-            walk = WaypointWalk(game.keymap, [("go", far_x, 44)], patience=60)
-            _, info = env.reset(seed=0)
-            lowest = 0.0
-            while (a := walk.act(info)) is not None:
-                _, _, _, _, info = env.step(a)
-                lowest = min(lowest, float(info["position"][2]))
-            end = game.graph.sector_at(*info["position"][:2])
-            assert (end == 3 and lowest > -8) == crosses and (lowest < -80) != crosses, (cells, end, lowest)
-            assert 3 not in game.graph.reachable(), "the graph passes no trench"
-        finally:
-            env.close()
+        graph, infos = walk_built_level(tmp_path / f"trench{cells}.wad", trench_level(cells),
+                                        [("go", (11 + cells + 8) * 8, 44)], patience=60)
+        lowest = min(0.0, *(float(info["position"][2]) for info in infos))
+        end = graph.sector_at(*infos[-1]["position"][:2])
+        assert (end == 3 and lowest > -8) == crosses and (lowest < -80) != crosses, (cells, end, lowest)
+        assert 3 not in graph.reachable(), "the graph passes no trench"

@@ -357,27 +357,16 @@ def test_the_engine_presses_the_ledge_switch_from_below_as_the_graph_says(tmp_pa
     """The graph's use reach, checked in the real engine: facing the ledge from the start and
     pressing USE opens the door when the switch is 48 units away (the walk then enters the
     closet), not when it is 80."""
-    from playtester.capture.games import make_game
-    from playtester.capture.level_walk import WaypointWalk
+    from conftest import walk_built_level
 
     for cell, opens in ((32, True), (64, False)):
-        wad = tmp_path / f"ledge{cell}.wad"
-        wad.write_bytes(level_wad(ledge_switch_level(cell)))
-        env = make_game(f"doom:wad:{wad}")
-        try:
-            game = env.unwrapped
-            k = cell // 32
-            walk = WaypointWalk(game.keymap, [("face", 90), ("forward", 10), ("use",), ("wait", 30),
-                                              ("go", 128 * k, 80 * k), ("go", 128 * k, 48 * k)])
-            _, info = env.reset(seed=0)
-            used, sectors = [], set()
-            while (a := walk.act(info)) is not None:
-                _, _, _, _, info = env.step(a)
-                used += [info["used"]] if info.get("used") else []
-                sectors.add(game.graph.sector_at(*info["position"][:2]))
-            assert bool(used) == opens and (3 in sectors) == opens == (3 in game.graph.reachable(0)), (cell, used)
-        finally:
-            env.close()
+        k = cell // 32
+        graph, infos = walk_built_level(tmp_path / f"ledge{cell}.wad", ledge_switch_level(cell),
+                                        [("face", 90), ("forward", 10), ("use",), ("wait", 30),
+                                         ("go", 128 * k, 80 * k), ("go", 128 * k, 48 * k)])
+        used = [info["used"] for info in infos if info.get("used")]
+        sectors = {graph.sector_at(*info["position"][:2]) for info in infos}
+        assert bool(used) == opens and (3 in sectors) == opens == (3 in graph.reachable(0)), (cell, used)
 
 
 @pytest.mark.slow
