@@ -398,13 +398,15 @@ class Detector(nn.Module):
         see `classes`), scores n)`, most confident first, those below the threshold dropped."""
         threshold = self.config.score_threshold if score_threshold is None else score_threshold
         was_training = self.training
-        self.eval()
+        if was_training:  # eval() walks every submodule: a run's detector is in eval mode already
+            self.eval()
         device = next(self.parameters()).device
         # read-only frames (a memory-mapped episode, a replay) are copied: torch warns on them
         images = [torch.from_numpy(np.require(f, requirements=["C", "W"])).to(device).permute(2, 0, 1).float().div_(255.0)
                   for f in frames]
         out = self.model(images) if images else []
-        self.train(was_training)
+        if was_training:
+            self.train()
         results = []
         for det in out:
             keep = det["scores"] >= threshold
