@@ -298,14 +298,14 @@ class LevelGraph:
         so), and no passage over one (Doom walks the player over a trench narrower than itself,
         as Freedoom 2 MAP01's before its exit: not modelled); its cells hold no point to stand on
         (`standable`)."""
-        from scipy.ndimage import distance_transform_edt
+        from scipy.ndimage import distance_transform_edt, find_objects
 
         out = set()
-        for sector in np.unique(self.raster[self.raster >= 0]):
-            rows, cols = np.nonzero(self.raster == sector)
-            mask = np.pad(self.raster[rows.min():rows.max() + 1, cols.min():cols.max() + 1] == sector, 1)
-            if distance_transform_edt(mask).max() * RASTER_UNITS < PLAYER_RADIUS:
-                out.add(int(sector))
+        for sector, where in enumerate(find_objects(self.raster + 1)):  # each sector's bounding box, one pass
+            if where is not None:
+                mask = np.pad(self.raster[where] == sector, 1)
+                if distance_transform_edt(mask).max() * RASTER_UNITS < PLAYER_RADIUS:
+                    out.add(sector)
         return frozenset(out)
 
     def _passage_kind(self, a: int, b: int, states: list[SectorState], doors: set[int], moved: set[int],
