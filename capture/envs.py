@@ -30,8 +30,7 @@ def make_env(game: str, frames: FrameSpec | None = None, *, mask: bool = False, 
 
     if game.startswith("state:"):
         if not states:
-            raise UserError(f"game {game!r}: state vectors, no frames; a policy here sees only pixels: give a game that "
-                            "shows its screen (see `playtester games`)")
+            check_shows_frames(game, f"game {game!r}", "a policy here")
         return make_state_env(game)
     from playtester.capture.wrappers import ResizeFrame
 
@@ -49,6 +48,13 @@ def make_env(game: str, frames: FrameSpec | None = None, *, mask: bool = False, 
     if frames is not None:
         env = ResizeFrame(env, frames)
     return env
+
+
+def check_shows_frames(game: str, where: str, who: str) -> None:
+    """Raise `UserError` for a `state:ID` game (state vectors, no frames), which `who` cannot play."""
+    if game.startswith("state:"):
+        raise UserError(f"{where}: state vectors, no frames; {who} sees only pixels: give a game that shows its screen "
+                        "(see `playtester games`)")
 
 
 def check_rgb_frames(space: gym.Space, what: str) -> None:

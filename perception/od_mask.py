@@ -24,6 +24,7 @@ from playtester.capture.frames import grayscale, pixel_box
 
 Box = Sequence[float]
 
+
 def od_mask(frame: np.ndarray, box: Box | None) -> np.ndarray:
     """One uint8 H×W×3 frame, grayscale outside `box`, unchanged inside; a new array."""
     if frame.ndim != 3 or frame.shape[2] != 3:

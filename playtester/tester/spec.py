@@ -13,6 +13,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
+from playtester.capture.envs import check_shows_frames
 from playtester.errors import UserError
 from playtester.files import read_json
 from playtester.options import (
@@ -115,9 +116,7 @@ class RunSpec:
         self.rules = check_rules(self.rules, self.game)
         if self.track_every is None:
             self.track_every = 1 if self.texture_reference else TRACK_EVERY
-        if self.game.startswith("state:"):
-            raise UserError(f"--game {self.game}: state vectors, no frames; the tester sees only pixels: give a game that "
-                            "shows its screen (see `playtester games`)")
+        check_shows_frames(self.game, f"--game {self.game}", "the tester")
         if self.objective == "load" and self.explorer == "random":
             raise UserError("--explorer random: a load test (`playtester run load`) trains the PPO explorer; use --explorer "
                             "inspector or ppgta (a random run's report shows its frame times anyway)")
