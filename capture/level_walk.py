@@ -437,8 +437,11 @@ class LevelWalker(_Expert):
         """Lines the walker works where it meets them: doors by hand, lifts on their own faces, teleporters."""
         reached = graph.reachable()
         self.switches = [i for i, a in enumerate(graph.actions) if a is not None and i not in self.at_hand
-                         and a.trigger in (USE, CROSS) and a.kind in (DOOR, LIFT, FLOOR) and lines[i].front in reached]
-        """Switches and walk-over lines that move something elsewhere: places to go and set off."""
+                         and a.trigger in (USE, CROSS) and a.kind in (DOOR, LIFT, FLOOR)
+                         and any(s in reached for s in graph.trigger_sectors(i))]
+        """Switches and walk-over lines that move something elsewhere: places to go and set off; a
+        switch in a recess too shallow to enter counts where it is pressed from (E1M2's switch
+        1854, 8 units deep, pressed from sector 117, opens the bars before 212 of the level's cells)."""
         self.key_spots = [(KEY_THINGS[t.type], t.x, t.y) for t in graph.keys_lying() if graph.sector_at(t.x, t.y) in reached]
         """Keys lying in reach: `(lock, x, y)`; the walker fetches one when what it opens is still to walk."""
         self.keys: set[str] = set()

@@ -1,6 +1,7 @@
 """Why the level-walk expert stalls on a level: it walks the level as the benchmark's expert does
 (`remember`, no jitter) outside the tester loop (no oracles, no logs: seconds, not minutes), and
-prints per episode the reachable coverage cells it has been in, the keys it picked up, the
+prints per episode the reachable coverage cells it has been in (and the walkable cells it has
+been in that the level graph calls out of reach: any is the graph's error), the keys it picked up, the
 switches and walk-over lines it set off, the steps it spent stuck (not moving after a move) and
 the steps spent going for a key or a switch. `--log FILE` writes every step (position, sector,
 action, goal, keys, stuck count) as JSON lines for a closer look.
@@ -54,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         walker = LevelWalker(game.graph, game.keymap, np.random.default_rng(args.seed), jitter=0.0, remember=True,
                              monsters=args.rules != "no-monsters")
         total = int(walker.targets_mask.sum())
+        walkable = game.graph.level.walkable_cells(level_walk.CELL)
         for episode in range(args.episodes):
             _, info = env.reset(seed=args.seed * 1000 + episode)
             walker.reset(info)
@@ -75,9 +77,10 @@ def main(argv: list[str] | None = None) -> int:
                 if terminated or truncated:
                     break
             cells = int((walker.visited & walker.targets_mask).sum())
+            outside = int((walker.visited & ~walker.targets_mask & walkable).sum())
             print(f"episode {episode}: {cells} of {total} reachable cells ({cells / total:.1%}); keys {sorted(walker.keys) or '-'}; "
-                  f"set off {sorted(walker.pressed) or '-'}; stuck {stuck} steps; {errands} steps going for a key or a switch",
-                  flush=True)
+                  f"set off {sorted(walker.pressed) or '-'}; stuck {stuck} steps; {errands} steps going for a key or a switch; "
+                  f"{outside} walkable cells walked that the graph calls out of reach", flush=True)
         if args.left:
             _left(walker, game.graph, info)
     finally:

@@ -192,3 +192,28 @@ def test_the_walker_does_not_press_use_on_an_exit_switch(monkeypatch):
     far_from_wall = {"position": (160.0, 160.0, 0.0), "angle": 0.0}  # facing east: the east wall 96 away
     assert walker.act(near_wall) == walker.actions.turn_left
     assert walker.act(far_from_wall) == walker.use, "nothing within reach: USE goes through"
+
+
+def test_a_switch_pressed_from_below_its_ledge_is_one_the_walker_goes_to():
+    """A switch whose own sector the player never stands in (at the back of a ledge too high to
+    climb; E1M2's switch 1854 in an 8-unit recess, which opens the bars before 212 cells) is
+    pressed from the room below, as the level graph says: the walker counts it among the switches
+    it goes to, and once it is pressed the closet behind the door it opens is on the grid. The
+    walker used to count only switches whose front sector the graph reached."""
+    from test_softlock import ledge_switch_level
+
+    graph, s = graph_of(ledge_switch_level(32))
+    walker = walker_on(graph)
+    switch = next(i for i, a in enumerate(graph.actions) if a is not None and a.kind == "door")
+    assert graph.level.linedefs[switch].front == s["L"] not in graph.reachable() and s["c"] in graph.reachable()
+    assert switch in walker.switches
+
+    def closet_routed() -> bool:
+        nav = walker.nav
+        sector = nav.sectors[nav.cells[:, 0], nav.cells[:, 1]]
+        room = int(np.flatnonzero(sector == s["a"])[0])
+        return bool(np.isfinite(nav.routes(room)[0][sector == s["c"]]).any())
+
+    assert not closet_routed(), "the door is shut until the switch is pressed"
+    walker._set_off(switch)
+    assert closet_routed()
