@@ -31,6 +31,21 @@ def test_background_shots_are_free_play_frames_with_no_object(shots):
     assert all((shots / im["file_name"]).is_file() for im in doc["images"])
 
 
+def test_background_shots_start_beside_the_objects_and_anywhere_on_the_level_in_turn():
+    """Two targets at (0, 0) and (1000, 0), `far` 100, bounds 0..2000 × 0..2000: starts beside an
+    object lie within 100 of one; starts anywhere spread over the bounds, most of them far from both."""
+    from playtester.commands.scenario import ShotTarget, background_start
+
+    targets = [ShotTarget("pillar", 0.0, 0.0, 1), ShotTarget("pillar", 1000.0, 0.0, 2)]
+    rng = np.random.default_rng(0)
+    near = [background_start(targets, 100.0, (0.0, 0.0, 2000.0, 2000.0), rng, anywhere=False) for _ in range(200)]
+    assert all(min(np.hypot(x - t.x, y - t.y) for t in targets) <= 100.0 + 1e-9 for x, y in near)
+    anywhere = np.array([background_start(targets, 100.0, (0.0, 0.0, 2000.0, 2000.0), rng, anywhere=True) for _ in range(200)])
+    assert anywhere.min() >= 0.0 and anywhere.max() <= 2000.0
+    far_from_both = [min(np.hypot(x - t.x, y - t.y) for t in targets) > 100.0 for x, y in anywhere]
+    assert sum(far_from_both) > 180 and anywhere[:, 1].mean() > 800
+
+
 def frame(w=160, h=120, seed=0):
     return np.random.default_rng(seed).integers(0, 256, (h, w, 3), dtype=np.uint8)
 
