@@ -276,10 +276,6 @@ class Detector(nn.Module):
         super().__init__()
         self.config = config
         self.model = build_faster_rcnn(config)
-        # The body and FPN in NHWC memory layout, in training as in play: their convolutions then
-        # all take oneDNN's kernels (in NCHW several fall back to im2col); the same boxes to 1e-4 px,
-        # a training step ×0.91 (docs/benchmarks/detector.md). Weights loaded later keep the layout.
-        self.model.backbone.to(memory_format=torch.channels_last)
         self.set_trainable()
 
     @property
@@ -534,4 +530,7 @@ def load_detector_with_notes(path: str | Path, map_location: str | torch.device 
     missing, unexpected = detector.load_state_dict(state, strict=False)
     if missing or unexpected:
         raise UserError(f"checkpoint {path}: its weights do not fit its own config ({len(missing)} missing, {len(unexpected)} unexpected)")
+    # The body and FPN in NHWC memory layout: their convolutions then all take oneDNN's kernels
+    # (in NCHW several fall back to im2col); the same boxes to 1e-4 px (docs/benchmarks/detector.md).
+    detector.model.backbone.to(memory_format=torch.channels_last)
     return detector.to(map_location).eval(), notes

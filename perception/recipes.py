@@ -40,19 +40,6 @@ MIN_BOXES_PER_CLASS = 5
 """A class with fewer training boxes than this cannot be learned or scored; training refuses it."""
 FEW_BOXES_PER_CLASS = 20
 """A class with fewer training boxes than this learns poorly: training says so."""
-
-
-def loader_workers(asked: int | None) -> int:
-    """Data-loading processes for training the detector: as asked, else one where the command has
-    two cores or more (reading and augmenting the next batch beside the model's step, which keeps
-    about one core busy at this size), else none."""
-    from playtester.cores import cores
-
-    if asked is not None:
-        return asked
-    return 1 if cores() >= 2 else 0
-
-
 DETECTOR_STEPS = 1000
 """`train detector`'s default budget, in optimizer steps whatever the set's size (a small set is
 seen many times, augmented): chosen by measurement across set sizes (docs/benchmarks/detector.md)."""
@@ -114,8 +101,7 @@ class DetectorRecipe:
     seed: int = 0
     threads: int = 0
     logdir: Path | None = None
-    workers: int | None = None
-    """Data-loading processes; None: `loader_workers` (one beside the training where it has two cores)."""
+    workers: int = 0
     accelerator: str = "auto"
     negatives: tuple[Path, ...] = ()
     """Frames with no object in them, added to the training split (`playtester.datasets.negatives`)."""
@@ -208,7 +194,7 @@ def _training_data(r: DetectorRecipe, say: Callable[[str], None], about: About):
             check_same_classes(r.coco, whole.classes, load_coco(r.val_coco, check_images=False).classes)
     dm = DetectionDataModule(
         r.coco, r.images, base_labels=r.base_coco, base_images=r.base_images, base_shots=r.base_shots if r.base_coco else 0,
-        batch_size=r.batch_size, augment=r.augment, seed=r.seed, workers=loader_workers(r.workers), val_labels=r.val_coco,
+        batch_size=r.batch_size, augment=r.augment, seed=r.seed, workers=r.workers, val_labels=r.val_coco,
     )
     with about("--coco"):
         dm.setup("fit")

@@ -97,8 +97,7 @@ def train_detector(
     seed: int = option(Seed(), 0, "--seed", help="Seed of the held-out split and of training."),
     threads: int = threads_option(),
     logdir: Optional[Path] = option(LOGDIR, None, "--logdir", help="TensorBoard logs (default: logs/ beside --out)."),
-    workers: Optional[int] = option(WORKERS, None, "--workers", help="Data-loading worker processes (default: 1 where "
-                                    "the command has 2 cores or more, else 0)."),
+    workers: int = option(WORKERS, 0, "--workers", help="Data-loading worker processes."),
     device: str = option(DEVICE, "auto", "--device", help="auto, cpu, cuda or mps."),
     negatives: Optional[List[Path]] = option(
         InFile("run folder, image folder or list of folders", folder_ok=True), None, "--negatives",
