@@ -103,4 +103,10 @@ def test_bad_negatives_are_refused_in_one_line_before_training(shots, tmp_path, 
     listing.write_text("runs/gone\n")
     assert train_with(shots, tmp_path, listing) == 2
     one_line(capsys, "runs/gone", f"{listing} line 1", "no such run folder")
+    quiet_run = tmp_path / "quiet-run"  # a run that rejected nothing: its report's images are no negatives
+    quiet_run.mkdir()
+    (quiet_run / "summary.json").write_text("{}")
+    cv2.imwrite(str(quiet_run / "coverage.png"), frame(160, 120))
+    assert train_with(shots, tmp_path, quiet_run) == 2
+    one_line(capsys, f"--negatives {quiet_run}", "wrote no candidate negatives")
     assert not (tmp_path / "d.ckpt").exists() and not (tmp_path / "logs").exists(), "nothing written"
