@@ -31,6 +31,21 @@ def test_background_shots_are_free_play_frames_with_no_object(shots):
     assert all((shots / im["file_name"]).is_file() for im in doc["images"])
 
 
+def test_background_shots_start_beside_the_objects_and_anywhere_on_the_level_in_turn():
+    """Two targets at (0, 0) and (1000, 0), `far` 100, bounds 0..2000 × 0..2000: starts beside an
+    object lie within 100 of one; starts anywhere spread over the bounds, most of them far from both."""
+    from playtester.commands.scenario import ShotTarget, background_start
+
+    targets = [ShotTarget("pillar", 0.0, 0.0, 1), ShotTarget("pillar", 1000.0, 0.0, 2)]
+    rng = np.random.default_rng(0)
+    near = [background_start(targets, 100.0, (0.0, 0.0, 2000.0, 2000.0), rng, anywhere=False) for _ in range(200)]
+    assert all(min(np.hypot(x - t.x, y - t.y) for t in targets) <= 100.0 + 1e-9 for x, y in near)
+    anywhere = np.array([background_start(targets, 100.0, (0.0, 0.0, 2000.0, 2000.0), rng, anywhere=True) for _ in range(200)])
+    assert anywhere.min() >= 0.0 and anywhere.max() <= 2000.0
+    far_from_both = [min(np.hypot(x - t.x, y - t.y) for t in targets) > 100.0 for x, y in anywhere]
+    assert sum(far_from_both) > 180 and anywhere[:, 1].mean() > 800
+
+
 def frame(w=160, h=120, seed=0):
     return np.random.default_rng(seed).integers(0, 256, (h, w, 3), dtype=np.uint8)
 
@@ -88,4 +103,10 @@ def test_bad_negatives_are_refused_in_one_line_before_training(shots, tmp_path, 
     listing.write_text("runs/gone\n")
     assert train_with(shots, tmp_path, listing) == 2
     one_line(capsys, "runs/gone", f"{listing} line 1", "no such run folder")
+    quiet_run = tmp_path / "quiet-run"  # a run that rejected nothing: its report's images are no negatives
+    quiet_run.mkdir()
+    (quiet_run / "summary.json").write_text("{}")
+    cv2.imwrite(str(quiet_run / "coverage.png"), frame(160, 120))
+    assert train_with(shots, tmp_path, quiet_run) == 2
+    one_line(capsys, f"--negatives {quiet_run}", "wrote no candidate negatives")
     assert not (tmp_path / "d.ckpt").exists() and not (tmp_path / "logs").exists(), "nothing written"

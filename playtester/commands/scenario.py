@@ -193,8 +193,9 @@ class Framing:
 
 
 def shot_targets(spec: str, layout: Any, classes: list[str] | None):
-    """`(categories, targets, walkable(x, y), distance range)` of a game: the park's OOIs, or a
-    stock level's things of `classes` (refused in one line when the level has none of a class)."""
+    """`(categories, targets, walkable(x, y), distance range, bounds)` of a game: the park's OOIs,
+    or a stock level's things of `classes` (refused in one line when the level has none of a
+    class); `bounds` (x0, y0, x1, y1) holds every walkable place."""
     from playtester.datasets.coco import PARK_CATEGORIES
 
     if layout is not None:
@@ -210,7 +211,7 @@ def shot_targets(spec: str, layout: Any, classes: list[str] | None):
         def walkable(x: float, y: float) -> bool:
             return x0 + 40 < x < x1 - 40 and y0 + 40 < y < y1 - 40 and bool(layout.walkable()[layout.cell_of(x, y)[::-1]])
 
-        return categories, targets, walkable, (90.0, 520.0)
+        return categories, targets, walkable, (90.0, 520.0), layout.bounds
     from playtester.capture.games import level_of_game
 
     level = level_of_game(spec)
@@ -231,7 +232,7 @@ def shot_targets(spec: str, layout: Any, classes: list[str] | None):
         near = raster[max(0, row - 2):row + 3, max(0, col - 2):col + 3]  # the player's 16-unit radius fits
         return 0 <= row < raster.shape[0] and 0 <= col < raster.shape[1] and near.size == 25 and bool(near.all())
 
-    return categories, targets, walkable, (64.0, 420.0)
+    return categories, targets, walkable, (64.0, 420.0), level.bounds
 
 
 def _shots_from_game(spec: str, out: Path, n: int, min_box: int, seed: int, resolution: str, classes: list[str] | None,
@@ -246,7 +247,7 @@ def _shots_from_game(spec: str, out: Path, n: int, min_box: int, seed: int, reso
     env = make_game(spec, resolution=resolution, **({"rules": rules} if rules else {}))
     try:
         layout = env.unwrapped.scenario.layout
-        categories, targets, walkable, (near, far) = shot_targets(spec, layout, classes)
+        categories, targets, walkable, (near, far), bounds = shot_targets(spec, layout, classes)
         inputs_checked()
         rng = np.random.default_rng(seed)
         writer = CocoWriter(out, categories)
@@ -280,7 +281,7 @@ def _shots_from_game(spec: str, out: Path, n: int, min_box: int, seed: int, reso
                 writer.add(frame, objects, min_box=min_box, game=spec, position=list(info["position"]), angle=info["angle"])
                 bar.advance(task)
             if background:
-                _background_shots(env, writer, background, targets, walkable, far, rng, spec, lambda: bar.advance(task))
+                _background_shots(env, writer, background, targets, walkable, far, bounds, rng, spec, lambda: bar.advance(task))
         return writer.close(game=spec, seed=seed, background=background), writer.counts
     finally:
         env.close()
@@ -290,24 +291,37 @@ FREE_PLAY_STEPS = 40
 """A background shot is taken after up to this many random actions from its start."""
 
 
-def _background_shots(env, writer, count: int, targets: list[ShotTarget], walkable, far: float, rng, spec: str,
-                      advance) -> None:
+def background_start(targets: list[ShotTarget], far: float, bounds: tuple[float, float, float, float], rng,
+                     anywhere: bool) -> tuple[float, float]:
+    """Where a background shot's free play starts: anywhere within `bounds`, or within `far` of a
+    random one of `targets` (not yet checked as walkable)."""
+    if anywhere:
+        x0, y0, x1, y1 = bounds
+        return float(rng.uniform(x0, x1)), float(rng.uniform(y0, y1))
+    target = targets[int(rng.integers(len(targets)))]
+    dist, around = float(rng.uniform(0, far)), float(rng.uniform(0, 2 * math.pi))
+    return target.x + dist * math.cos(around), target.y + dist * math.sin(around)
+
+
+def _background_shots(env, writer, count: int, targets: list[ShotTarget], walkable, far: float,
+                      bounds: tuple[float, float, float, float], rng, spec: str, advance) -> None:
     """`count` free-play frames in which the engine labels no object of the writer's classes (none
-    at all, however small), as images without boxes: the player starts within `far` of a random
-    object facing anywhere, plays up to `FREE_PLAY_STEPS` uniform random actions (it turns, walks,
-    looks up and down as the random explorer does), and the last frame is kept if it is empty."""
+    at all, however small), as images without boxes: the player starts facing anywhere, every
+    other time within `far` of a random object (the scenery beside the objects) and otherwise
+    anywhere on the level (the rooms a run walks through with no object in them: a level's
+    start room, its corridors), plays up to `FREE_PLAY_STEPS` uniform random actions (it turns,
+    walks, looks up and down as the random explorer does), and the last frame is kept if it is
+    empty."""
     kinds = set(writer.counts)
     added = tries = 0
     while added < count:
+        x, y = background_start(targets, far, bounds, rng, anywhere=added % 2 == 1)
+        if not walkable(x, y):
+            continue
         tries += 1
         if tries > 20 * count + 100:
             raise UserError(f"shots --game {spec} --background {count}: objects were in view in nearly every free-play frame "
                             f"({added} empty in {tries} tries); ask for fewer")
-        target = targets[int(rng.integers(len(targets)))]
-        dist, around = float(rng.uniform(0, far)), float(rng.uniform(0, 2 * math.pi))
-        x, y = target.x + dist * math.cos(around), target.y + dist * math.sin(around)
-        if not walkable(x, y):
-            continue
         frame, info = env.reset(seed=int(rng.integers(2**31 - 1)), options={"start": (x, y, float(rng.uniform(0, 360)))})
         for _ in range(int(rng.integers(FREE_PLAY_STEPS + 1))):
             frame, _, terminated, truncated, info = env.step(int(rng.integers(env.action_space.n)))
