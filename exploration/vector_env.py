@@ -52,6 +52,19 @@ def in_worker(env_fn: Callable[[], gym.Env], spaces: tuple[gym.Space, gym.Space]
         torch.set_num_threads(threads)
 
 
+def quiet_worker(*args) -> None:
+    """gymnasium's own `AsyncVectorEnv` worker, except that a reply with nowhere to go ends it
+    quietly: Ctrl-C reaches the run and its workers at once, and the run may hang up while a
+    worker still answers its last command (it printed two BrokenPipeError tracebacks, which
+    read as a crash). Any other error still reaches the run through gymnasium's error queue."""
+    from gymnasium.vector.async_vector_env import _async_worker
+
+    try:
+        _async_worker(*args)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+
+
 def close_envs(envs: gym.vector.VectorEnv, pending_timeout: float = 10.0) -> None:
     """Close a vector env whose workers may be gone already (Ctrl-C reaches the whole process
     group, workers included): their broken pipes are not an error, the processes are ended.
@@ -101,7 +114,7 @@ def make_vector_env(
         if cfg.vector_env == "async":
             env_fns = [functools.partial(in_worker, fn, spaces) for fn in env_fns]
             envs = gym.vector.AsyncVectorEnv(env_fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-                                             context=worker_start(cfg.accelerator))
+                                             context=worker_start(cfg.accelerator), worker=quiet_worker)
         else:
             envs = gym.vector.SyncVectorEnv(env_fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     if not isinstance(envs.single_action_space, gym.spaces.Discrete):
