@@ -78,10 +78,11 @@ def _resolve(path: Path, named_in: str) -> list[Path]:
         what = "run folder or image folder" if named_in else "folder or file"
         raise UserError(f"{where}: no such {what}; give a run folder, a folder of images, or a file listing them")
     if path.is_dir():
-        if (path / "summary.json").is_file() and not (path / FOLDER / "images").is_dir():
+        written = path / FOLDER / "images"  # a run's candidate negatives
+        if (path / "summary.json").is_file() and not written.is_dir():
             raise UserError(f"{where}: a run folder that wrote no candidate negatives (nothing rejected, no test "
                             f"that found nothing); leave it out")
-        folder = path / FOLDER / "images" if (path / FOLDER / "images").is_dir() else path
+        folder = written if written.is_dir() else path
         images = _images_in(folder)
         if not images:
             raise UserError(f"{where}: no images (PNG or JPEG) in {folder}; give a run folder that wrote negatives, or a folder of frames")
