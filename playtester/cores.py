@@ -10,12 +10,19 @@ torch job beside it the demo's detector stage took 7× its quiet time, half of i
 
 The other half of that cure is `wait_quietly`: OpenMP threads that wait for work sleep instead of
 spinning (`OMP_WAIT_POLICY=PASSIVE`), so that a waiting thread gives its core to whatever runs
-beside it (docs/benchmarks/ppo-and-loop.md, "Sharing the cores").
+beside it. Sleeping has a price when nothing else runs: each of the many small parallel regions of
+a training step then waits for its threads to wake, and the detector's training step took ×1.4
+as long (343 against 240 ms on 2 quiet cores). So a training stage, one process, first looks at
+its cores (`spin_when_alone`): idle, its threads wait as OpenMP's default has them (spin a moment,
+then sleep); busy with other work, they sleep (docs/benchmarks/detector.md, "Waiting threads").
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import time
+from typing import Callable, Optional
 
 THREADS_VARIABLE = "PLAYTESTER_THREADS"
 """The cores given to the command (`--threads`), inherited by the processes it starts."""
@@ -25,11 +32,65 @@ THREADS_HELP = ("CPU cores this command may use, shared among the processes it s
                 "runs as many torch threads as its share, instead of every core each.")
 
 
+WAIT_POLICY_VARIABLE = "PLAYTESTER_WAIT_POLICY"
+"""`set` where OMP_WAIT_POLICY is playtester's (`wait_quietly`), not the user's: inherited with it."""
+
+BUSY_CORES = 0.5
+"""Cores' worth of other work at a training stage's start above which its threads sleep."""
+
+
 def wait_quietly() -> None:
     """Make idle OpenMP threads sleep instead of spinning, in this process and every process it
     starts; before torch is loaded (the command line calls it first). A setting of the user's own
     is kept."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if "OMP_WAIT_POLICY" not in os.environ:
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+        os.environ[WAIT_POLICY_VARIABLE] = "set"
+
+
+def spin_when_alone(busy: Callable[[], Optional[float]] | None = None) -> bool:
+    """For a command that is one busy process (a training stage), called before torch loads: when
+    the cores it may run on have less than `BUSY_CORES` of other work on them now, undo
+    `wait_quietly` so that OpenMP's idle threads spin a moment before they sleep (libgomp's default),
+    which the many small parallel regions of a training step need to be quick. Kept sleeping when
+    the cores are busy, when that cannot be read (`busy` gives None), when the user set
+    OMP_WAIT_POLICY, and once torch has loaded (too late). Whether it was undone."""
+    if os.environ.get(WAIT_POLICY_VARIABLE) != "set" or "torch" in sys.modules:
+        return False
+    others = (busy or busy_cores)()
+    if others is None or others >= BUSY_CORES:
+        return False
+    del os.environ["OMP_WAIT_POLICY"], os.environ[WAIT_POLICY_VARIABLE]
+    return True
+
+
+def _cpu_times(cpus: set[int]) -> Optional[tuple[int, int]]:
+    """(busy, all) clock ticks so far of the given CPUs, from /proc/stat (Linux); None elsewhere."""
+    try:
+        lines = open("/proc/stat", encoding="ascii").read().splitlines()
+    except OSError:
+        return None
+    busy = total = 0
+    for line in lines:
+        name, *fields = line.split()
+        if not (name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus):
+            continue
+        ticks = [int(f) for f in fields[:8]]  # user nice system idle iowait irq softirq steal
+        total += sum(ticks)
+        busy += sum(ticks) - ticks[3] - ticks[4]
+    return (busy, total) if total else None
+
+
+def busy_cores(seconds: float = 0.25) -> Optional[float]:
+    """Cores' worth of work on the CPUs this process may run on, over the next `seconds` (this
+    process sleeps meanwhile, so the work is others'); None where /proc/stat cannot tell."""
+    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+    before = _cpu_times(cpus)
+    time.sleep(seconds)
+    after = _cpu_times(cpus)
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return len(cpus) * (after[0] - before[0]) / (after[1] - before[1])
 
 
 def machine_cores() -> int:

@@ -1,6 +1,7 @@
 """The tester loop on the small park: explore → detect → test, oracles, findings that replay, report."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -327,3 +328,42 @@ def test_the_detectors_per_class_thresholds_decide_unless_min_score_is_given(sma
             loop.close()
         tested.append(len(list(read_jsonl(run / "tests.jsonl"))))
     assert tested[0] == 0 and tested[1] >= 1
+
+
+@pytest.mark.parametrize("others, user, undone", [(0.1, None, True), (0.9, None, False), (None, None, False), (0.0, "PASSIVE", False)])
+def test_a_training_stage_lets_threads_spin_only_on_idle_cores_and_never_over_a_user_setting(monkeypatch, others, user, undone):
+    """`spin_when_alone` undoes the command line's PASSIVE when the stage's cores carry less than
+    half a core of other work; it keeps it on busy cores, where the load cannot be read, and when
+    OMP_WAIT_POLICY was the user's own."""
+    import sys
+
+    from playtester import cores
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delenv(cores.WAIT_POLICY_VARIABLE, raising=False)
+    if user:
+        monkeypatch.setenv("OMP_WAIT_POLICY", user)
+    cores.wait_quietly()
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.delitem(sys.modules, "torch")  # as in a fresh command line, before the stage loads it
+    assert cores.spin_when_alone(busy=lambda: others) is undone
+    assert os.environ.get("OMP_WAIT_POLICY") == (None if undone else "PASSIVE")
+
+
+def test_busy_cores_reads_work_on_this_process_cores():
+    """Another process spinning on one of this process's cores reads as about one core's work."""
+    import subprocess
+    import sys
+
+    from playtester.cores import busy_cores
+
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        import time
+
+        time.sleep(0.3)
+        busy = busy_cores(0.5)
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert busy is not None and 0.7 <= busy

@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from playtester.cores import give as give_cores
+from playtester.cores import give as give_cores, spin_when_alone
 from playtester.errors import UserError
 from playtester.options import (
     DETECTOR_CHECKPOINT,
@@ -108,6 +108,7 @@ def train_detector(
     """Train the OOI detector (Faster R-CNN) on labelled shots for a budget of optimizer steps, holding some out to stop
     and score it; print its held-out AP per class, with how uncertain that is, and say when the shots or the budget
     are too few to learn."""
+    spin_when_alone()  # one busy process: its threads need not sleep on idle cores (playtester/cores.py)
     threads = give_cores(threads)
     from playtester.perception import recipes
 
@@ -290,6 +291,7 @@ def train_encoder(
     threads: int = threads_option(),
 ) -> None:
     """Train the feature encoder by masked inverse dynamics; report held-out accuracy per action."""
+    spin_when_alone()  # one busy process: its threads need not sleep on idle cores (playtester/cores.py)
     give_cores(threads)
     from playtester.capture.frames import FrameSpec
     from playtester.perception import recipes
