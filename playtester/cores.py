@@ -67,13 +67,14 @@ def spin_when_alone(busy: Callable[[], Optional[float]] | None = None) -> bool:
 def _cpu_times(cpus: set[int]) -> Optional[tuple[int, int]]:
     """(busy, all) clock ticks so far of the given CPUs, from /proc/stat (Linux); None elsewhere."""
     try:
-        lines = open("/proc/stat", encoding="ascii").read().splitlines()
+        with open("/proc/stat", encoding="ascii") as f:
+            lines = f.read().splitlines()
     except OSError:
         return None
     busy = total = 0
     for line in lines:
-        name, *fields = line.split()
-        if not (name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus):
+        name, *fields = line.split() or [""]
+        if not (name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus and len(fields) >= 8):
             continue
         ticks = [int(f) for f in fields[:8]]  # user nice system idle iowait irq softirq steal
         total += sum(ticks)
