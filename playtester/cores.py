@@ -12,7 +12,7 @@ The other half of that cure is `wait_quietly`: OpenMP threads that wait for work
 spinning (`OMP_WAIT_POLICY=PASSIVE`), so that a waiting thread gives its core to whatever runs
 beside it. Sleeping has a price when nothing else runs: each of the many small parallel regions of
 a training step then waits for its threads to wake, and the detector's training step took ×1.4
-as long (343 against 240 ms on 2 quiet cores). So a training stage, one process, first looks at
+as long (343 against 240 ms on 2 quiet cores). So `train detector`, one process, first looks at
 its cores (`spin_when_alone`): idle, its threads wait as OpenMP's default has them (spin a moment,
 then sleep); busy with other work, they sleep (docs/benchmarks/detector.md, "Waiting threads").
 """

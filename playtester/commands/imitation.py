@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from playtester.cores import give as give_cores, spin_when_alone
+from playtester.cores import give as give_cores
 from playtester.errors import UserError
 from playtester.options import (
     MANY, Choice, Count, InFile, InFolder, Number, OutFile, OutFolder, Seed, Size, Text, about, check_memory, inputs_checked, option,
@@ -66,7 +66,6 @@ def train_policy(
     Footage labelled by `playtester demos --from-video` trains beside the demos (never in
     validation or the held-out score), weighed by --idm-weight and filtered by --idm-min-confidence.
     """
-    spin_when_alone()  # one busy process: its threads need not sleep on idle cores (playtester/cores.py)
     give_cores(threads)
     from playtester.imitation.fit import fit_policy
     from playtester.imitation.training import TrainConfig

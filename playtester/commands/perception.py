@@ -291,7 +291,6 @@ def train_encoder(
     threads: int = threads_option(),
 ) -> None:
     """Train the feature encoder by masked inverse dynamics; report held-out accuracy per action."""
-    spin_when_alone()  # one busy process: its threads need not sleep on idle cores (playtester/cores.py)
     give_cores(threads)
     from playtester.capture.frames import FrameSpec
     from playtester.perception import recipes
