@@ -290,6 +290,9 @@ def _shots_from_game(spec: str, out: Path, n: int, min_box: int, seed: int, reso
 FREE_PLAY_STEPS = 40
 """A background shot is taken after up to this many random actions from its start."""
 
+START_DRAWS = 1000
+"""Random places drawn for a background shot's start before a level is said to have no walkable one."""
+
 
 def background_start(targets: list[ShotTarget], far: float, bounds: tuple[float, float, float, float], rng,
                      anywhere: bool) -> tuple[float, float]:
@@ -315,9 +318,14 @@ def _background_shots(env, writer, count: int, targets: list[ShotTarget], walkab
     kinds = set(writer.counts)
     added = tries = 0
     while added < count:
-        x, y = background_start(targets, far, bounds, rng, anywhere=added % 2 == 1)
-        if not walkable(x, y):
-            continue
+        anywhere = added % 2 == 1
+        for _ in range(START_DRAWS):
+            x, y = background_start(targets, far, bounds, rng, anywhere)
+            if walkable(x, y):
+                break
+        else:
+            raise UserError(f"shots --game {spec} --background {count}: no walkable place to start free play "
+                            f"{'on the level' if anywhere else 'near its objects'} in {START_DRAWS} draws; leave --background out")
         tries += 1
         if tries > 20 * count + 100:
             raise UserError(f"shots --game {spec} --background {count}: objects were in view in nearly every free-play frame "
