@@ -60,11 +60,15 @@ def play(game: str, seed: int, steps: int, detector, every: int = 1):
     """One random walk: yields (t, action, frame, info, detections) for every `every`-th step's frame."""
     from playtester.capture.games import make_game
 
+    from playtester.perception.candidates import view_shift
+
     env = make_game(game)
     try:
         obs, info = env.reset(seed=seed)
         for t, action in enumerate(walk_actions(seed, steps, env.action_space.n)):
+            before = obs
             obs, _, terminated, truncated, info = env.step(action)
+            info = {**info, "view_shift": view_shift(before, obs)}
             if t % every == 0:
                 boxes, labels, scores = detector.predict([obs], score_threshold=LOW_SCORE)[0]
                 dets = [{"box": [round(float(v), 1) for v in b], "class": detector.classes[int(c) - 1], "score": round(float(s), 3)}
@@ -92,7 +96,9 @@ def collect(args) -> int:
     with open(args.out, "w") as f:
         for seed in args.seeds:
             for t, action, _, info, dets in play(args.game, seed, args.steps, detector):
+                shift = [round(v, 2) for v in info["view_shift"] or (0.0, 0.0)]
                 f.write(json.dumps({"game": args.game, "seed": seed, "t": t, "action": action, "angle": round(info.get("angle", 0.0), 2),
+                                    "shift": shift,
                                     "detections": dets, "labels": in_view(info, detector.classes)}) + "\n")
             print(f"seed {seed}: done", flush=True)
     return 0
@@ -108,11 +114,16 @@ def cut(threshold: float | dict[str, float], kind: str) -> float:
 
 
 def thresholds(args) -> list[float | dict[str, float]]:
-    """`--thresholds`, and the per-class thresholds of `--thresholds-from` checkpoints (also those a run
-    would not use: picked without background images)."""
+    """`--thresholds`, and the per-class thresholds of `--thresholds-from` checkpoints as kept (also
+    those a run would not use: picked without background images), then as a run takes them where
+    that differs (none under `RUN_FLOOR`)."""
     from playtester.perception.calibration import read_thresholds
 
-    return list(args.thresholds) + [read_thresholds(p, even_unusable=True) for p in args.thresholds_from]
+    out: list[float | dict[str, float]] = list(args.thresholds)
+    for p in args.thresholds_from:
+        kept, run = read_thresholds(p, even_unusable=True), read_thresholds(p)
+        out += [kept] + ([run] if run and run != kept else [])
+    return out
 
 
 def name(threshold: float | dict[str, float]) -> str:
@@ -177,8 +188,11 @@ def fmt(v: float | None) -> str:
     return "–" if v is None else f"{100 * v:.1f} %"
 
 
-def confirm_table(rows: list[dict[str, Any]], hits: int, window: int, threshold: float, min_height: float) -> dict[str, Any]:
-    """One k/n and threshold replayed over the walks: targets, real ones, distinct real OOIs, passes."""
+def confirm_table(rows: list[dict[str, Any]], hits: int, window: int, threshold: float, min_height: float,
+                  shifts: bool = True) -> dict[str, Any]:
+    """One k/n and threshold replayed over the walks: targets, real ones, distinct real OOIs, passes;
+    the candidates' boxes moved by the view's shift between passes as a run moves them (`shifts`;
+    a walk file written before the shift was recorded has none)."""
     from playtester.perception.candidates import ConfirmConfig, ConfirmTracker
     from playtester.tester.identity import iou
     from playtester.tester.scoring import MATCH_IOU
@@ -186,14 +200,18 @@ def confirm_table(rows: list[dict[str, Any]], hits: int, window: int, threshold:
     tracker = ConfirmTracker(ConfirmConfig(hits, window))
     targets: list[tuple[Any, int, Any]] = []
     walk, passes, confirming, taken = None, 0, False, set()
+    moved = np.zeros(2)  # the view's shift since the last pass, summed over the steps between
     for r in rows:
         if (r["game"], r["seed"]) != walk:
             tracker.reset()
             walk, confirming, taken = (r["game"], r["seed"]), False, set()
+            moved[:] = 0
+        moved += r.get("shift", (0.0, 0.0)) if shifts else 0.0
         if r["t"] % EVERY and not confirming:
             continue
         passes += 1
-        tracker.update([d for d in r["detections"] if d["score"] >= cut(threshold, d["class"])])
+        tracker.update([d for d in r["detections"] if d["score"] >= cut(threshold, d["class"])], shift=(float(moved[0]), float(moved[1])))
+        moved[:] = 0
         for c in tracker.candidates:
             if c.detection is not None and c.confirmed and c.height >= min_height and c.id not in taken:
                 taken.add(c.id)
@@ -211,14 +229,15 @@ def confirm_table(rows: list[dict[str, Any]], hits: int, window: int, threshold:
 
 def confirm(args) -> int:
     rows = read_walks(args.walks)
-    print("| k of n | threshold | targets | of real objects | precision | distinct real OOIs | detector passes | real/targets a walk |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    print("| k of n | threshold | view shift taken off | targets | of real objects | precision | distinct real OOIs | detector passes | real/targets a walk |")
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |")
     for kn in args.kn:
         k, n = (int(v) for v in kn.split("/"))
         for thr in thresholds(args):
-            r = confirm_table(rows, k, n, thr, args.min_height)
-            print(f"| {k}/{n} | {name(thr)} | {r['targets']} | {r['real']} | {fmt(r['precision'])} | {r['oois']} | {r['passes']} | "
-                  f"{' '.join(r['per_walk'])} |")
+            for shifts in {"yes": (True,), "no": (False,), "both": (True, False)}[args.shift]:
+                r = confirm_table(rows, k, n, thr, args.min_height, shifts)
+                print(f"| {k}/{n} | {name(thr)} | {'yes' if shifts else 'no'} | {r['targets']} | {r['real']} | {fmt(r['precision'])} | "
+                      f"{r['oois']} | {r['passes']} | {' '.join(r['per_walk'])} |")
     return 0
 
 
@@ -311,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("--thresholds", type=float, nargs="+", default=[0.5, 0.6, 0.7])
     k.add_argument("--thresholds-from", type=Path, nargs="*", default=[], help="also each checkpoint's per-class thresholds")
     k.add_argument("--min-height", type=float, default=28)
+    k.add_argument("--shift", choices=("yes", "no", "both"), default="yes",
+                   help="move the candidates' boxes by the view's shift between passes (as a run does), or not, or both")
     u = sub.add_parser("runs", help="tester runs for each arm and seed: phantom tests, real OOIs tested, success on real")
     u.add_argument("--arm", nargs=4, action="append", required=True, metavar=("NAME", "DETECTOR", "K/N", "SCORE"),
                    help="a name, a detector checkpoint, k/n, and a score threshold (a number, or ckpt: the checkpoint's per-class ones)")

@@ -4,7 +4,7 @@ was and of a similar size; hand-worked sequences. texel_size and close_surface o
 import numpy as np
 import pytest
 
-from playtester.perception.candidates import ConfirmConfig, ConfirmTracker, close_surface, texel_size
+from playtester.perception.candidates import ConfirmConfig, ConfirmTracker, close_surface, texel_size, view_shift
 
 
 def det(x: float, h: float = 40.0, kind: str = "tire", score: float = 0.9) -> dict:
@@ -53,6 +53,46 @@ def test_each_detection_follows_its_nearest_candidate():
     found = tracker.update([det(150), det(95)])  # listed the other way round, each moved a little
     assert {c.id for c in found} == {a.id, b.id}
     assert next(c for c in found if c.id == a.id).box[0] == 95 and all(c.confirmed for c in found)
+
+
+def scene(width: int = 320, height: int = 240, seed: int = 0) -> np.ndarray:
+    """A textured RGB picture (blurred noise: structure at several scales, as a game's walls have)."""
+    import cv2
+
+    noise = np.random.default_rng(seed).integers(0, 256, (height * 2, width * 2, 3)).astype(np.uint8)
+    return cv2.GaussianBlur(noise, (0, 0), 3)
+
+
+def moved(picture: np.ndarray, dx: int, dy: int, width: int = 320, height: int = 240) -> np.ndarray:
+    """The window of `picture` a view `dx` right and `dy` down of the first one sees: the picture
+    in it moves by (-dx, -dy)."""
+    x0, y0 = width // 2 + dx, height // 2 + dy
+    return np.ascontiguousarray(picture[y0:y0 + height, x0:x0 + width])
+
+
+@pytest.mark.parametrize("width, height", [(320, 240), (640, 480)])  # 640 is shrunk to 320 before measuring
+def test_view_shift_measures_how_far_the_picture_moved(width, height):
+    picture = scene(width, height)
+    before = moved(picture, 0, 0, width, height)
+    for dx, dy in ((0, 0), (-21, 0), (0, 40), (13, -38)):  # a turn, a look down, a jump and a turn
+        sx, sy = view_shift(before, moved(picture, dx, dy, width, height))
+        assert abs(sx + dx) <= 1.0 and abs(sy + dy) <= 1.0, (dx, dy, sx, sy)
+    assert view_shift(before, before[:100]) is None  # frames of different sizes
+
+
+def test_a_box_carried_by_the_views_shift_stays_one_candidate():
+    """A 30 px object whose picture moves 40 px up a pass (a look down): followed as one object
+    and confirmed when the tracker sees the frames, a new candidate every pass when it does not."""
+    picture = scene()
+    for with_frames in (True, False):
+        tracker = ConfirmTracker(ConfirmConfig(hits=3, window=3))
+        for i in range(3):
+            frame = moved(picture, 0, 40 * i)
+            box = [150.0, 150.0 - 40 * i, 170.0, 180.0 - 40 * i]
+            found = tracker.update([{"box": box, "class": "tire", "score": 0.9}], frame=frame if with_frames else None)
+        assert found[0].confirmed == with_frames and found[0].found == (3 if with_frames else 1)
+    tracker.reset()  # a new episode: no shift is measured against the last episode's frame
+    assert tracker.update([det(100)], frame=picture[:240, :320])[0].found == 1
 
 
 def test_hits_of_one_confirms_every_detection():

@@ -220,7 +220,7 @@ def _show_thresholds(ckpt: Path, detector, data, target: float | None, store: bo
     """The per-class thresholds the checkpoint keeps, and those `target` picks on `data` (kept with `store`)."""
     import torch
 
-    from playtester.perception.calibration import KEY, calibrate, store_thresholds, unused_why, usable
+    from playtester.perception.calibration import KEY, RUN_FLOOR, calibrate, store_thresholds, thresholds_of, unused_why, usable
 
     kept = (torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True).get("playtester") or {}).get(KEY)
     picked = calibrate(detector, data.images, target, batch_size) if target is not None else None
@@ -248,6 +248,11 @@ def _show_thresholds(ckpt: Path, detector, data, target: float | None, store: bo
     for entry, source in ((kept, "the checkpoint's"), (picked, "these shots'")):
         if entry is not None and not usable(entry):
             console.print(f"{source} thresholds: not used by a run, {unused_why(entry)}")
+    stored = picked if store and picked is not None else kept
+    if stored is not None and usable(stored):
+        runs = ", ".join(f"{c} {t:.2f}" for c, t in thresholds_of(stored).items())
+        console.print(f"a run takes (each kept threshold, {RUN_FLOOR} where that is lower: in free play objects are rarer "
+                      f"than in shots): {runs}")
     if store and picked is not None:
         store_thresholds(ckpt, picked)
         console.print(f"kept these thresholds in {ckpt}")

@@ -48,14 +48,16 @@ from playtester.imitation.live import LivePolicy
 from playtester.perception.candidates import CONFIRM_HITS, CONFIRM_WINDOW, Candidate, ConfirmConfig, ConfirmTracker, close_surface
 from playtester.perception.tracker import BoxTracker
 from playtester.datasets.negatives import NegativeLog
+from playtester.perception.calibration import RUN_FLOOR
 from playtester.tester.scoring import TestWitness, labelled, move_actions, object_key, real_object
 from playtester.bugs.oracles import Finding, TextureOracle
 from playtester.tester.runlog import JsonlWriter, read_jsonl
 
 VIEWS_PER_TEST = 6
 """Appearance signatures kept from each test of an OOI no telemetry names."""
-MIN_SCORE = 0.6
-"""The confidence a detection needs where neither `--min-score` nor the detector's checkpoint says."""
+MIN_SCORE = RUN_FLOOR
+"""The confidence a detection needs where neither `--min-score` nor the detector's checkpoint says
+(the checkpoint's thresholds are never below it: `playtester.perception.calibration`)."""
 
 Detection = dict[str, Any]
 """`box` [x0, y0, x1, y1] pixels, `class`, `score`, and `ooi` (the matched known OOI id, or None)."""
@@ -491,7 +493,7 @@ class TesterEnv(gym.Wrapper):
         only ever confirmed on a close surface go to `rejected.jsonl`."""
         best = None
         tested = self.tested  # one look at the claims for the whole pick (views too)
-        for c in self.confirm.update([d for d in detections if d["score"] >= self._min_score(d["class"])]):
+        for c in self.confirm.update([d for d in detections if d["score"] >= self._min_score(d["class"])], frame=obs):
             d = c.detection
             kept = self.pending.setdefault(c.id, {"testable": False})
             if d["box"][3] - d["box"][1] < self.cfg.min_box_height:
