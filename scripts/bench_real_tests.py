@@ -250,7 +250,8 @@ def play_run(arm: list[str], seed: int, args) -> dict[str, Any]:
     if not (folder / "summary.json").exists():
         k, n = (int(v) for v in kn.split("/"))
         config = args.out / f"{name}.yaml"
-        config.write_text(f"confirm_hits: {k}\nconfirm_window: {n}\n" + ("" if score == "ckpt" else f"min_score: {float(score)}\n"))
+        config.write_text(f"confirm_hits: {k}\nconfirm_window: {n}\n" + ("" if score == "ckpt" else f"min_score: {float(score)}\n")
+                          + "".join(f"{line}\n" for line in args.set))
         command = ["playtester", "run", "explore", "--game", args.game, "--explorer", args.explorer, "--tester", str(args.tester),
                    "--detector", detector, "--episodes", str(args.episodes), "--steps", str(args.steps), "--seed", str(seed),
                    "--config", str(config), "--out", str(folder), "--overwrite"]
@@ -343,6 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument("--episodes", type=int, default=1)
     u.add_argument("--steps", type=int, default=1000)
     u.add_argument("--out", type=Path, required=True)
+    u.add_argument("--set", nargs="*", default=[], metavar="KEY: VALUE",
+                   help="more lines of every arm's run config (e.g. 'look_closer: false')")
     args = parser.parse_args(argv)
     return {"collect": collect, "recall": recall, "confirm": confirm, "runs": runs}[args.part](args)
 

@@ -113,7 +113,8 @@ class CountedLabels(GroundTruthDetector):
 def test_track_every_looks_for_the_ooi_under_test_every_kth_step(tmp_path, small_park, tiny_inspect_policy):
     detector = CountedLabels()
     env = TesterEnv(make_game(small_park), tester=load_policy(tiny_inspect_policy), detector=detector, oracles=[],
-                    run_dir=tmp_path, game=small_park, config=TesterConfig(test_steps=12, min_box_height=20, seed=1, track_every=3))
+                    run_dir=tmp_path, game=small_park, config=TesterConfig(test_steps=12, min_box_height=20, seed=1, track_every=3,
+                                                                           look_closer=False))
     rng = np.random.default_rng(0)
     tests, looks = [], 0
     for episode in range(2):
@@ -302,6 +303,36 @@ def test_a_confirmed_box_on_a_close_surface_is_not_tested_but_logged(small_park,
         assert [n["why"] for n in negatives] == ["close surface"]
     finally:
         loop.close()
+
+
+@pytest.mark.parametrize("found_in", [99, 2])
+def test_a_candidate_waiting_for_confirmation_is_looked_at_by_the_test_policy(small_park, tiny_inspect_policy, tmp_path, found_in):
+    """A barrel the detector finds in its first `found_in` passes: the test policy takes the game
+    in the same explorer step (mode `confirm`, the detector every step) until the 4th pass confirms
+    it and its test starts; found in 2 passes only, it looks two steps, the candidate ends
+    unconfirmed, and exploring goes on."""
+    class Scripted:
+        calls = 0
+
+        def __call__(self, frame, info):
+            self.calls += 1
+            return [{"box": [40.0, 30.0, 70.0, 80.0], "class": "barrel", "score": 0.9, "ooi": None}] if self.calls <= found_in else []
+
+    loop = TesterEnv(make_game(small_park), tester=load_policy(tiny_inspect_policy), detector=Scripted(), oracles=[],
+                     run_dir=tmp_path, game=small_park, config=TesterConfig(test_steps=3, min_box_height=20, seed=1))
+    try:
+        loop.reset(seed=0)
+        for _ in range(4):  # four explorer steps: the detector's first pass (every 4th step) finds the barrel
+            loop.step(4)
+    finally:
+        loop.close()
+    modes = [r["mode"] for r in read_jsonl(tmp_path / "trajectory.jsonl")]
+    tests = list(read_jsonl(tmp_path / "tests.jsonl"))
+    if found_in > 4:
+        assert modes == ["explore"] * 4 + ["confirm"] * 3 + ["test"] * 3 and len(tests) == 1
+    else:
+        assert modes == ["explore"] * 4 + ["confirm"] * 2 and tests == []
+        assert [r["why"] for r in read_jsonl(tmp_path / "rejected.jsonl")] == ["unconfirmed"]
 
 
 def test_the_detectors_per_class_thresholds_decide_unless_min_score_is_given(small_park, tiny_inspect_policy, tmp_path):

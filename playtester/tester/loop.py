@@ -90,6 +90,9 @@ class TesterConfig:
     confirm_window: int = CONFIRM_WINDOW
     """n: the passes counted. While a candidate close enough to test waits for confirmation the
     detector looks on every step."""
+    look_closer: bool = True
+    """While a candidate close enough to test waits for confirmation, the test policy takes the
+    game, aimed at its box, for up to `confirm_window - 1` steps (`_look_closer`)."""
     negatives: bool = True
     """Write the frames of rejected detections, and of tests that found nothing, to
     `negatives/` in the run folder: candidate negatives for the detector's next training."""
@@ -425,10 +428,41 @@ class TesterEnv(gym.Wrapper):
         if testing and not (terminated or truncated) and (self.t % self.cfg.detect_every == 0 or self.confirming):
             self.detections = self._follow(self.detector(obs, info))
             target = self._pick_target(obs, self.detections)
-            if target is not None:
+            if target is None and self.confirming and self.cfg.look_closer:
+                obs, extra, terminated, truncated, info, target = self._look_closer(obs, info)
+                reward += extra
+            if target is not None and not (terminated or truncated):
                 obs, extra, terminated, truncated, info = self._run_test(obs, info, target)
                 reward += extra
         return obs, reward, terminated, truncated, self._annotate(info)
+
+    def _look_closer(self, obs: np.ndarray, info: dict[str, Any]):
+        """Keep a candidate in view until confirmation has its passes: the test policy takes the
+        game aimed at the most confident candidate close enough to test that waits (as a tester
+        stops to look at what caught their eye), the detector looking every step, for at most
+        `confirm_window - 1` steps (mode `confirm` in the trajectory). An explorer turns and
+        looks about, and a small object a step moves out of view is never found in k passes
+        running. Returns the last step's outcome with the summed reward, and the target
+        confirmed (None: it was not, and exploring goes on)."""
+        total, terminated, truncated, target = 0.0, False, False, None
+        self.tester.reset()
+        for _ in range(self.cfg.confirm_window - 1):
+            waiting = [c for c in self.confirm.candidates
+                       if c.detection is not None and not c.confirmed and c.height >= self.cfg.min_box_height]
+            if not waiting:
+                break
+            aim = max(waiting, key=lambda c: c.score)
+            probs = self.tester.step(obs, aim.box)
+            a = int(np.argmax(probs)) if self.cfg.greedy else int(self.rng.choice(len(probs), p=probs / probs.sum()))
+            obs, r, terminated, truncated, info = self._step(a, "confirm", None)
+            total += r
+            if terminated or truncated:
+                break
+            self.detections = self._follow(self.detector(obs, info))
+            target = self._pick_target(obs, self.detections)
+            if target is not None or not self.confirming:
+                break
+        return obs, total, terminated, truncated, info, target
 
     def _step(self, action: int, mode: str, ooi: Any):
         obs, reward, terminated, truncated, info = self.env.step(action)
