@@ -8,7 +8,8 @@
 
 `collect` plays uniform random actions (the random explorer's walk, no tests) on a Doom game from
 fixed seeds, runs the detector on every frame and writes one JSON line a step: the action, the
-detections at score ≥ 0.2 (below every threshold a run takes: calibrated ones go as low as 0.28) and, for scoring only, the engine's labelled objects in view.
+detections at score ≥ 0.2, the picture's shift since the last step (`view_shift`) and, for
+scoring only, the engine's labelled objects in view.
 
 `recall` scores a walk file: of the OOIs in view at a box height the tester would test (the
 engine's label box at least `min_box_height`, 28 px), the share a detection of that class boxes
@@ -19,11 +20,12 @@ with another detector.
 
 `confirm` replays a walk's detections through `ConfirmTracker` (`playtester.perception.candidates`)
 as the tester loop does (a pass every 4th step, and every step while a candidate close enough to
-test waits), for each k/n and threshold: the candidates that would become test targets (once
+test waits; the candidates' boxes moved by the view's shift since the last pass, summed over the
+steps between, unless `--shift no`), for each k/n and threshold: the candidates that would become test targets (once
 each), what share of them box a real object (IoU ≥ 0.5 with a label, as a run scores a test), how many distinct real OOIs
 they are, and the detector passes it took. The walk goes on where a run would test, so it
-measures what confirmation keeps and drops, not the steps a run saves by not testing phantoms
-(`runs` measures that).
+measures what confirmation keeps and drops, not the steps a run saves by not testing phantoms,
+nor what the test policy's look at a waiting candidate (`look_closer`) adds (`runs` measures both).
 
 `runs` plays real tester runs (`playtester run explore`, the random explorer unless `--explorer`)
 for each arm and seed, an arm being a name, a detector, k/n and a score threshold (a number, or

@@ -671,7 +671,8 @@ class TesterEnv(gym.Wrapper):
             crops = play.crops
             picks = np.linspace(0, len(crops) - 1, num=min(VIEWS_PER_TEST, len(crops))).round().astype(int)
             views = [v for v in (appearance_signature(*crops[i]) for i in sorted(set(picks))) if v is not None]
-            self.claims.claim(ooi, self.episode, target["class"], views)
+            if views:  # none when every crop was too small or cut by the frame's edge to sign
+                self.claims.claim(ooi, self.episode, target["class"], views)
 
     def _log_test(self, target: Detection, play: _TestPlay, start: int, start_frame: np.ndarray,
                   scored: dict[str, Any], witness: TestWitness | None) -> None:
