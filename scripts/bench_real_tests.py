@@ -27,6 +27,10 @@ they are, and the detector passes it took. The walk goes on where a run would te
 measures what confirmation keeps and drops, not the steps a run saves by not testing phantoms,
 nor what the test policy's look at a waiting candidate (`look_closer`) adds (`runs` measures both).
 
+`follow` takes the real objects a detection boxes in one frame of a walk and again in the next
+(the frames a waiting candidate's passes look at) and counts how often `ConfirmTracker` would
+match the second box to the first, with the view's shift taken off and without, by action.
+
 `runs` plays real tester runs (`playtester run explore`, the random explorer unless `--explorer`)
 for each arm and seed, an arm being a name, a detector, k/n and a score threshold (a number, or
 `ckpt`: the per-class thresholds the checkpoint keeps), and tabulates their summary.json: tests,
@@ -243,6 +247,49 @@ def confirm(args) -> int:
     return 0
 
 
+def follow(args) -> int:
+    """Of the real objects a detection boxes in one frame and again in the next (the frames a
+    waiting candidate's passes look at), how often the next box is matched to the candidate, with
+    the view's shift taken off and without, by the step's action."""
+    from playtester.perception.candidates import Candidate, ConfirmConfig, ConfirmTracker
+    from playtester.tester.identity import iou
+    from playtester.tester.scoring import MATCH_IOU
+
+    rows = read_walks(args.walks)
+    tracker = ConfirmTracker(ConfirmConfig())
+    counts: dict[Any, list[int]] = {}
+
+    def found(r: dict[str, Any], label: dict[str, Any]) -> dict[str, Any] | None:
+        return next((d for d in r["detections"] if d["class"] == label["class"] and d["score"] >= args.threshold
+                     and iou(d["box"], label["box"]) >= MATCH_IOU), None)
+
+    for a, b in zip(rows, rows[1:]):
+        if (a["game"], a["seed"]) != (b["game"], b["seed"]):
+            continue
+        dx, dy = b.get("shift", (0.0, 0.0))
+        for label in a["labels"]:
+            before = found(a, label) if label["box"][3] - label["box"][1] >= args.min_height else None
+            again = next((l for l in b["labels"] if l["ooi"] == label["ooi"]), None)
+            after = found(b, again) if before is not None and again is not None else None
+            if after is None:
+                continue
+            x0, y0, x1, y1 = before["box"]
+            kept = [tracker.match_cost(Candidate(0, label["class"], box, 1.0, 0), after["box"]) is not None
+                    for box in ([x0, y0, x1, y1], [x0 + dx, y0 + dy, x1 + dx, y1 + dy])]
+            row = counts.setdefault(b["action"], [0, 0, 0])
+            row[0] += 1
+            row[1] += kept[0]
+            row[2] += kept[1]
+    print("| action | boxed in both frames | matched to its candidate | with the view's shift taken off |")
+    print("| --- | ---: | ---: | ---: |")
+    for action in sorted(counts):
+        n, plain, shifted = counts[action]
+        print(f"| {action} | {n} | {plain} | {shifted} |")
+    n, plain, shifted = (sum(v[i] for v in counts.values()) for i in range(3))
+    print(f"| all | {n} | {plain} ({fmt(plain / n if n else None)}) | {shifted} ({fmt(shifted / n if n else None)}) |")
+    return 0
+
+
 def play_run(arm: list[str], seed: int, args) -> dict[str, Any]:
     """One arm's run on one seed (played unless its folder has its summary); its summary."""
     import subprocess
@@ -335,6 +382,10 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("--min-height", type=float, default=28)
     k.add_argument("--shift", choices=("yes", "no", "both"), default="yes",
                    help="move the candidates' boxes by the view's shift between passes (as a run does), or not, or both")
+    f = sub.add_parser("follow", help="consecutive frames' boxes of a real object: matched to its candidate with the view's shift and without")
+    f.add_argument("--walks", type=Path, required=True)
+    f.add_argument("--threshold", type=float, default=0.6)
+    f.add_argument("--min-height", type=float, default=28)
     u = sub.add_parser("runs", help="tester runs for each arm and seed: phantom tests, real OOIs tested, success on real")
     u.add_argument("--arm", nargs=4, action="append", required=True, metavar=("NAME", "DETECTOR", "K/N", "SCORE"),
                    help="a name, a detector checkpoint, k/n, and a score threshold (a number, or ckpt: the checkpoint's per-class ones)")
@@ -349,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument("--set", nargs="*", default=[], metavar="KEY: VALUE",
                    help="more lines of every arm's run config (e.g. 'look_closer: false')")
     args = parser.parse_args(argv)
-    return {"collect": collect, "recall": recall, "confirm": confirm, "runs": runs}[args.part](args)
+    return {"collect": collect, "recall": recall, "confirm": confirm, "follow": follow, "runs": runs}[args.part](args)
 
 
 if __name__ == "__main__":
