@@ -25,7 +25,7 @@ steps between, unless `--shift no`), for each k/n and threshold: the candidates 
 each), what share of them box a real object (IoU ≥ 0.5 with a label, as a run scores a test), how many distinct real OOIs
 they are, and the detector passes it took. The walk goes on where a run would test, so it
 measures what confirmation keeps and drops, not the steps a run saves by not testing phantoms,
-nor what the test policy's look at a waiting candidate (`look_closer`) adds (`runs` measures both).
+nor what the test policy's look at a waiting candidate (`TesterEnv._look_closer`) adds (`runs` measures both).
 
 `follow` takes the real objects a detection boxes in one frame of a walk and again in the next
 (the frames a waiting candidate's passes look at) and counts how often `ConfirmTracker` would
@@ -398,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument("--steps", type=int, default=1000)
     u.add_argument("--out", type=Path, required=True)
     u.add_argument("--set", nargs="*", default=[], metavar="KEY: VALUE",
-                   help="more lines of every arm's run config (e.g. 'look_closer: false')")
+                   help="more lines of every arm's run config (e.g. 'track_every: 1')")
     args = parser.parse_args(argv)
     return {"collect": collect, "recall": recall, "confirm": confirm, "follow": follow, "runs": runs}[args.part](args)
 

@@ -92,7 +92,10 @@ class TesterConfig:
     detector looks on every step."""
     look_closer: bool = True
     """While a candidate close enough to test waits for confirmation, the test policy takes the
-    game, aimed at its box, for up to `confirm_window - 1` steps (`_look_closer`)."""
+    game, aimed at its box, for up to `confirm_window - 1` steps (`_look_closer`). Not a run's
+    option: on the cpu park it made 4 phantom tests of 50 against 10 of 44 and 22.5 real OOIs
+    tested a 10 000 steps against 17.0 (20 seeds; docs/benchmarks/real-tests.md); off only where
+    a test isolates something else."""
     negatives: bool = True
     """Write the frames of rejected detections, and of tests that found nothing, to
     `negatives/` in the run folder: candidate negatives for the detector's next training."""
