@@ -2,6 +2,7 @@
 wrong detections by hand, the checkpoint round trip, and `eval detector` showing and keeping them."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -79,6 +80,8 @@ def test_eval_detector_picks_shows_and_keeps_thresholds(tiny_detector, tmp_path,
                  "--target-precision", "0.5", "--store"]) == 0
     out = capsys.readouterr().out
     assert "per-class score thresholds" in out and "kept these thresholds" in out and "not used by a run" not in out
+    takes = out[out.index("a run takes"):].split(":", 1)[1]  # never below 0.6, whatever was kept
+    assert all(float(v) >= 0.6 for v in re.findall(r"\d\.\d\d", takes))
     kept = read_thresholds(ckpt)
     assert set(kept) == {"pillar", "barrel", "tire", "chair"} and all(0.05 <= v <= 1.0 for v in kept.values())
     store_thresholds(ckpt, {"target_precision": 0.9, "images": 30, "backgrounds": MIN_BACKGROUNDS,
