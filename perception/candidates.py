@@ -13,7 +13,7 @@ turn 21 px, a jump's landing as much, while a health bonus close enough to test 
 So each pass first measures how far the picture moved since the last pass (`view_shift`: the
 peak of the two frames' phase correlation, from pixels alone, whatever the game and its controls)
 and moves the candidates' boxes by as much before matching. On free-play walks of Freedoom 2 MAP02
-a box found again in the next frame was matched to its candidate 89 times of 103 with the shift
+a box found again in the next frame was matched to its candidate 88 times of 103 with the shift
 taken off, 60 without (docs/benchmarks/real-tests.md).
 
 Boxes are `[x0, y0, x1, y1]` pixels, as the detector gives them. Only pixels and the player's own
