@@ -317,6 +317,7 @@ def run_figures(s: dict[str, Any]) -> dict[str, float | None]:
     tests, phantom = s.get("tests", 0), s.get("tests_unmatched", 0)
     failures = s.get("test_failures_on_real") or {}
     return {"tests": tests, "phantom": phantom, "phantom share": phantom / tests if tests else None,
+            "of which another kind": sum((s.get("tests_unmatched_showing") or {}).values()),
             "real OOIs / 10k steps": 1e4 * s.get("oois_tested", 0) / max(1, s.get("steps", 0)),
             "real tests": s.get("tests_matched", 0), "success on real": s.get("test_success_on_real"),
             **{f"failed: {why}": failures.get(why, 0) for why in ("blocked", "turned away", "object lost", "other")}}
@@ -334,7 +335,7 @@ def runs(args) -> int:
         print(f"{arm[0]}: {json.dumps(pooled)}", flush=True)
     (args.out / "runs.json").write_text(json.dumps({"arms": args.arm, "seeds": args.seeds, "steps": args.steps,
                                                      "episodes": args.episodes, "game": args.game, "runs": table}, indent=1))
-    keys = ["tests", "phantom", "phantom share", "real OOIs / 10k steps", "success on real",
+    keys = ["tests", "phantom", "phantom share", "of which another kind", "real OOIs / 10k steps", "success on real",
             "failed: blocked", "failed: turned away", "failed: object lost", "failed: other"]
     print("| arm | " + " | ".join(keys) + " |")
     print("| --- |" + " ---: |" * len(keys))

@@ -60,11 +60,12 @@ def test_the_summary_counts_phantoms_apart_and_the_map_ignores_them():
         {"episode": 0, "step": 5, "ooi": 3, "target": "matched", "target_ooi": 3, "success": True},
         {"episode": 0, "step": 90, "ooi": 4, "target": "phantom", "success": False},  # named 4 by bearing, nothing there
         {"episode": 1, "step": 9, "ooi": "tire@1:9", "target": "matched", "target_ooi": 5, "success": False, "failure": "blocked"},
-        {"episode": 1, "step": 50, "ooi": "tire@1:50", "target": "phantom", "success": True},
+        {"episode": 1, "step": 50, "ooi": "tire@1:50", "target": "phantom", "shows": "Medikit", "success": True},
     ]
     trajectory = [{"episode": e, "t": t} for e in (0, 1) for t in range(10)]
     s = build.summarise({"game": "g"}, trajectory, tests, [], None, "no map")
     assert (s["tests"], s["tests_matched"], s["tests_unmatched"], s["test_precision"]) == (4, 2, 2, 0.5)
+    assert s["tests_unmatched_showing"] == {"Medikit": 1}  # one phantom's box showed a thing of another kind
     assert s["oois_tested"] == 2 and s["test_success_on_real"] == 0.5 and s["test_failures_on_real"] == {"blocked": 1}
     assert object_states(tests, [{"details": {"ooi": 4, "target": "phantom"}}]) == {3: "passed", 5: "failed"}
     assert build.tested_counts(tests, 2, known={"3", "4", "5"}) == [1, 2]

@@ -335,6 +335,33 @@ def test_a_candidate_waiting_for_confirmation_is_looked_at_by_the_test_policy(sm
         assert [r["why"] for r in read_jsonl(tmp_path / "rejected.jsonl")] == ["unconfirmed"]
 
 
+def test_a_phantom_test_says_what_thing_of_another_kind_its_box_showed(small_park, tiny_inspect_policy, tmp_path):
+    """A detector of barrels only that boxes every other park object as a barrel: each test is a
+    phantom of its kind (scoring by the barrel labels), and says which object its box showed."""
+    class BarrelsOnly:
+        classes = ["barrel"]
+
+        def __call__(self, frame, info):
+            return [{"box": o["box"], "class": "barrel", "score": 0.9, "ooi": None}
+                    for o in info.get("objects", []) if o["class"] != "barrel"]
+
+    loop = TesterEnv(make_game(small_park), tester=load_policy(tiny_inspect_policy), detector=BarrelsOnly(), oracles=[],
+                     run_dir=tmp_path, game=small_park,
+                     config=TesterConfig(test_steps=3, min_box_height=20, seed=1, confirm_hits=1, confirm_window=1))
+    rng = np.random.default_rng(0)
+    try:
+        loop.reset(seed=0)
+        for _ in range(200):
+            loop.step(int(rng.choice([0, 4, 5])))
+            if (tmp_path / "tests.jsonl").exists() and list(read_jsonl(tmp_path / "tests.jsonl")):
+                break
+    finally:
+        loop.close()
+    tests = list(read_jsonl(tmp_path / "tests.jsonl"))
+    assert tests and all(t["target"] == "phantom" for t in tests)
+    assert all(t["shows"] in ("pillar", "tire", "chair") for t in tests)
+
+
 def test_the_detectors_per_class_thresholds_decide_unless_min_score_is_given(small_park, tiny_inspect_policy, tmp_path):
     """A barrel found at 0.9 in every pass: under the checkpoint's barrel threshold of 0.95 it is
     never tested; with --min-score 0.5 given, that one threshold holds for every class."""

@@ -12,6 +12,8 @@ whose map cannot be drawn still gets its report, which says why the map is missi
 
 from __future__ import annotations
 
+from collections import Counter
+
 import json
 from pathlib import Path
 from typing import Any
@@ -147,6 +149,8 @@ def test_scoring(tests: list[dict[str, Any]], real: list[dict[str, Any]]) -> dic
         "test_success_on_real": float(np.mean([bool(t.get("success")) for t in real])) if real else None,
         "test_failures_on_real": {why: sum(t.get("failure") == why for t in failed) for why in FAILURES
                                   if any(t.get("failure") == why for t in failed)},
+        # phantom tests whose box showed a thing of a kind the detector does not look for (a medikit taken for a health bonus)
+        "tests_unmatched_showing": dict(sorted(Counter(t["shows"] for t in scored if t.get("target") == "phantom" and t.get("shows")).items())),
     }
 
 

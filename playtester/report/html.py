@@ -238,7 +238,8 @@ def _tests(tests: list[dict[str, Any]]) -> list[list[Any]]:
 def _phantoms(tests: list[dict[str, Any]]) -> list[list[Any]]:
     """The tests the game's labels found no object for: where, what the detector took it for."""
     return [[t["episode"], t["step"], t.get("kind", ""), "–" if t.get("score") is None else f"{t['score']:.2f}",
-             ", ".join(f"{v:.0f}" for v in t.get("box", ()))] for t in tests if t.get("target") == "phantom"]
+             ", ".join(f"{v:.0f}" for v in t.get("box", ())), t.get("shows") or "nothing"]
+            for t in tests if t.get("target") == "phantom"]
 
 
 def _coverage_rows(cov: dict[str, Any]) -> tuple[str, list[list[Any]]]:

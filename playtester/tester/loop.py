@@ -605,8 +605,9 @@ class TesterEnv(gym.Wrapper):
         if objects is None:
             return {}, None
         real = real_object(target["box"], objects)
-        if real is None:
-            return {"target": "phantom"}, None
+        if real is None:  # none of the detector's kinds; a thing of another kind, perhaps
+            other = real_object(target["box"], labelled(info, None) or [])
+            return {"target": "phantom", **({"shows": str(other["class"])} if other is not None else {})}, None
         key = object_key(real, self.known)
         witness = TestWitness(key, self.known, self.move_actions)
         witness.start(info)

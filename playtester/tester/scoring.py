@@ -8,7 +8,9 @@ read back by the tester.
 - `matched` or `phantom`: at the test's start, did an object of the detector's classes stand in
   the tested box (its label box and the box overlap by IoU ≥ `MATCH_IOU`, the AP50 criterion)?
   A matched test names the object it was of (`target_ooi`): the park's OOI id, a Doom level's
-  thing index (the known thing of its kind nearest the label), else the engine's object id.
+  thing index (the known thing of its kind nearest the label), else the engine's object id. A
+  phantom test whose box shows a labelled thing of another kind says which (`shows`: a medikit
+  taken for a health bonus is a real object, just not one the detector was trained to find).
 - Why a test of a real object failed (`failure`), from the test's steps, the first that holds:
   `blocked`: the player moved less than `STILL` map units on at least half of the steps whose
   action is a move (forward, backward, a strafe); `turned away`: the object was off the screen
