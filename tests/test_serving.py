@@ -148,7 +148,10 @@ def test_a_served_run_tests_objects_with_two_instances(tiny_inspect_policy, smal
     tests = [__import__("json").loads(line) for line in (out / "tests.jsonl").read_text().splitlines()]
     assert tests and {t["env"] for t in tests} <= {0, 1}
     assert all(t["steps"] <= 6 for t in tests)
-    assert served["step_requests"] == sum(t["steps"] for t in tests), "every test step was the server's"
+    trajectory = [__import__("json").loads(line) for line in (out / "trajectory.jsonl").read_text().splitlines()]
+    policy_steps = sum(r["mode"] in ("test", "confirm") for r in trajectory)  # a test's steps, and a look before one
+    assert sum(r["mode"] == "test" for r in trajectory) == sum(t["steps"] for t in tests)
+    assert served["step_requests"] == policy_steps, "every step of the test policy was the server's"
     assert 0 < served["step_batches"] <= served["step_requests"] and served["detect_requests"] == 0
     assert (out / "report.html").exists()
     capsys.readouterr()
