@@ -538,7 +538,7 @@ class TesterEnv(gym.Wrapper):
             kept["testable"] = True
             if not c.confirmed or close_surface(obs, d["box"]):
                 if self.negatives is not None and d["score"] > kept.get("score", -1.0):
-                    kept.update(frame=obs.copy(), score=d["score"], detection=d)
+                    kept.update(frame=obs.copy(), score=d["score"], detection=d, verdict=self._verdict(self._info, d["box"])[0])
                 kept["close"] = kept.get("close", False) or c.confirmed
                 continue
             d = self._untested(obs, d, tested)
@@ -580,6 +580,7 @@ class TesterEnv(gym.Wrapper):
                   "window": self.cfg.confirm_window, "boxes": [{"pass": p, "box": b, "score": sc} for p, b, sc in c.boxes]}
         if self.negatives is not None and "frame" in kept and self._untested(kept["frame"], kept["detection"], self.tested):
             record["negative"] = self.negatives.write(kept["frame"], self.episode, self.t, why, [kept["detection"]])
+            record.update(kept.get("verdict") or {})  # scoring only: what the labels saw in its box
         self.rejected.write(record)
 
     def _forget_candidates(self) -> None:
@@ -599,19 +600,28 @@ class TesterEnv(gym.Wrapper):
         i = best_overlap(previous, [d["box"] for d in detections])
         return None if i is None else detections[i]["box"]
 
-    def _score_start(self, info: dict[str, Any], target: Detection) -> tuple[dict[str, Any], TestWitness | None]:
-        """Scoring only: what the game's labels say of the tested box (`playtester.tester.scoring`)."""
+    def _verdict(self, info: dict[str, Any], box: Sequence[float]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """Scoring only: what the game's labels say of `box` (`playtester.tester.scoring`):
+        `{"target": "matched", "target_ooi": …}` with the labelled object, `{"target": "phantom"}`
+        (with `shows` where a thing of another kind stands there), or `{}` where nothing is labelled."""
         objects = labelled(info, self.classes)
         if objects is None:
             return {}, None
-        real = real_object(target["box"], objects)
+        real = real_object(box, objects)
         if real is None:  # none of the detector's kinds; a thing of another kind, perhaps
-            other = real_object(target["box"], labelled(info, None) or [])
+            other = real_object(box, labelled(info, None) or [])
             return {"target": "phantom", **({"shows": str(other["class"])} if other is not None else {})}, None
-        key = object_key(real, self.known)
-        witness = TestWitness(key, self.known, self.move_actions)
+        return {"target": "matched", "target_ooi": object_key(real, self.known)}, real
+
+    def _score_start(self, info: dict[str, Any], target: Detection) -> tuple[dict[str, Any], TestWitness | None]:
+        """Scoring only: what the game's labels say of the tested box, and the witness of a test of a
+        real object (`playtester.tester.scoring`)."""
+        verdict, real = self._verdict(info, target["box"])
+        if real is None:
+            return verdict, None
+        witness = TestWitness(verdict["target_ooi"], self.known, self.move_actions)
         witness.start(info)
-        return {"target": "matched", "target_ooi": key}, witness
+        return verdict, witness
 
     def _run_test(self, obs: np.ndarray, info: dict[str, Any], target: Detection):
         """Hand the game to the test policy on `target` for up to `test_steps` steps, then judge
