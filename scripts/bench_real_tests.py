@@ -31,6 +31,10 @@ nor what the test policy's look at a waiting candidate (`TesterEnv._look_closer`
 (the frames a waiting candidate's passes look at) and counts how often `ConfirmTracker` would
 match the second box to the first, with the view's shift taken off and without, by action.
 
+`vet` copies the candidate negatives of runs (`negatives/images`) whose box the game's labels
+found empty (a rejected candidate or a test scored `phantom`) into one folder for `train detector
+--negatives`, the labels standing in for the person who looks at each frame first.
+
 `runs` plays real tester runs (`playtester run explore`, the random explorer unless `--explorer`)
 for each arm and seed, an arm being a name, a detector, k/n and a score threshold (a number, or
 `ckpt`: the per-class thresholds the checkpoint keeps), and tabulates their summary.json: tests,
@@ -290,6 +294,29 @@ def follow(args) -> int:
     return 0
 
 
+def vet(args) -> int:
+    """Copy the candidate negatives of runs that the game's labels say show none of the detector's
+    kinds in their box (rejected candidates and phantom tests scored `phantom`) into one folder of
+    images for `train detector --negatives`: the labels stand in for the person who looks at each
+    frame first. Candidates scored `matched` (a real object lost between passes) are left out."""
+    import shutil
+
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    kept = left = 0
+    for run in args.runs:
+        records = [r for name in ("rejected.jsonl", "tests.jsonl") if (run / name).exists()
+                   for r in read_walks(run / name) if r.get("negative")]
+        for r in records:
+            if r.get("target") == "phantom":
+                shutil.copy(run / "negatives" / "images" / r["negative"], out / f"{run.name}-{r['negative']}")
+                kept += 1
+            else:
+                left += 1
+    print(f"{kept} frames whose box the labels found empty copied to {out}; {left} left out (a real object, or not scored)")
+    return 0
+
+
 def play_run(arm: list[str], seed: int, args) -> dict[str, Any]:
     """One arm's run on one seed (played unless its folder has its summary); its summary."""
     import subprocess
@@ -387,6 +414,9 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--walks", type=Path, required=True)
     f.add_argument("--threshold", type=float, default=0.6)
     f.add_argument("--min-height", type=float, default=28)
+    v = sub.add_parser("vet", help="the runs' candidate negatives the labels found empty, into one folder for train detector --negatives")
+    v.add_argument("--runs", type=Path, nargs="+", required=True)
+    v.add_argument("--out", type=Path, required=True)
     u = sub.add_parser("runs", help="tester runs for each arm and seed: phantom tests, real OOIs tested, success on real")
     u.add_argument("--arm", nargs=4, action="append", required=True, metavar=("NAME", "DETECTOR", "K/N", "SCORE"),
                    help="a name, a detector checkpoint, k/n, and a score threshold (a number, or ckpt: the checkpoint's per-class ones)")
@@ -401,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument("--set", nargs="*", default=[], metavar="KEY: VALUE",
                    help="more lines of every arm's run config (e.g. 'track_every: 1')")
     args = parser.parse_args(argv)
-    return {"collect": collect, "recall": recall, "confirm": confirm, "follow": follow, "runs": runs}[args.part](args)
+    return {"collect": collect, "recall": recall, "confirm": confirm, "follow": follow, "vet": vet, "runs": runs}[args.part](args)
 
 
 if __name__ == "__main__":
