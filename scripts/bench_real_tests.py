@@ -31,9 +31,10 @@ nor what the test policy's look at a waiting candidate (`TesterEnv._look_closer`
 (the frames a waiting candidate's passes look at) and counts how often `ConfirmTracker` would
 match the second box to the first, with the view's shift taken off and without, by action.
 
-`vet` copies the candidate negatives of runs (`negatives/images`) whose box the game's labels
-found empty (a rejected candidate or a test scored `phantom`) into one folder for `train detector
---negatives`, the labels standing in for the person who looks at each frame first.
+`vet` copies the candidate negatives of runs (`negatives/images`) whose frame the game's labels
+found empty of the detector's kinds (rejected candidates scored `phantom`, nothing `in_view`) into
+one folder for `train detector --negatives`, the labels standing in for the person who looks at
+each frame first.
 
 `runs` plays real tester runs (`playtester run explore`, the random explorer unless `--explorer`)
 for each arm and seed, an arm being a name, a detector, k/n and a score threshold (a number, or
@@ -295,25 +296,25 @@ def follow(args) -> int:
 
 
 def vet(args) -> int:
-    """Copy the candidate negatives of runs that the game's labels say show none of the detector's
-    kinds in their box (rejected candidates and phantom tests scored `phantom`) into one folder of
-    images for `train detector --negatives`: the labels stand in for the person who looks at each
-    frame first. Candidates scored `matched` (a real object lost between passes) are left out."""
+    """Copy the candidate negatives of runs whose frame the game's labels say shows none of the
+    detector's kinds (rejected candidates scored `phantom` with nothing of its kinds `in_view`)
+    into one folder of images for `train detector --negatives`, which trains on each as a
+    background: the labels stand in for the person who looks at each frame first. Frames with a
+    real object anywhere in them are left out."""
     import shutil
 
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     kept = left = 0
     for run in args.runs:
-        records = [r for name in ("rejected.jsonl", "tests.jsonl") if (run / name).exists()
-                   for r in read_walks(run / name) if r.get("negative")]
+        records = [r for r in (read_walks(run / "rejected.jsonl") if (run / "rejected.jsonl").exists() else []) if r.get("negative")]
         for r in records:
-            if r.get("target") == "phantom":
+            if r.get("target") == "phantom" and r.get("in_view", 1) == 0:
                 shutil.copy(run / "negatives" / "images" / r["negative"], out / f"{run.name}-{r['negative']}")
                 kept += 1
             else:
                 left += 1
-    print(f"{kept} frames whose box the labels found empty copied to {out}; {left} left out (a real object, or not scored)")
+    print(f"{kept} frames the labels found empty copied to {out}; {left} left out (a real object in the box or in view, or not scored)")
     return 0
 
 

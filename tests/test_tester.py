@@ -261,6 +261,7 @@ def test_a_detection_is_tested_only_once_confirmed_and_a_flicker_is_logged(small
         assert len(rejected) == 1 and rejected[0]["kind"] == "tire" and rejected[0]["found"] == 1
         assert rejected[0]["boxes"][0]["box"] == flicker["box"]
         assert rejected[0]["target"] == "phantom", "scored by the park's labels, as a test is: no tire stands there"
+        assert isinstance(rejected[0]["in_view"], int) and rejected[0]["in_view"] >= 0
         negatives = list(read_jsonl(tmp_path / "negatives" / "negatives.jsonl"))
         assert [n["why"] for n in negatives] == ["unconfirmed"]
         assert (tmp_path / "negatives" / negatives[0]["file"]).is_file()

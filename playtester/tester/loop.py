@@ -538,7 +538,7 @@ class TesterEnv(gym.Wrapper):
             kept["testable"] = True
             if not c.confirmed or close_surface(obs, d["box"]):
                 if self.negatives is not None and d["score"] > kept.get("score", -1.0):
-                    kept.update(frame=obs.copy(), score=d["score"], detection=d, verdict=self._verdict(self._info, d["box"])[0])
+                    kept.update(frame=obs.copy(), score=d["score"], detection=d, verdict=self._frame_verdict(d["box"]))
                 kept["close"] = kept.get("close", False) or c.confirmed
                 continue
             d = self._untested(obs, d, tested)
@@ -612,6 +612,14 @@ class TesterEnv(gym.Wrapper):
             other = real_object(box, labelled(info, None) or [])
             return {"target": "phantom", **({"shows": str(other["class"])} if other is not None else {})}, None
         return {"target": "matched", "target_ooi": object_key(real, self.known)}, real
+
+    def _frame_verdict(self, box: Sequence[float]) -> dict[str, Any]:
+        """Scoring only: `_verdict` of `box` in this step's frame, and how many objects of the
+        detector's kinds the labels show anywhere in it (`in_view`: a frame kept as a candidate
+        negative is a true background only where that is 0)."""
+        verdict = self._verdict(self._info, box)[0]
+        objects = labelled(self._info, self.classes)
+        return verdict if objects is None else {**verdict, "in_view": len(objects)}
 
     def _score_start(self, info: dict[str, Any], target: Detection) -> tuple[dict[str, Any], TestWitness | None]:
         """Scoring only: what the game's labels say of the tested box, and the witness of a test of a
