@@ -4,7 +4,8 @@ A tester run writes them (`playtester.tester.loop.TesterEnv`) into its folder, p
 frames of detections it rejected (never confirmed across frames, or confirmed only on a surface
 at arm's length) and of tests whose detector passes found no object:
 
-    RUN/negatives/images/eEPISODE-tSTEP.png   the frame as the game drew it
+    RUN/negatives/images/eEPISODE-tSTEP.png   the frame as the game drew it (-2, -3 … after the
+                                              name where more than one ended at that step)
     RUN/negatives/negatives.jsonl             one line a frame: file, episode, step, why,
                                               boxes [{box, class, score}] (what was boxed)
 
@@ -48,7 +49,10 @@ class NegativeLog:
         from playtester.files import write_bytes_atomic
 
         (self.dir / "images").mkdir(parents=True, exist_ok=True)
-        name = f"e{episode}-t{step}.png"
+        name, n = f"e{episode}-t{step}.png", 1
+        while (self.dir / "images" / name).exists():  # two candidates ended at one step: keep both frames
+            n += 1
+            name = f"e{episode}-t{step}-{n}.png"
         ok, buf = cv2.imencode(".png", cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
         assert ok
         write_bytes_atomic(self.dir / "images" / name, buf.tobytes())

@@ -53,11 +53,12 @@ def frame(w=160, h=120, seed=0):
 def test_a_runs_negatives_join_the_training_split_as_backgrounds(shots, tmp_path, capsys):
     run = tmp_path / "run"
     log = NegativeLog(run)
-    for step in (4, 9):
+    for step in (4, 9, 9):  # two candidates ended at step 9: neither frame is lost
         log.write(frame(seed=step), 0, step, "unconfirmed", [{"box": [1, 2, 30, 40], "class": "tire", "score": 0.7}])
     log.close()
     records = [json.loads(line) for line in (run / "negatives" / "negatives.jsonl").read_text().splitlines()]
-    assert [r["file"] for r in records] == ["images/e0-t4.png", "images/e0-t9.png"]
+    assert [r["file"] for r in records] == ["images/e0-t4.png", "images/e0-t9.png", "images/e0-t9-2.png"]
+    (run / "negatives" / "images" / "e0-t9-2.png").unlink()  # a person weeds one out
     assert records[0]["boxes"] == [{"box": [1.0, 2.0, 30.0, 40.0], "class": "tire", "score": 0.7}]
     marked = tmp_path / "marked"  # frames a user marked empty, listed with the run in a file
     marked.mkdir()
