@@ -156,9 +156,11 @@ def test_a_killed_actor_loses_no_record_and_the_run_ends_with_its_report(local_r
         return answered
 
     monkeypatch.setattr(RayVectorEnv, "answer", answer_and_kill)
+    # the engine's labels need no confirmation: each is tested at once, so that 4 × 30 steps test some OOIs
+    # (with 4 of 4, the tiny untrained test policy's look before a test often turns the OOI out of view)
     assert main(["run", "explore", "--game", small_park, "--tester", str(tiny_inspect_policy), "--oracle-labels", "--test-steps", "8",
-                 "--explorer", "inspector", "--envs", "2", "--episodes", "4", "--steps", "30", *run_config(rollout=8), "--out", str(out),
-                 "--cluster", "ray"]) == 0
+                 "--explorer", "inspector", "--envs", "2", "--episodes", "4", "--steps", "30",
+                 *run_config(rollout=8, confirm_hits=1, confirm_window=1), "--out", str(out), "--cluster", "ray"]) == 0
     assert "lost" in capsys.readouterr().out
     info = seen["info"]  # the step it died in ends its episode, truncated, and says so
     assert seen["lost"] == 1 and info["worker_lost"] and info["final_info"]["worker_lost"]
