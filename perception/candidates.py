@@ -140,8 +140,7 @@ class ConfirmTracker:
         self._pass += 1
         grey = None if frame is None else shrunk_grey(frame)
         if shift is None and grey is not None and self._grey is not None and self.candidates:
-            found = phase_shift(self._grey[0], grey[0])
-            shift = None if found is None else (found[0] / grey[1], found[1] / grey[1])
+            shift = grey_shift(self._grey, grey)
         self._grey = grey
         if shift is not None and shift != (0.0, 0.0):
             dx, dy = shift
@@ -221,16 +220,18 @@ def shrunk_grey(frame: np.ndarray) -> tuple[np.ndarray, float]:
     return grey.astype(np.float32), scale
 
 
-def phase_shift(before: np.ndarray, after: np.ndarray) -> tuple[float, float] | None:
-    """How far grey frame `after` is moved from `before` (pixels; x right, y down): the peak of
-    their phase correlation; None when they differ in size."""
+def grey_shift(before: tuple[np.ndarray, float], after: tuple[np.ndarray, float]) -> tuple[float, float] | None:
+    """How far the picture moved from `before` to `after` (two `shrunk_grey` results), in pixels of
+    the frames they were shrunk from (x right, y down): the peak of their phase correlation; None
+    when they differ in size."""
     import cv2
 
-    if before.shape != after.shape:
+    (a, _), (b, scale) = before, after
+    if a.shape != b.shape:
         return None
-    h, w = after.shape
-    (dx, dy), _ = cv2.phaseCorrelate(before, after, _hanning(w, h))
-    return float(dx), float(dy)
+    h, w = b.shape
+    (dx, dy), _ = cv2.phaseCorrelate(a, b, _hanning(w, h))
+    return float(dx) / scale, float(dy) / scale
 
 
 _WINDOWS: dict[tuple[int, int], np.ndarray] = {}
@@ -248,9 +249,7 @@ def view_shift(before: np.ndarray, after: np.ndarray) -> tuple[float, float] | N
     """How far the picture moved from frame `before` to frame `after` (RGB, same size), in pixels
     (x right, y down): the peak of the two frames' phase correlation, which a turn, a look up or
     down, a strafe or a jump moves as a whole; None for frames of different sizes."""
-    (a, _), (b, scale) = shrunk_grey(before), shrunk_grey(after)
-    found = phase_shift(a, b)
-    return None if found is None else (found[0] / scale, found[1] / scale)
+    return grey_shift(shrunk_grey(before), shrunk_grey(after))
 
 
 CLOSE_TEXEL = 1 / 80

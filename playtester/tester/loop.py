@@ -455,8 +455,7 @@ class TesterEnv(gym.Wrapper):
             if not waiting:
                 break
             aim = max(waiting, key=lambda c: c.score)
-            probs = self.tester.step(obs, aim.box)
-            a = int(np.argmax(probs)) if self.cfg.greedy else int(self.rng.choice(len(probs), p=probs / probs.sum()))
+            a = self._test_action(obs, aim.box)
             obs, r, terminated, truncated, info = self._step(a, "confirm", None)
             total += r
             if terminated or truncated:
@@ -466,6 +465,11 @@ class TesterEnv(gym.Wrapper):
             if target is not None or not self.confirming:
                 break
         return obs, total, terminated, truncated, info, target
+
+    def _test_action(self, obs: np.ndarray, box: Sequence[float] | None) -> int:
+        """The test policy's next action aimed at `box`: its most likely one with `greedy`, else sampled."""
+        probs = self.tester.step(obs, box)
+        return int(np.argmax(probs)) if self.cfg.greedy else int(self.rng.choice(len(probs), p=probs / probs.sum()))
 
     def _step(self, action: int, mode: str, ooi: Any):
         obs, reward, terminated, truncated, info = self.env.step(action)
@@ -661,8 +665,7 @@ class TesterEnv(gym.Wrapper):
         if tracker is not None:
             tracker.anchor(obs, box)
         for _ in range(self.test_steps):
-            probs = self.tester.step(obs, box)
-            a = int(np.argmax(probs)) if self.cfg.greedy else int(self.rng.choice(len(probs), p=probs / probs.sum()))
+            a = self._test_action(obs, box)
             actions.append(a)
             obs, r, terminated, truncated, info = self._step(a, "test", ooi)
             total += r
