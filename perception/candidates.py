@@ -4,7 +4,8 @@ In free play the detector fires on scenery: a tire in a bush, a pillar in a tree
 those boxes come and go from one frame to the next, while a real object, seen from a moving
 player, is found again where it should be. `ConfirmTracker` follows the detections from one
 detector pass to the next and says which are confirmed: found in at least `hits` of the last
-`window` passes, each time of the same class, near where the last box was and of a similar size.
+`window` passes, each time of the same class, near where the last box was and of a similar size;
+one hit fewer will do while every box it was found with scored `sure` or above.
 
 The tester loop runs its detector every few steps; while a candidate waits for confirmation it
 runs it on every step (`playtester.tester.loop`). Even so a step can move the whole picture by
@@ -43,6 +44,13 @@ CONFIRM_HITS, CONFIRM_WINDOW = 4, 4
 """The tester's k of n, chosen on the cpu park by test precision against real OOIs tested
 (docs/benchmarks/real-tests.md)."""
 
+CONFIRM_SURE = 0.9
+"""A candidate whose every box in the window scored this or above needs one hit fewer, where the
+run's detector was calibrated among background images (the tester loop decides): on Freedoom 2
+MAP02 a pick-up found at 0.97–0.99 is walked over or out of view before its fourth pass, while
+the demo's park detector, trained on framed shots alone, scores scenery this high in free play
+(docs/benchmarks/real-tests.md)."""
+
 
 @dataclass(frozen=True)
 class ConfirmConfig:
@@ -51,6 +59,9 @@ class ConfirmConfig:
     every detection at once (no confirmation)."""
     window: int = CONFIRM_WINDOW
     """n: the passes counted."""
+    sure: float | None = CONFIRM_SURE
+    """A candidate every box of which in the window scored this or above is confirmed at `hits - 1`
+    (None: never sooner)."""
     reach: float = 1.0
     """How far a box's centre may move from one pass to the next, in heights of the last box (the
     height: a box's width changes with the side it shows)."""
@@ -60,6 +71,8 @@ class ConfirmConfig:
     def __post_init__(self) -> None:
         if not 1 <= self.hits <= self.window:
             raise ValueError(f"confirmation {self.hits} of {self.window}: hits must be between 1 and the window")
+        if self.sure is not None and not 0 < self.sure <= 1:
+            raise ValueError(f"confirmation sure score {self.sure} must be in (0, 1]")
         if self.reach <= 0 or self.size_ratio < 1:
             raise ValueError(f"confirmation reach {self.reach} must be above 0 and size ratio {self.size_ratio} at least 1")
 
@@ -190,8 +203,15 @@ class ConfirmTracker:
         c.found += 1
         c.boxes.append((self._pass, [round(v, 1) for v in c.box], round(c.score, 3)))
         self._trim(c)
-        if sum(c.history) >= self.cfg.hits:
+        if sum(c.history) >= self.needed(c):
             c.confirmed = True
+
+    def needed(self, c: Candidate) -> int:
+        """The hits `c` needs in the window: one fewer while every box it was found with in the
+        window scored `sure` or above."""
+        recent = [score for found_in, _, score in c.boxes if found_in > self._pass - self.cfg.window]
+        sure = self.cfg.sure is not None and self.cfg.hits > 1 and bool(recent) and min(recent) >= self.cfg.sure
+        return self.cfg.hits - 1 if sure else self.cfg.hits
 
     def _trim(self, c: Candidate) -> None:
         while len(c.history) > self.cfg.window:
@@ -205,7 +225,7 @@ class ConfirmTracker:
             if found:
                 break
             misses += 1
-        return misses < (self.cfg.window if c.confirmed else self.cfg.window - self.cfg.hits + 1)
+        return misses < (self.cfg.window if c.confirmed else self.cfg.window - self.needed(c) + 1)
 
 
 def shrunk_grey(frame: np.ndarray) -> tuple[np.ndarray, float]:

@@ -200,15 +200,16 @@ def fmt(v: float | None) -> str:
 
 
 def confirm_table(rows: list[dict[str, Any]], hits: int, window: int, threshold: float, min_height: float,
-                  shifts: bool = True) -> dict[str, Any]:
+                  shifts: bool = True, sure: float | None = None) -> dict[str, Any]:
     """One k/n and threshold replayed over the walks: targets, real ones, distinct real OOIs, passes;
     the candidates' boxes moved by the view's shift between passes as a run moves them (`shifts`;
-    a walk file written before the shift was recorded has none)."""
+    a walk file written before the shift was recorded has none); a candidate whose boxes all
+    scored `sure` or above needing one hit fewer (None: never)."""
     from playtester.perception.candidates import ConfirmConfig, ConfirmTracker
     from playtester.tester.identity import iou
     from playtester.tester.scoring import MATCH_IOU
 
-    tracker = ConfirmTracker(ConfirmConfig(hits, window))
+    tracker = ConfirmTracker(ConfirmConfig(hits, window, sure=sure))
     targets: list[tuple[Any, int, Any]] = []
     walk, passes, confirming, taken = None, 0, False, set()
     moved = np.zeros(2)  # the view's shift since the last pass, summed over the steps between
@@ -238,17 +239,30 @@ def confirm_table(rows: list[dict[str, Any]], hits: int, window: int, threshold:
             "passes": passes, "per_walk": per_walk}
 
 
+def sure_score(text: str) -> float | None:
+    """`--sure`: a score in (0, 1], or none."""
+    if text == "none":
+        return None
+    value = float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text}: a score in (0, 1], or none")
+    return value
+
+
 def confirm(args) -> int:
+    from playtester.perception.candidates import CONFIRM_SURE
+
     rows = read_walks(args.walks)
-    print("| k of n | threshold | view shift taken off | targets | of real objects | precision | distinct real OOIs | detector passes | real/targets a walk |")
-    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    print("| k of n | sure score | threshold | view shift taken off | targets | of real objects | precision | distinct real OOIs | detector passes | real/targets a walk |")
+    print("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |")
     for kn in args.kn:
         k, n = (int(v) for v in kn.split("/"))
-        for thr in thresholds(args):
-            for shifts in {"yes": (True,), "no": (False,), "both": (True, False)}[args.shift]:
-                r = confirm_table(rows, k, n, thr, args.min_height, shifts)
-                print(f"| {k}/{n} | {name(thr)} | {'yes' if shifts else 'no'} | {r['targets']} | {r['real']} | {fmt(r['precision'])} | "
-                      f"{r['oois']} | {r['passes']} | {' '.join(r['per_walk'])} |")
+        for sure in args.sure or [CONFIRM_SURE]:
+            for thr in thresholds(args):
+                for shifts in {"yes": (True,), "no": (False,), "both": (True, False)}[args.shift]:
+                    r = confirm_table(rows, k, n, thr, args.min_height, shifts, sure)
+                    print(f"| {k}/{n} | {'none' if sure is None else sure} | {name(thr)} | {'yes' if shifts else 'no'} | {r['targets']} | "
+                          f"{r['real']} | {fmt(r['precision'])} | {r['oois']} | {r['passes']} | {' '.join(r['per_walk'])} |")
     return 0
 
 
@@ -411,6 +425,8 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("--min-height", type=float, default=28)
     k.add_argument("--shift", choices=("yes", "no", "both"), default="yes",
                    help="move the candidates' boxes by the view's shift between passes (as a run does), or not, or both")
+    k.add_argument("--sure", type=sure_score, nargs="+", default=None, metavar="SCORE|none",
+                   help="a candidate whose boxes all scored this or above needs one hit fewer (none: never; default: a run's)")
     f = sub.add_parser("follow", help="consecutive frames' boxes of a real object: matched to its candidate with the view's shift and without")
     f.add_argument("--walks", type=Path, required=True)
     f.add_argument("--threshold", type=float, default=0.6)

@@ -7,7 +7,8 @@ import pytest
 from playtester.perception.candidates import ConfirmConfig, ConfirmTracker, close_surface, texel_size, view_shift
 
 
-def det(x: float, h: float = 40.0, kind: str = "tire", score: float = 0.9) -> dict:
+def det(x: float, h: float = 40.0, kind: str = "tire", score: float = 0.8) -> dict:
+    """A detection under the sure score (0.9): it needs every hit of its k."""
     return {"box": [x, 100.0, x + 30.0, 100.0 + h], "class": kind, "score": score}
 
 
@@ -36,6 +37,41 @@ def test_two_of_three_bridges_one_miss():
     tracker.update([])  # one miss: 3 - 2 + 1 = 2 misses in a row would end it
     found = tracker.update([det(105)])
     assert len(found) == 1 and found[0].confirmed and found[0].found == 2
+
+
+def test_a_sure_candidate_needs_one_hit_fewer():
+    """Every box at 0.9 or above: confirmed at the second of three passes; one box under it and the
+    third is needed; with `sure` None never sooner."""
+    tracker = ConfirmTracker(ConfirmConfig(hits=3, window=3))
+    tracker.update([det(100, score=0.95)])
+    assert tracker.update([det(105, score=0.9)])[0].confirmed
+    tracker = ConfirmTracker(ConfirmConfig(hits=3, window=3))
+    tracker.update([det(100, score=0.95)])
+    found = tracker.update([det(105, score=0.89)])
+    assert not found[0].confirmed and tracker.needed(found[0]) == 3
+    assert tracker.update([det(110, score=0.99)])[0].confirmed
+    tracker = ConfirmTracker(ConfirmConfig(hits=3, window=3, sure=None))
+    tracker.update([det(100, score=0.99)])
+    assert not tracker.update([det(105, score=0.99)])[0].confirmed
+
+
+def test_a_sure_candidate_outlives_one_miss_in_four_of_four():
+    """4 of 4: a miss ends a candidate that needs every pass; one whose boxes all scored 0.9 or
+    above needs 3, so it lives through one miss and is confirmed at its third hit. Its sure hits
+    leave the window with time: a box under 0.9 counts as long as it is among the last four passes."""
+    for score, confirmed in ((0.97, True), (0.8, False)):
+        tracker = ConfirmTracker(ConfirmConfig(hits=4, window=4))
+        tracker.update([det(100, score=score)])
+        tracker.update([det(100, score=score)])
+        tracker.update([])
+        assert len(tracker.candidates) == int(confirmed)
+        found = tracker.update([det(100, score=score)])
+        assert [c.confirmed for c in found] == [confirmed]
+    tracker = ConfirmTracker(ConfirmConfig(hits=4, window=4))
+    tracker.update([det(100, score=0.5)])
+    for _ in range(3):
+        found = tracker.update([det(100, score=0.95)])
+    assert tracker.needed(found[0]) == 4 and found[0].confirmed  # 4 hits all the same
 
 
 def test_a_jump_a_resize_or_another_class_is_another_candidate():
@@ -89,7 +125,7 @@ def test_a_box_carried_by_the_views_shift_stays_one_candidate():
         for i in range(3):
             frame = moved(picture, 0, 40 * i)
             box = [150.0, 150.0 - 40 * i, 170.0, 180.0 - 40 * i]
-            found = tracker.update([{"box": box, "class": "tire", "score": 0.9}], frame=frame if with_frames else None)
+            found = tracker.update([{"box": box, "class": "tire", "score": 0.8}], frame=frame if with_frames else None)
         assert found[0].confirmed == with_frames and found[0].found == (3 if with_frames else 1)
     tracker.reset()  # a new episode: no shift is measured against the last episode's frame
     assert tracker.update([det(100)], frame=picture[:240, :320])[0].found == 1
@@ -111,6 +147,8 @@ def test_bad_settings_are_refused():
         ConfirmConfig(hits=3, window=2)
     with pytest.raises(ValueError):
         ConfirmConfig(hits=0, window=2)
+    with pytest.raises(ValueError):
+        ConfirmConfig(sure=1.5)
 
 
 def texture(texel: int, width: int = 320, height: int = 240) -> np.ndarray:

@@ -270,6 +270,32 @@ def test_a_detection_is_tested_only_once_confirmed_and_a_flicker_is_logged(small
         loop.close()
 
 
+@pytest.mark.parametrize("calibrated", [True, False])
+def test_a_calibrated_detectors_sure_box_is_tested_a_pass_sooner(small_park, tiny_inspect_policy, tmp_path, calibrated):
+    """3 of 3 passes: a box at 0.95 from a detector whose checkpoint keeps thresholds calibrated
+    among background images needs one pass fewer (tested at the 5th step); from one without (the
+    demo's, trained on framed shots alone), every pass (the 6th)."""
+    steady = {"box": [40.0, 30.0, 70.0, 80.0], "class": "barrel", "score": 0.95, "ooi": None}
+
+    class Detector:
+        thresholds = {"barrel": 0.6} if calibrated else {}
+
+        def __call__(self, frame, info):
+            return [dict(steady)]
+
+    loop = TesterEnv(make_game(small_park), tester=load_policy(tiny_inspect_policy), detector=Detector(), oracles=[],
+                     run_dir=tmp_path, game=small_park,
+                     config=TesterConfig(test_steps=5, min_box_height=20, seed=1, confirm_hits=3, confirm_window=3))
+    try:
+        loop.reset(seed=0)
+        for _ in range(6):
+            loop.step(4)
+        tests = list(read_jsonl(tmp_path / "tests.jsonl"))
+        assert [t["step"] for t in tests] == [5 if calibrated else 6]
+    finally:
+        loop.close()
+
+
 def test_a_confirmed_box_on_a_close_surface_is_not_tested_but_logged(small_park, tiny_inspect_policy, tmp_path):
     """The frame painted with a texture of 8-px texels, as a wall at arm's length draws it: a box
     found in every pass is confirmed, never tested, and logged in rejected.jsonl as `close surface`
