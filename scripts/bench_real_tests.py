@@ -21,7 +21,8 @@ with another detector.
 `confirm` replays a walk's detections through `ConfirmTracker` (`playtester.perception.candidates`)
 as the tester loop does (a pass every 4th step, and every step while a candidate close enough to
 test waits; the candidates' boxes moved by the view's shift since the last pass, summed over the
-steps between, unless `--shift no`), for each k/n and threshold: the candidates that would become test targets (once
+steps between, unless `--shift no`; a candidate whose boxes all scored `--sure` or above needing
+one hit fewer, as in a run whose detector was calibrated among background images), for each k/n and threshold: the candidates that would become test targets (once
 each), what share of them box a real object (IoU ≥ 0.5 with a label, as a run scores a test), how many distinct real OOIs
 they are, and the detector passes it took. The walk goes on where a run would test, so it
 measures what confirmation keeps and drops, not the steps a run saves by not testing phantoms,
