@@ -427,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("--shift", choices=("yes", "no", "both"), default="yes",
                    help="move the candidates' boxes by the view's shift between passes (as a run does), or not, or both")
     k.add_argument("--sure", type=sure_score, nargs="+", default=None, metavar="SCORE|none",
-                   help="a candidate whose boxes all scored this or above needs one hit fewer (none: never; default: a run's)")
+                   help="a candidate whose boxes all scored this or above needs one hit fewer (none: never; default: 0.9, as a run with a calibrated detector)")
     f = sub.add_parser("follow", help="consecutive frames' boxes of a real object: matched to its candidate with the view's shift and without")
     f.add_argument("--walks", type=Path, required=True)
     f.add_argument("--threshold", type=float, default=0.6)
