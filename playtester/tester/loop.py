@@ -292,6 +292,7 @@ class TesterEnv(gym.Wrapper):
         self.rejected = JsonlWriter(self.run_dir / "rejected.jsonl")
         self.negatives = NegativeLog(self.run_dir) if self.cfg.negatives else None
         self.thresholds: dict[str, float] = dict(getattr(detector, "thresholds", None) or {})
+        """Per-class score thresholds the detector's checkpoint keeps (used when `min_score` is None)."""
         # one hit fewer for sure boxes only from a detector calibrated among the game's backgrounds:
         # the demo's, trained on framed shots alone, scores park scenery 0.9 and above in free play
         self.confirm = ConfirmTracker(ConfirmConfig(self.cfg.confirm_hits, self.cfg.confirm_window,
@@ -301,7 +302,6 @@ class TesterEnv(gym.Wrapper):
         self.pending: dict[int, dict[str, Any]] = {}
         """What the loop keeps of each candidate: `testable` (was ever close enough), and the frame
         of its most confident testable detection (`frame`, `score`, `detection`)."""
-        """Per-class score thresholds the detector's checkpoint keeps (used when `min_score` is None)."""
         self.classes = getattr(detector, "classes", None)
         """The detector's classes: tests are scored against labelled objects of these (scoring only)."""
         self.known = list(getattr(detector, "oois", ()))
