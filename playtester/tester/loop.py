@@ -294,7 +294,7 @@ class TesterEnv(gym.Wrapper):
         self.thresholds: dict[str, float] = dict(getattr(detector, "thresholds", None) or {})
         """Per-class score thresholds the detector's checkpoint keeps (used when `min_score` is None)."""
         # one hit fewer for sure boxes only from a detector calibrated among the game's backgrounds:
-        # the demo's, trained on framed shots alone, scores park scenery 0.9 and above in free play
+        # the demo's, trained on framed shots alone, boxes park scenery too often in free play
         self.confirm = ConfirmTracker(ConfirmConfig(self.cfg.confirm_hits, self.cfg.confirm_window,
                                                     sure=CONFIRM_SURE if self.thresholds else None))
         self.confirming = False
