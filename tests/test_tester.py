@@ -453,3 +453,21 @@ def test_busy_cores_reads_work_on_this_process_cores():
         spinner.kill()
         spinner.wait()
     assert busy is not None and 0.7 <= busy
+
+
+def test_an_ooi_taken_by_one_instance_is_refused_to_the_other(tmp_path):
+    """Two instances' claim logs on one run folder: the first to take OOI 9 tests it; the other,
+    taking it in the same moment (before it looked at the log), is refused and writes nothing; a
+    different OOI is still its to take, and the log holds each OOI once."""
+    from playtester.tester.loop import ClaimLog
+
+    first, second = ClaimLog(tmp_path / "claims.jsonl"), ClaimLog(tmp_path / "claims.jsonl")
+    try:
+        assert first.take(9, episode=0, kind="barrel")
+        assert not second.take(9, episode=1, kind="barrel")
+        assert second.take(5, episode=1, kind="tire")
+        assert first.taken() == second.taken() == {5, 9}
+        assert sorted(r["ooi"] for r in read_jsonl(tmp_path / "claims.jsonl")) == [5, 9]
+    finally:
+        first.close()
+        second.close()

@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -194,9 +195,11 @@ class ClaimLog:
     """The OOIs taken in a run, shared by every game instance through one append-only file.
 
     `claim(ooi)` appends a line; `taken()` reads what the others appended since the last look
-    (only the new bytes), so a look costs next to nothing. Two instances that pick the same
-    OOI within one detection interval both test it: rare, and harmless. A claim may carry
-    appearance signatures of its OOI (`playtester.tester.identity`), for games without telemetry.
+    (only the new bytes), so a look costs next to nothing. `take(ooi)` claims an OOI before its
+    test only if no other instance took it first: each OOI's first claim also creates one file in
+    `claims.d/` exclusively (`O_EXCL`), so two instances that pick it in the same moment test it
+    once. A claim may carry appearance signatures of its OOI (`playtester.tester.identity`), for
+    games without telemetry.
     """
 
     def __init__(self, path: Path) -> None:
@@ -224,6 +227,18 @@ class ClaimLog:
     def views(self, kind: str) -> list[np.ndarray]:
         """Appearance signatures of the claimed OOIs of `kind`, as of the last `taken()`."""
         return self._views.get(kind, [])
+
+    def take(self, ooi: Any, episode: int, kind: str = "", views: Sequence[np.ndarray] = ()) -> bool:
+        """Claim `ooi` for its test; False (and nothing written) when another instance took it first."""
+        folder = self.path.parent / "claims.d"
+        folder.mkdir(exist_ok=True)
+        name = hashlib.blake2b(json.dumps(ooi, sort_keys=True).encode(), digest_size=8).hexdigest()
+        try:
+            os.close(os.open(folder / name, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return False
+        self.claim(ooi, episode, kind, views)
+        return True
 
     def claim(self, ooi: Any, episode: int, kind: str = "", views: Sequence[np.ndarray] = ()) -> None:
         record: dict[str, Any] = {"ooi": ooi, "episode": episode}
@@ -643,7 +658,8 @@ class TesterEnv(gym.Wrapper):
         and log the test; returns the last step's outcome with the test's summed reward."""
         ooi, kind = target["ooi"], target["class"]
         by_sight = "view" in target  # no telemetry named it: remember how it looks
-        self.claims.claim(ooi, self.episode, kind, [target["view"]] if by_sight else ())
+        if not self.claims.take(ooi, self.episode, kind, [target["view"]] if by_sight else ()):
+            return obs, 0.0, False, False, info  # another instance took it a moment ago: explore on
         self._forget_candidates()
         scored, witness = self._score_start(info, target)
         start_frame, start = obs, self.t
