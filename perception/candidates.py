@@ -204,13 +204,13 @@ class ConfirmTracker:
         c.found += 1
         c.boxes.append((self._pass, [round(v, 1) for v in c.box], round(c.score, 3)))
         self._trim(c)
-        if sum(c.history) >= self.needed(c):
+        if not c.confirmed and sum(c.history) >= self.needed(c):
             c.confirmed = True
 
     def needed(self, c: Candidate) -> int:
         """The hits `c` needs in the window: one fewer while every box it was found with in the
         window scored `sure` or above."""
-        recent = [score for found_in, _, score in c.boxes if found_in > self._pass - self.cfg.window]
+        recent = [score for found_in, _, score in c.boxes[-self.cfg.window:] if found_in > self._pass - self.cfg.window]
         sure = self.cfg.sure is not None and self.cfg.hits > 1 and bool(recent) and min(recent) >= self.cfg.sure
         return self.cfg.hits - 1 if sure else self.cfg.hits
 

@@ -318,11 +318,13 @@ def vet(args) -> int:
     real object anywhere in them are left out."""
     import shutil
 
+    from playtester.tester.runlog import read_jsonl
+
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     kept = left = 0
     for run in args.runs:
-        records = [r for r in (read_walks(run / "rejected.jsonl") if (run / "rejected.jsonl").exists() else []) if r.get("negative")]
+        records = [r for r in (read_jsonl(run / "rejected.jsonl") if (run / "rejected.jsonl").exists() else []) if r.get("negative")]
         for r in records:
             if r.get("target") == "phantom" and r.get("in_view", 1) == 0:
                 shutil.copy(run / "negatives" / "images" / r["negative"], out / f"{run.name}-{r['negative']}")
