@@ -86,6 +86,13 @@ SOLID_THINGS = {2035: 10, 70: 16, 2028: 16, 30: 16, 31: 16, 32: 16, 33: 16, 36: 
                 27: 16, 28: 16, 29: 16, 49: 16, 50: 16, 51: 16, 52: 16, 53: 16, 73: 16, 74: 16, 75: 16, 76: 16, 77: 16,
                 78: 16}
 """Doom's solid decorations by editor number, with their radius in map units."""
+STUCK_GIVES_UP = 1
+ERRAND_GIVES_UP = 1
+FACE_WHEN_STUCK = 1
+HURRY_STEPS = 40
+"""Steps after setting off a door that closes again by itself (a switch or walk-over line far
+from it: open, wait, close) during which the walker makes for the door before anything else."""
+"""Whether a walker stuck with nothing to open ahead also gives its goal cell up (experiment)."""
 MONSTERS = MONSTER_RADII
 """Doom's monsters by editor number, with their radius: under `immortal` (notarget) they stand
 where the level puts them, and the walker, which cannot fire, walks round them where it can."""
@@ -477,6 +484,9 @@ class LevelWalker(_Expert):
         self.goal_key: str | None = None
         self.route: list[int] = []
         self.goal_switch: int | None = None
+        self.hurry: frozenset[int] = frozenset()
+        self.hurry_until = 0
+        """The sectors of a door set off that closes again by itself, and the step until which the walker makes for it."""
         self.since_plan = 0
         self.last_use = -100
         self.t = 0
@@ -629,6 +639,14 @@ class LevelWalker(_Expert):
         dist, pred = self.nav.routes(start)
         best, best_d, dist, home, node_sector, beyond = self._nearest_unwalked(x, y, angle, start, dist)
         best, best_d = self._errand(best, best_d, dist, home, node_sector, beyond)
+        if self.t < self.hurry_until:  # a door set off that will close again: through it first
+            if int(self.nav.sectors[tuple(self.nav.cells[start])]) in self.hurry:
+                self.hurry_until = 0
+            else:
+                door = np.isin(node_sector, list(self.hurry)) & np.isfinite(dist)
+                if door.any():
+                    best = int(np.flatnonzero(door)[np.argmin(dist[door])])
+                    self.goal_switch = self.goal_key = None
         if best is None:
             if self.avoided or self.given_up.any():  # walled in by what it set aside: forget it and look again
                 self.avoided.clear()
@@ -715,6 +733,8 @@ class LevelWalker(_Expert):
         if goal == self.goal_cell:  # still after the same cell: give it up after a while
             if self.t - max(self.goal_since, self.last_closer) > GIVE_UP_STEPS:
                 self._give_up(goal)
+                if self.goal_switch is not None and ERRAND_GIVES_UP:  # a switch it cannot get to counts as tried
+                    self.tries[self.goal_switch] = SWITCH_TRIES
                 self.goal_cell = None
                 self._plan(x, y, angle)
         else:
@@ -779,6 +799,8 @@ class LevelWalker(_Expert):
         self._regrid()
         self.nav.avoid(self.avoided)
         self.route, self.goal_switch = [], None
+        if action.kind == DOOR and not action.lasts and HURRY_STEPS:
+            self.hurry, self.hurry_until = frozenset(self.graph.targets(line)), self.t + HURRY_STEPS
 
     def _crossed(self) -> None:
         """Walk-over lines crossed by the last step."""
@@ -841,6 +863,8 @@ class LevelWalker(_Expert):
             return self.use
         aside = self._movers_ahead(x, y)  # a door or a lift that did not open or come
         if self.stuck_steps < (STUCK_PATIENCE if aside else BLOCKED_PATIENCE):
+            if aside and self.route and FACE_WHEN_STUCK:  # face the door or lift, so that USE works it
+                return self.steer.toward(info, self._heading(x, y))
             return self._toward(info, self._heading(x, y)) if self.route else self.actions.turn_left
         if aside:
             self._regrid(frozenset(self.nav.blocked | aside))
@@ -848,6 +872,8 @@ class LevelWalker(_Expert):
         else:  # stuck in its own sector (a thing, a corner): route around the cells ahead
             self.avoided |= set(self.route[:4])
             self.nav.avoid(self.avoided)
+            if STUCK_GIVES_UP and self.goal_cell is not None:
+                self._give_up(self.goal_cell)
         self.route, self.stuck_steps, self.track = [], 0, []
         return int(self.rng.choice([self.actions.backward, self.actions.strafe_left, self.actions.strafe_right]))
 

@@ -11,6 +11,7 @@ import numpy as np
 from playtester.capture.keymap import load_keymap
 from playtester.capture.level_graph import LevelGraph
 from playtester.capture.level_map import parse_udmf
+from playtester.capture import level_walk
 from playtester.capture.level_walk import LevelWalker, NavGrid, coverage_cell
 from playtester.capture.park.level_builder import DOOR_RAISE, Join, LevelPlan, Room, level_textmap
 
@@ -217,3 +218,85 @@ def test_a_switch_pressed_from_below_its_ledge_is_one_the_walker_goes_to():
     assert not closet_routed(), "the door is shut until the switch is pressed"
     walker._set_off(switch)
     assert closet_routed()
+
+
+def test_stuck_at_a_door_it_turns_to_face_it_so_that_use_opens_it():
+    """Stuck against a door it walks into sideways (strafing toward a route that turned), the
+    walker turns to face the way instead of strafing on: USE works only what the player faces
+    (Freedoom 2 MAP07: 500 steps an episode strafing along a door at x 208, USE pressed facing north)."""
+    door = Join(special=DOOR_RAISE, args=(0, 32, 100))
+    plan = LevelPlan(rows=["#" * 18, "#" + "a" * 8 + "D" + "b" * 7 + "#", "#" * 18], cell=8,
+                     rooms={"a": Room(), "D": Room(ceiling=0), "b": Room()}, joins={("a", "D"): door, ("b", "D"): door},
+                     start="a")
+    plan.rows = [plan.rows[0]] + [plan.rows[1]] * 8 + [plan.rows[2]]
+    graph, s = graph_of(plan)
+    walker = walker_on(graph)
+    x, y = 40.0, 40.0
+    walker.visited[:, :coverage_cell(walker.bounds, x, y)[1] + 1] = True
+    walker._plan(x, y)
+    x += 16.0
+    assert walker._movers_ahead(x, y) == {s["D"]}
+    walker.t = walker.last_use = 100  # USE was just pressed
+    walker.stuck_steps = 6
+    facing_north = {"position": (x, y, 0.0), "angle": 90.0}
+    assert walker._unstick(facing_north, x, y) == walker.actions.turn_right, "the door lies east: turn to it"
+    assert walker._toward(facing_north, walker._heading(x, y)) == walker.actions.strafe_right, \
+        "not stuck, it strafes on while it turns (the test's premise)"
+
+
+def test_stuck_with_nothing_to_open_ahead_it_gives_its_goal_cell_up():
+    plan = LevelPlan(rows=["#########", "#aaaaaaa#", "#########"], rooms={"a": Room()}, start="a")
+    graph, _ = graph_of(plan)
+    walker = walker_on(graph)
+    x, y = plan.centre(1, 1)
+    walker.visited[:, :coverage_cell(walker.bounds, x, y)[1] + 1] = True  # the next cells lie east
+    walker._plan(x, y)
+    goal = walker.goal_cell
+    assert goal is not None and walker.route and not walker._movers_ahead(x, y)
+    walker.stuck_steps = level_walk.BLOCKED_PATIENCE
+    walker._unstick({"position": (x, y, 0.0), "angle": 0.0}, x, y)
+    assert walker.given_up[goal] and walker.route == []
+
+
+def test_a_switch_it_gets_no_nearer_to_counts_as_tried():
+    """A switch chased for `GIVE_UP_STEPS` without the route getting shorter is left for the
+    episode, as one tried twice is: the walker went on pushing toward one behind a wall the grid
+    thought open (MAP07: 500 steps an episode)."""
+    from test_softlock import ledge_switch_level
+
+    graph, _ = graph_of(ledge_switch_level(32))
+    walker = walker_on(graph)
+    switch = next(i for i, a in enumerate(graph.actions) if a is not None and a.kind == "door")
+    node = walker._switch_node(switch)
+    x, y = walker.nav.centre(int(np.flatnonzero(walker.nav.sectors[walker.nav.cells[:, 0], walker.nav.cells[:, 1]] == 0)[0]))
+    start = walker.nav.node_at(x, y)
+    _, pred = walker.nav.routes(start)
+    walker.goal_switch = switch
+    walker._head_for(node, pred, x, y, None)
+    assert walker.tries.get(switch, 0) == 0
+    walker.t = level_walk.GIVE_UP_STEPS + 1
+    walker.goal_switch = switch
+    walker._head_for(node, pred, x, y, None)
+    assert walker.tries[switch] == level_walk.SWITCH_TRIES
+
+
+def test_after_setting_off_a_door_that_closes_again_it_makes_for_the_door_first():
+    """A switch that opens a door for a while (open, wait, close): the walker heads through the
+    door before the unwalked cells nearer it (Freedoom 2 MAP01's north rooms lie behind a door a
+    walk-over line 500 units away opens for a few seconds; reached by luck before)."""
+    from test_softlock import ledge_switch_level
+
+    graph, s = graph_of(ledge_switch_level(32))
+    switch = next(i for i, a in enumerate(graph.actions) if a is not None and a.kind == "door")
+    assert not graph.actions[switch].lasts
+    for hurry, into_door in ((level_walk.HURRY_STEPS, True), (0, False)):
+        walker = walker_on(graph)
+        x, y = plan_centre = ledge_switch_level(32).centre(6, 2)  # the room's east end, by the ledge
+        level_walk.HURRY_STEPS, before = hurry, level_walk.HURRY_STEPS
+        try:
+            walker._set_off(switch)
+        finally:
+            level_walk.HURRY_STEPS = before
+        walker._plan(x, y)
+        sectors = {int(walker.nav.sectors[tuple(walker.nav.cells[n])]) for n in walker.route}
+        assert (s["D"] in sectors) == into_door, (hurry, sectors)
