@@ -13,8 +13,11 @@ beside a wall costing more, so that routes keep off the walls.
 level they know the map of: it goes to the nearest coverage cell (`CELL`, 64 units, the report's)
 it has not been in yet, to a switch within reach of the route that it has not pressed, or, while
 cells are left that a lock keeps from it, to a key; it presses USE facing a door on its way and
-walks through, waits at a lift, and when it is stuck (a door that needs a switch elsewhere, a lift
-that does not come) it leaves that sector aside until it next presses a switch. It walks on with
+walks through, waits at a lift, and when it is stuck it turns to face a door or lift ahead (USE
+works what the player faces), then (a door that needs a switch elsewhere, a lift that does not
+come) leaves that sector aside until it next presses a switch; stuck with nothing ahead to open,
+it routes round and gives up the cell it was after, and a switch it gets no nearer to counts as
+tried. Having set off a door that closes again by itself, it makes for that door first. It walks on with
 a strafe or a step back while it turns round, keeps out of a pit the graph finds no way back from
 (the softlock oracle ends the episode there) and off one-way drops while other cells are left,
 and counts a walk through cells it has been in
@@ -86,13 +89,9 @@ SOLID_THINGS = {2035: 10, 70: 16, 2028: 16, 30: 16, 31: 16, 32: 16, 33: 16, 36: 
                 27: 16, 28: 16, 29: 16, 49: 16, 50: 16, 51: 16, 52: 16, 53: 16, 73: 16, 74: 16, 75: 16, 76: 16, 77: 16,
                 78: 16}
 """Doom's solid decorations by editor number, with their radius in map units."""
-STUCK_GIVES_UP = 1
-ERRAND_GIVES_UP = 1
-FACE_WHEN_STUCK = 1
 HURRY_STEPS = 40
 """Steps after setting off a door that closes again by itself (a switch or walk-over line far
 from it: open, wait, close) during which the walker makes for the door before anything else."""
-"""Whether a walker stuck with nothing to open ahead also gives its goal cell up (experiment)."""
 MONSTERS = MONSTER_RADII
 """Doom's monsters by editor number, with their radius: under `immortal` (notarget) they stand
 where the level puts them, and the walker, which cannot fire, walks round them where it can."""
@@ -733,7 +732,7 @@ class LevelWalker(_Expert):
         if goal == self.goal_cell:  # still after the same cell: give it up after a while
             if self.t - max(self.goal_since, self.last_closer) > GIVE_UP_STEPS:
                 self._give_up(goal)
-                if self.goal_switch is not None and ERRAND_GIVES_UP:  # a switch it cannot get to counts as tried
+                if self.goal_switch is not None:  # a switch it gets no nearer to counts as tried
                     self.tries[self.goal_switch] = SWITCH_TRIES
                 self.goal_cell = None
                 self._plan(x, y, angle)
@@ -799,7 +798,7 @@ class LevelWalker(_Expert):
         self._regrid()
         self.nav.avoid(self.avoided)
         self.route, self.goal_switch = [], None
-        if action.kind == DOOR and not action.lasts and HURRY_STEPS:
+        if action.kind == DOOR and not action.lasts and HURRY_STEPS:  # open, wait, close
             self.hurry, self.hurry_until = frozenset(self.graph.targets(line)), self.t + HURRY_STEPS
 
     def _crossed(self) -> None:
@@ -863,7 +862,7 @@ class LevelWalker(_Expert):
             return self.use
         aside = self._movers_ahead(x, y)  # a door or a lift that did not open or come
         if self.stuck_steps < (STUCK_PATIENCE if aside else BLOCKED_PATIENCE):
-            if aside and self.route and FACE_WHEN_STUCK:  # face the door or lift, so that USE works it
+            if aside and self.route:  # face the door or lift (not a strafe along it): USE works what the player faces
                 return self.steer.toward(info, self._heading(x, y))
             return self._toward(info, self._heading(x, y)) if self.route else self.actions.turn_left
         if aside:
@@ -872,7 +871,7 @@ class LevelWalker(_Expert):
         else:  # stuck in its own sector (a thing, a corner): route around the cells ahead
             self.avoided |= set(self.route[:4])
             self.nav.avoid(self.avoided)
-            if STUCK_GIVES_UP and self.goal_cell is not None:
+            if self.goal_cell is not None:  # and whatever it was after there
                 self._give_up(self.goal_cell)
         self.route, self.stuck_steps, self.track = [], 0, []
         return int(self.rng.choice([self.actions.backward, self.actions.strafe_left, self.actions.strafe_right]))

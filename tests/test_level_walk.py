@@ -280,23 +280,21 @@ def test_a_switch_it_gets_no_nearer_to_counts_as_tried():
     assert walker.tries[switch] == level_walk.SWITCH_TRIES
 
 
-def test_after_setting_off_a_door_that_closes_again_it_makes_for_the_door_first():
+def test_after_setting_off_a_door_that_closes_again_it_makes_for_the_door_first(monkeypatch):
     """A switch that opens a door for a while (open, wait, close): the walker heads through the
-    door before the unwalked cells nearer it (Freedoom 2 MAP01's north rooms lie behind a door a
-    walk-over line 500 units away opens for a few seconds; reached by luck before)."""
+    door before the unwalked cells nearer it (Freedoom 2 MAP01's north rooms lie behind a door that
+    a walk-over line 500 units away opens for a few seconds; the walker got there by luck before)."""
     from test_softlock import ledge_switch_level
 
-    graph, s = graph_of(ledge_switch_level(32))
+    plan = ledge_switch_level(32)
+    graph, s = graph_of(plan)
     switch = next(i for i, a in enumerate(graph.actions) if a is not None and a.kind == "door")
     assert not graph.actions[switch].lasts
+    x, y = plan.centre(6, 2)  # the room's east end, by the ledge
     for hurry, into_door in ((level_walk.HURRY_STEPS, True), (0, False)):
+        monkeypatch.setattr(level_walk, "HURRY_STEPS", hurry)
         walker = walker_on(graph)
-        x, y = plan_centre = ledge_switch_level(32).centre(6, 2)  # the room's east end, by the ledge
-        level_walk.HURRY_STEPS, before = hurry, level_walk.HURRY_STEPS
-        try:
-            walker._set_off(switch)
-        finally:
-            level_walk.HURRY_STEPS = before
+        walker._set_off(switch)
         walker._plan(x, y)
         sectors = {int(walker.nav.sectors[tuple(walker.nav.cells[n])]) for n in walker.route}
         assert (s["D"] in sectors) == into_door, (hurry, sectors)
