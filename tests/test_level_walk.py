@@ -32,6 +32,16 @@ def moves_between(nav: NavGrid, a: int, b: int) -> int:
     return int(((sector[src] == a) & (sector[dst] == b)).sum())
 
 
+def thin_door_level() -> LevelPlan:
+    """Rooms a (the start) and b, 64 units wide, with a door D 8 units thick between them."""
+    door = Join(special=DOOR_RAISE, args=(0, 32, 100))
+    plan = LevelPlan(rows=["#" * 18, "#" + "a" * 8 + "D" + "b" * 7 + "#", "#" * 18], cell=8,
+                     rooms={"a": Room(), "D": Room(ceiling=0), "b": Room()}, joins={("a", "D"): door, ("b", "D"): door},
+                     start="a")
+    plan.rows = [plan.rows[0]] + [plan.rows[1]] * 8 + [plan.rows[2]]
+    return plan
+
+
 def test_a_ledge_is_not_climbed_where_a_step_elsewhere_joins_the_same_two_sectors():
     """a (floor 0) meets c (floor 40) along a ledge and through a step s (20) at the east end: the
     grid walks a → s → c and drops c → a, but never climbs the ledge a → c (two passages in a row
@@ -78,12 +88,7 @@ def test_a_monster_costs_a_detour_but_does_not_wall_a_corridor_off():
 
 
 def test_a_door_too_thin_for_a_cell_is_seen_ahead_where_the_route_crosses_its_line():
-    door = Join(special=DOOR_RAISE, args=(0, 32, 100))
-    plan = LevelPlan(rows=["#" * 18, "#" + "a" * 8 + "D" + "b" * 7 + "#", "#" * 18], cell=8,
-                     rooms={"a": Room(), "D": Room(ceiling=0), "b": Room()}, joins={("a", "D"): door, ("b", "D"): door},
-                     start="a")
-    plan.rows = [plan.rows[0]] + [plan.rows[1]] * 8 + [plan.rows[2]]
-    graph, s = graph_of(plan)
+    graph, s = graph_of(thin_door_level())
     walker = walker_on(graph)
     assert moves_between(walker.nav, s["a"], s["D"]) == 0 and moves_between(walker.nav, s["a"], s["b"]) > 0, \
         "no cell in the door: moves cross it from a to b"
@@ -224,12 +229,7 @@ def test_stuck_at_a_door_it_turns_to_face_it_so_that_use_opens_it():
     """Stuck against a door it walks into sideways (strafing toward a route that turned), the
     walker turns to face the way instead of strafing on: USE works only what the player faces
     (Freedoom 2 MAP07: 500 steps an episode strafing along a door at x 208, USE pressed facing north)."""
-    door = Join(special=DOOR_RAISE, args=(0, 32, 100))
-    plan = LevelPlan(rows=["#" * 18, "#" + "a" * 8 + "D" + "b" * 7 + "#", "#" * 18], cell=8,
-                     rooms={"a": Room(), "D": Room(ceiling=0), "b": Room()}, joins={("a", "D"): door, ("b", "D"): door},
-                     start="a")
-    plan.rows = [plan.rows[0]] + [plan.rows[1]] * 8 + [plan.rows[2]]
-    graph, s = graph_of(plan)
+    graph, s = graph_of(thin_door_level())
     walker = walker_on(graph)
     x, y = 40.0, 40.0
     walker.visited[:, :coverage_cell(walker.bounds, x, y)[1] + 1] = True
