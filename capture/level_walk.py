@@ -456,6 +456,7 @@ class LevelWalker(_Expert):
         """Per sector asked about: whether it is a pit with no way back (`_trap`)."""
         self.nav = NavGrid(graph, active=self._active(), shut=self._shut(), monsters=monsters)
         self.moving = {s for i in range(len(graph.actions)) for s in graph.targets(i)}
+        self.doors = graph.door_sectors()
         self.lifts = {s for i, a in enumerate(graph.actions) if a is not None and a.kind == LIFT for s in graph.targets(i)}
         """Sectors a special moves (doors, lifts, floors): the ones set aside when stuck at them."""
         movers = [i for i, ld in enumerate(lines) if ld.front is not None and ld.back is not None
@@ -862,7 +863,7 @@ class LevelWalker(_Expert):
             return self.use
         aside = self._movers_ahead(x, y)  # a door or a lift that did not open or come
         if self.stuck_steps < (STUCK_PATIENCE if aside else BLOCKED_PATIENCE):
-            if aside and self.route:  # face the door or lift (not a strafe along it): USE works what the player faces
+            if aside & self.doors and self.route:  # face the door (not a strafe along it): USE works what the player faces
                 return self.steer.toward(info, self._heading(x, y))
             return self._toward(info, self._heading(x, y)) if self.route else self.actions.turn_left
         if aside:
