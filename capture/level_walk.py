@@ -13,9 +13,9 @@ beside a wall costing more, so that routes keep off the walls.
 level they know the map of: it goes to the nearest coverage cell (`CELL`, 64 units, the report's)
 it has not been in yet, to a switch within reach of the route that it has not pressed, or, while
 cells are left that a lock keeps from it, to a key; it presses USE facing a door on its way and
-walks through, waits at a lift, and when it is stuck it turns to face a door or lift ahead (USE
-works what the player faces), then (a door that needs a switch elsewhere, a lift that does not
-come) leaves that sector aside until it next presses a switch; stuck with nothing ahead to open,
+walks through, waits at a lift, and when it is stuck it turns to face a door ahead (USE works
+what the player faces), then (a door that needs a switch elsewhere, a lift that does not come)
+leaves that sector aside until it next presses a switch; stuck with nothing ahead to open,
 it routes round and gives up the cell it was after, and a switch it gets no nearer to counts as
 tried. Having set off a door that closes again by itself, it makes for that door first. It walks on with
 a strafe or a step back while it turns round, keeps out of a pit the graph finds no way back from
@@ -456,9 +456,10 @@ class LevelWalker(_Expert):
         """Per sector asked about: whether it is a pit with no way back (`_trap`)."""
         self.nav = NavGrid(graph, active=self._active(), shut=self._shut(), monsters=monsters)
         self.moving = {s for i in range(len(graph.actions)) for s in graph.targets(i)}
-        self.doors = graph.door_sectors()
         self.lifts = {s for i, a in enumerate(graph.actions) if a is not None and a.kind == LIFT for s in graph.targets(i)}
         """Sectors a special moves (doors, lifts, floors): the ones set aside when stuck at them."""
+        self.doors = graph.door_sectors()
+        """Door sectors: stuck at one, the walker turns to face it (not at a lift: it waits at its foot)."""
         movers = [i for i, ld in enumerate(lines) if ld.front is not None and ld.back is not None
                   and (ld.front in self.moving or ld.back in self.moving)]
         self.mover_lines = (graph.line_ends[movers].reshape(-1, 4), np.array([[lines[i].front, lines[i].back] for i in movers],
