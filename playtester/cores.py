@@ -64,6 +64,19 @@ def spin_when_alone(busy: Callable[[], Optional[float]] | None = None) -> bool:
     return True
 
 
+def leave_to_others(threads: int, others: Optional[float]) -> int:
+    """`--threads` for `train detector` (one busy process) whose cores carried `others` cores' worth
+    of other work at its start (`busy_cores`): the cores given less that work (rounded), at least
+    one, when it is `BUSY_CORES` or more; else `threads` as it was. A number the user gave is kept.
+    Beside a job that keeps both cores of a 2-core machine busy, the detector's stage took 14.6 s
+    on one thread against 21.2 s on two (12.6 s alone on two, 13.1 on one: its small parallel
+    regions gain little from a second thread, and each waits for the other's turn on a busy core;
+    docs/benchmarks/detector.md, "Beside another job")."""
+    if threads or others is None or others < BUSY_CORES:
+        return threads
+    return max(1, cores() - int(round(others)))
+
+
 def _cpu_times(cpus: set[int]) -> Optional[tuple[int, int]]:
     """(busy, all) clock ticks so far of the given CPUs, from /proc/stat (Linux); None elsewhere."""
     try:

@@ -436,6 +436,17 @@ def test_a_training_stage_lets_threads_spin_only_on_idle_cores_and_never_over_a_
     assert os.environ.get("OMP_WAIT_POLICY") == (None if undone else "PASSIVE")
 
 
+@pytest.mark.parametrize("given, others, threads", [(0, 1.0, 1), (0, 1.9, 1), (0, 0.3, 0), (0, None, 0), (2, 1.5, 2)])
+def test_the_detector_stage_leaves_the_cores_other_work_keeps_busy(monkeypatch, given, others, threads):
+    """On a 2-core machine with a core's worth of other work at its start, `train detector` takes
+    one thread; on idle cores, where the load cannot be read, or with `--threads` given, what it
+    was given (0: the machine's)."""
+    from playtester import cores
+
+    monkeypatch.setenv(cores.THREADS_VARIABLE, "2")
+    assert cores.leave_to_others(given, others) == threads
+
+
 def test_busy_cores_reads_work_on_this_process_cores():
     """Another process spinning on one of this process's cores reads as about one core's work."""
     import subprocess

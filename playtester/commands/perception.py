@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from playtester.cores import give as give_cores, spin_when_alone
+from playtester.cores import busy_cores, give as give_cores, leave_to_others, spin_when_alone
 from playtester.errors import UserError
 from playtester.options import (
     DETECTOR_CHECKPOINT,
@@ -108,8 +108,9 @@ def train_detector(
     """Train the OOI detector (Faster R-CNN) on labelled shots for a budget of optimizer steps, holding some out to stop
     and score it; print its held-out AP per class, with how uncertain that is, and say when the shots or the budget
     are too few to learn."""
-    spin_when_alone()  # one busy process: its threads need not sleep on idle cores (playtester/cores.py)
-    threads = give_cores(threads)
+    others = busy_cores()  # one busy process: on idle cores its threads need not sleep, on busy ones it takes fewer
+    spin_when_alone(busy=lambda: others)
+    threads = give_cores(leave_to_others(threads, others))
     from playtester.perception import recipes
 
     recipe = recipes.DetectorRecipe(
