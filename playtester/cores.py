@@ -68,10 +68,10 @@ def leave_to_others(threads: int, others: Optional[float]) -> int:
     """`--threads` for `train detector` (one busy process) whose cores carried `others` cores' worth
     of other work at its start (`busy_cores`): the cores given less that work (rounded), at least
     one, when it is `BUSY_CORES` or more; else `threads` as it was. A number the user gave is kept.
-    Beside a job that keeps both cores of a 2-core machine busy, the detector's stage took 14.6 s
-    on one thread against 21.2 s on two (12.6 s alone on two, 13.1 on one: its small parallel
-    regions gain little from a second thread, and each waits for the other's turn on a busy core;
-    docs/benchmarks/detector.md, "Beside another job")."""
+    Beside a job that keeps both cores of a 2-core machine busy, the detector's stage took 16.9 s
+    this way against 19.8 s on two threads (11.0–11.2 s alone; 3 rounds side by side): its small
+    parallel regions gain little from a second thread (12.6 against 13.1 s alone), and each waits
+    for the other's turn on a busy core (docs/benchmarks/detector.md, "Beside another job")."""
     if threads or others is None or others < BUSY_CORES:
         return threads
     return max(1, cores() - int(round(others)))

@@ -567,12 +567,12 @@ def memory_budget_option() -> Any:
                        "else to do, e.g. `playtester --memory-budget 0.5 train policy ...`.")
 
 
-def threads_option() -> Any:
+def threads_option(more: str = "") -> Any:
     """`--threads N`: the cores a command that computes may use, shared among the processes it
-    starts (`playtester/cores.py`); 0, the default, for this machine's."""
+    starts (`playtester/cores.py`); 0, the default, for this machine's. `more` is appended to the help."""
     from playtester.cores import THREADS_HELP
 
-    return option(Count(0, 1024), 0, "--threads", help=THREADS_HELP)
+    return option(Count(0, 1024), 0, "--threads", help=THREADS_HELP + more)
 
 
 def check_memory(needed: float, what: str) -> None:
