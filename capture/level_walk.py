@@ -6,7 +6,9 @@ moves between neighbouring cells where every line the move crosses is a passage 
 that way (a step up of at most 24 units, a drop, a door's sector, a lift; a door 8 units thick has
 no cell of its own and is crossed in one move), and across a teleporter to its destination. A
 locked door's face is a wall while its key is not held; a monster (which stands still under
-`immortal`) makes its cells dear. Shortest routes come from Dijkstra over it (SciPy), cells
+`immortal`) makes its cells dear. Cells the grid reaches only through a monster (`past_monsters`:
+with the monsters as walls, they are out of reach) are out of everyone's reach under `immortal`:
+no monster moves and nothing fires (E1M2: two imps behind door 266). Shortest routes come from Dijkstra over it (SciPy), cells
 beside a wall costing more, so that routes keep off the walls.
 
 `LevelWalker` plays from telemetry and the level's geometry, as a human tester would walk a
@@ -117,6 +119,9 @@ class NavGrid:
     """Doors worked by hand that the walker has opened: entered across any of their lines. One
     not yet opened is entered only across a face that opens it, from the face's front (Doom works
     a line from its front only): bars in a corridor opened from one end are a wall from the other."""
+    monster_walls: bool = False
+    """Whether the monsters stand as walls rather than dear cells (not one on a lift or a moving
+    floor: it rides it): the grid of `LevelWalker.past_monsters`."""
     crossings: dict | None = field(default=None, repr=False, compare=False)
     """`_line_crossings()`, computed once and handed on to the level's later grids (`replace`)."""
 
@@ -218,14 +223,22 @@ class NavGrid:
             if not open_line:
                 cv2.line(barrier, to_raster(*self.graph.line_ends[i][:2]), to_raster(*self.graph.line_ends[i][2:]), 1, 1)
         crowd = np.zeros_like(barrier)
+        risers = self._risers() if self.monster_walls else set()
         for t in level.things:
             radius = SOLID_THINGS.get(t.type)
             if radius is not None:
                 cv2.circle(things, to_raster(t.x, t.y), int(math.ceil((radius + PLAYER_RADIUS) / RASTER_UNITS)), 1, -1)
             elif self.monsters and t.type in MONSTERS:
-                cv2.circle(crowd, to_raster(t.x, t.y), int(math.ceil((MONSTERS[t.type] + PLAYER_RADIUS) / RASTER_UNITS)), 1, -1)
+                wall = self.monster_walls and self.graph.sector_at(t.x, t.y) not in risers
+                cv2.circle(things if wall else crowd, to_raster(t.x, t.y), int(math.ceil((MONSTERS[t.type] + PLAYER_RADIUS) / RASTER_UNITS)),
+                           1, -1)
         clearance = cv2.distanceTransform((barrier == 0).astype(np.uint8), cv2.DIST_L2, 3) * RASTER_UNITS
         return clearance, things, crowd
+
+    def _risers(self) -> set[int]:
+        """The sectors a lift or a moving floor carries up and down (a monster on one rides it)."""
+        return {s for i, a in enumerate(self.graph.actions) if a is not None and a.kind in (LIFT, FLOOR)
+                for s in self.graph.targets(i)}
 
     def _grid_edges(self, free: np.ndarray, near_wall: np.ndarray, crowded: np.ndarray, direct: np.ndarray):
         """The moves between neighbouring free cells (sources, targets, costs: lists of arrays, one
@@ -465,6 +478,12 @@ class LevelWalker(_Expert):
         self.mover_lines = (graph.line_ends[movers].reshape(-1, 4), np.array([[lines[i].front, lines[i].back] for i in movers],
                                                                           dtype=np.int64).reshape(-1, 2))
         """The lines between a moving sector and another: `(ends, (front, back))`."""
+        self.behind_monsters = self.past_monsters() if monsters else np.zeros_like(self.targets_mask)
+        """Coverage cells the graph counts reachable that lie past a monster standing in the only
+        way: under `immortal` (notarget) no monster moves and the key map cannot fire, so no player
+        gets there (E1M2: two imps stand behind door 266, the way to the switch that opens the bars
+        before 212 cells). Not targets."""
+        self.targets_mask &= ~self.behind_monsters
         self.visited = np.zeros_like(self.targets_mask)
         self.give_ups = np.zeros(self.targets_mask.shape, dtype=np.int64)
         """Per coverage cell: the episodes in which the walker gave it up (`remember`)."""
@@ -510,6 +529,43 @@ class LevelWalker(_Expert):
             self._regrid()
         else:
             self.nav.avoid(self.avoided)
+
+    def grid_reach(self, x: float, y: float) -> np.ndarray:
+        """The reachable coverage cells this walker's grid routes to from `(x, y)` with every switch
+        and walk-over line it can get to set off and every key it can get to taken (to a fixed
+        point): what a walker on this grid could walk at best. Leaves its keys and lines as they were."""
+        keys, pressed = set(self.keys), set(self.pressed)
+        while True:
+            nav = self.nav
+            start = nav.node_at(x, y) or nav._node_near(x, y, radius=4)
+            ok = np.isfinite(nav.routes(start)[0]) if start is not None else np.zeros(len(nav.cells), dtype=bool)
+            before = (set(self.keys), set(self.pressed))
+            self.keys |= {lock for lock, kx, ky in self.key_spots if (n := nav._node_near(kx, ky)) is not None and ok[n]}
+            self.pressed |= {line for line in self.switches if self._unlocked(line)
+                             and (n := self._switch_node(line)) is not None and ok[n]}
+            if (self.keys, self.pressed) == before:
+                break
+            self._regrid()
+        cx = nav.origin[0] + (nav.cells[ok, 1] + 0.5) * NAV_UNITS
+        cy = nav.origin[1] - (nav.cells[ok, 0] + 0.5) * NAV_UNITS
+        out = np.zeros_like(self.targets_mask)
+        out[((cy - self.bounds[1]) // CELL).astype(int).clip(0, out.shape[0] - 1),
+            ((cx - self.bounds[0]) // CELL).astype(int).clip(0, out.shape[1] - 1)] = True
+        self.keys, self.pressed = keys, pressed
+        self._regrid()
+        self.nav.avoid(self.avoided)
+        return out & self.targets_mask
+
+    def past_monsters(self) -> np.ndarray:
+        """Coverage cells the grid reaches from the start (`grid_reach`) only through a monster:
+        those it reaches with the monsters as dear cells and not with them as walls."""
+        x, y = self.graph.start()[:2]
+        self.keys, self.pressed, self.opened, self.avoided = set(), set(), set(), set()
+        free = self.grid_reach(x, y)
+        nav, self.nav = self.nav, replace(self.nav, monster_walls=True)
+        walled = self.grid_reach(x, y)
+        self.nav = nav
+        return free & ~walled
 
     # -- choosing ------------------------------------------------------------------------------
     def _choose(self, info: dict[str, Any]) -> int:
@@ -906,6 +962,18 @@ class LevelWalker(_Expert):
 
     def annotations(self, info: dict[str, Any]) -> dict[str, Any]:
         return {"cells_visited": int(self.visited.sum())}
+
+
+def past_monsters(graph: LevelGraph, rules: str) -> np.ndarray:
+    """The coverage cells (`CELL`) the level's graph counts reachable from the start that no player
+    gets to under `rules`: under `immortal`, those past a monster standing in the only way (no
+    monster moves, nothing fires: `LevelWalker.past_monsters`); none under the other rules."""
+    reachable = graph.reachable_cells(CELL)
+    if rules != "immortal":
+        return np.zeros_like(reachable)
+    from playtester.capture.keymap import load_keymap
+
+    return LevelWalker(graph, load_keymap("level"), np.random.default_rng(0), jitter=0.0).behind_monsters
 
 
 class WaypointWalk:

@@ -90,44 +90,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _grid_reach(walker, x: float, y: float) -> np.ndarray:
-    """The reachable cells the walker's grid routes to from `(x, y)` with every switch and walk-over
-    line it can get to set off and every key it can get to taken (to a fixed point): what a
-    walker on this grid could walk at best. Leaves the walker's keys and lines as they were."""
-    from playtester.capture.level_walk import CELL
-
-    keys, pressed = set(walker.keys), set(walker.pressed)
-    while True:
-        nav = walker.nav
-        start = nav.node_at(x, y) or nav._node_near(x, y, radius=4)
-        ok = np.isfinite(nav.routes(start)[0]) if start is not None else np.zeros(len(nav.cells), dtype=bool)
-        before = (set(walker.keys), set(walker.pressed))
-        walker.keys |= {lock for lock, kx, ky in walker.key_spots if (n := nav._node_near(kx, ky)) is not None and ok[n]}
-        walker.pressed |= {line for line in walker.switches if walker._unlocked(line)
-                           and (n := walker._switch_node(line)) is not None and ok[n]}
-        if (walker.keys, walker.pressed) == before:
-            break
-        walker._regrid()
-    cx = nav.origin[0] + (nav.cells[ok, 1] + 0.5) * 16.0
-    cy = nav.origin[1] - (nav.cells[ok, 0] + 0.5) * 16.0
-    out = np.zeros_like(walker.targets_mask)
-    out[((cy - walker.bounds[1]) // CELL).astype(int).clip(0, out.shape[0] - 1),
-        ((cx - walker.bounds[0]) // CELL).astype(int).clip(0, out.shape[1] - 1)] = True
-    walker.keys, walker.pressed = keys, pressed
-    walker._regrid()
-    walker.nav.avoid(walker.avoided)
-    return out & walker.targets_mask
-
-
 def _left(walker, graph, info) -> None:
     """The reachable cells never walked, grouped by the sector most of each lies in."""
     from collections import defaultdict
 
     from playtester.capture.level_walk import CELL
 
-    reach = _grid_reach(walker, *graph.start()[:2])
+    reach = walker.grid_reach(*graph.start()[:2])
     print(f"  the walker's grid reaches {int(reach.sum())} of the {int(walker.targets_mask.sum())} reachable cells "
-          f"(every switch and key it can get to); {int((reach & walker.visited).sum())} of them walked")
+          f"(every switch and key it can get to); {int((reach & walker.visited).sum())} of them walked; "
+          f"{int(walker.behind_monsters.sum())} more lie past a monster standing in the way (not counted)")
     nav = walker.nav
     start = nav.node_at(*info["position"][:2]) or nav._node_near(*info["position"][:2], radius=4)
     dist = nav.routes(start)[0] if start is not None else np.full(len(nav.cells), np.inf)

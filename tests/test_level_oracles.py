@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from playtester.capture.park.level_builder import DOOR_RAISE, Join, LevelPlan, Room, door_lift_hom_level, level_wad
+from playtester.capture.park.level_builder import (DOOR_RAISE, Join, LevelPlan, Room, door_lift_hom_level, guarded_corridor_level,
+                                                   level_wad)
 from playtester.cli import main
 
 
@@ -30,9 +31,9 @@ def wads(tmp_path_factory):
     return out
 
 
-def _run(wad, out, seed=0, steps=300):
+def _run(wad, out, seed=0, steps=300, rules="immortal"):
     assert main(["run", "explore", "--game", f"doom:wad:{wad}", "--explorer", "random", "--episodes", "1",
-                 "--steps", str(steps), "--seed", str(seed), "--out", str(out)]) == 0
+                 "--steps", str(steps), "--seed", str(seed), "--out", str(out), "--rules", rules]) == 0
     findings = [json.loads(p.read_text()) for p in sorted(out.glob("findings/*/finding.json"))]
     return json.loads((out / "summary.json").read_text()), findings
 
@@ -60,6 +61,24 @@ def test_sectors_no_one_reached_are_listed(wads, tmp_path):
     unreached = {u["sector"] for u in summary["level"]["unreached_sectors"]}
     assert unreached == {1, 2, 3, 4, 5}, "all but the closet (sector 0)"
     assert summary["level"]["doors"]["opened"] == 0
+
+
+def test_a_room_past_a_monster_standing_in_the_only_way_is_out_of_reach_under_immortal(tmp_path):
+    """An imp stands in a corridor 64 units wide: under `immortal` the report counts the corridor
+    from the imp on and the room beyond out of reach (6 of the 16 walkable cells: by hand, the imp
+    and the player keep 36 units apart) and says why the room was not reached; under `play` the
+    imp moves and dies, and every walkable cell counts."""
+    wad = tmp_path / "guarded.wad"
+    wad.write_bytes(level_wad(guarded_corridor_level(1)))
+    summary, _ = _run(wad, tmp_path / "immortal", steps=3)
+    coverage = summary["coverage"]
+    assert coverage["walkable_cells"] == 16 and coverage["reachable_cells"] == 10
+    why = {u["sector"]: u["why"] for u in summary["level"]["unreached_sectors"]}
+    assert why[2] == "past a standing monster", "room b"
+    assert "past a monster standing in the way" in (tmp_path / "immortal" / "report.html").read_text()
+    summary, _ = _run(wad, tmp_path / "play", steps=3, rules="play")
+    assert summary["coverage"]["reachable_cells"] == 16
+    assert not any(u["why"] for u in summary["level"]["unreached_sectors"])
 
 
 def test_out_of_the_map_is_found_by_geometry(wads):

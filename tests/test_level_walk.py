@@ -13,7 +13,7 @@ from playtester.capture.level_graph import LevelGraph
 from playtester.capture.level_map import parse_udmf
 from playtester.capture import level_walk
 from playtester.capture.level_walk import LevelWalker, NavGrid, coverage_cell
-from playtester.capture.park.level_builder import DOOR_RAISE, Join, LevelPlan, Room, level_textmap
+from playtester.capture.park.level_builder import DOOR_RAISE, Join, LevelPlan, Room, guarded_corridor_level, level_textmap
 
 
 def graph_of(plan: LevelPlan) -> tuple[LevelGraph, dict[str, int]]:
@@ -85,6 +85,25 @@ def test_a_monster_costs_a_detour_but_does_not_wall_a_corridor_off():
     with_imp, without = NavGrid(graph), NavGrid(graph, monsters=False)
     costs = [nav.routes(nav._node_near(*ends[0]))[0][nav._node_near(*ends[1])] for nav in (with_imp, without)]
     assert math.isfinite(costs[0]) and costs[0] > costs[1] + 20
+
+
+def test_cells_past_a_monster_standing_in_the_only_way_are_no_target():
+    """Under `immortal` no monster moves and nothing fires: an imp in a 64-unit corridor (the player,
+    32 wide, cannot pass its 40) keeps everyone from the room beyond, so those cells are not
+    reachable (not the walker's targets, not the report's); in a corridor twice as wide it keeps no
+    one; under `play` (monsters move and die) nothing is left out."""
+    plan = guarded_corridor_level(1)
+    graph, _ = graph_of(plan)
+    walker = walker_on(graph)
+    beyond = [coverage_cell(walker.bounds, *plan.centre(col, row)) for col, row in ((7, 2), (8, 1))]
+    start = coverage_cell(walker.bounds, *plan.centre(2, 2))
+    assert all(walker.behind_monsters[cell] and not walker.targets_mask[cell] for cell in beyond)
+    assert walker.targets_mask[start] and not walker.behind_monsters[start]
+    assert graph.reachable_cells(level_walk.CELL)[beyond[0]], "the graph alone counts the room reachable"
+    assert (level_walk.past_monsters(graph, "immortal") == walker.behind_monsters).all()
+    assert not level_walk.past_monsters(graph, "play").any()
+    wide, _ = graph_of(guarded_corridor_level(2))
+    assert not walker_on(wide).behind_monsters.any(), "a corridor 128 units wide: the player walks past the imp"
 
 
 def test_a_door_too_thin_for_a_cell_is_seen_ahead_where_the_route_crosses_its_line():

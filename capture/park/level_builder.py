@@ -234,6 +234,16 @@ def door_lift_hom_level() -> LevelPlan:
         start="a", things=[(2035, "b", {"x": 352, "y": 160})])  # a barrel in the hall, to inspect
 
 
+def guarded_corridor_level(width: int = 1) -> LevelPlan:
+    """A test level: a start room `a`, a corridor `c` `width` cells of 64 units wide with an imp
+    standing in its middle, and a room `b` beyond. In a corridor 64 units wide the imp (40 units
+    across) leaves the player (32) no way past: under `immortal` (no monster moves, nothing fires)
+    `b` is out of everyone's reach though the geometry joins it; 128 units wide, the player walks past."""
+    rows = ["##########", "#aaa######"] + ["#aaacccbb#"] * width + ["#aaa###bb#", "##########"]
+    return LevelPlan(rows=rows, rooms={"a": Room(), "c": Room(), "b": Room()}, start="a",
+                     things=[(3001, "c", {"x": 5 * 64 + 32, "y": (len(rows) - 2 - width / 2) * 64})])
+
+
 @dataclass(frozen=True)
 class TrapLevel:
     """A test level of the softlock oracle: its plan, the rooms that trap the player (none: no trap),

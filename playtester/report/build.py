@@ -192,7 +192,7 @@ def build_report(run: str | Path) -> Path:
         if src.graph is not None:  # a Doom level: its doors and the sectors no one reached
             from playtester.report.level import draw_level, level_summary
 
-            summary["level"] = level_summary(src.graph, trajectory, findings)
+            summary["level"] = level_summary(src.graph, trajectory, findings, src.past_monsters)
             coverage = draw_level(coverage, src.view, src.graph, summary["level"])
         pictures.append(("coverage.png", "Bird's-eye coverage", _png(coverage)))
         if src.oois:

@@ -161,12 +161,17 @@ def _level_facts(summary: dict[str, Any]) -> list[tuple[str, Any]]:
         ("doors", f"{doors['opened']} of {doors['total']} opened; used without effect {doors['no effect']}, "
                   f"used not gone through {doors['pressed']}, reached not used {doors['reached']}, "
                   f"never reached {doors['never reached']}"),
-        ("sectors reachable in the level's geometry that no one reached", len(level["unreached_sectors"]))]
+        ("sectors reachable in the level's geometry that no one reached", _unreached_count(level["unreached_sectors"]))]
     if summary.get("rules") in ("play", "no-monsters") or level["deaths"]:
         out.append(("deaths (each a finding; the level started again)", len(level["deaths"])))
     out.append(("softlocks (trapped for good, by the level's geometry; each a finding, the episode ended there)",
                 len(level.get("softlocks", []))))
     return out
+
+
+def _unreached_count(sectors: list[dict[str, Any]]) -> str:
+    behind = sum(1 for u in sectors if u.get("why"))
+    return f"{len(sectors)} ({behind} past a monster standing in the way)" if behind else str(len(sectors))
 
 
 def _level(summary: dict[str, Any]) -> dict[str, Any] | None:
@@ -179,7 +184,8 @@ def _level(summary: dict[str, Any]) -> dict[str, Any] | None:
     doors = [[d["sector"], Markup(f"{swatch(DOOR_STATE[d['state']].colour, 'line')} {escape(d['state'])}"),
               "by hand" if d["manual"] else "switch or walk-over line", d["key"] or "–", ", ".join(map(str, d["lines"]))]
              for d in level["doors"]["each"]]
-    unreached = [[u["sector"], u["cells"], f"{u['x']}, {u['y']}", f"{u['floor']:g} / {u['ceiling']:g}"] for u in level["unreached_sectors"]]
+    unreached = [[u["sector"], u["cells"], f"{u['x']}, {u['y']}", f"{u['floor']:g} / {u['ceiling']:g}", u.get("why") or "–"]
+                 for u in level["unreached_sectors"]]
     deaths = [[d["episode"], d["t"], ", ".join(f"{v:.0f}" for v in (d.get("position") or [])[:2]), d["cause"]] for d in level["deaths"]]
     traps = [[t["episode"], t["step"], "the start" if t["at_start"] else ", ".join(f"{v:.0f}" for v in (t["position"] or [])[:2]),
               ", ".join(map(str, t["region"][:8])) + (" …" if len(t["region"]) > 8 else ""), t["cause"],

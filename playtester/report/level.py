@@ -90,9 +90,12 @@ def door_states(graph, trajectory: list[dict[str, Any]], findings: list[dict[str
     return states
 
 
-def unreached_sectors(graph, trajectory: list[dict[str, Any]], limit: int = 50) -> list[dict[str, Any]]:
+def unreached_sectors(graph, trajectory: list[dict[str, Any]], limit: int = 50,
+                      past_monsters: np.ndarray | None = None) -> list[dict[str, Any]]:
     """Sectors reachable from the start in the geometry, where the player can stand, that no step
-    was in: biggest first (their area in 64-unit cells), at most `limit`."""
+    was in: biggest first (their area in 64-unit cells), at most `limit`. `why` says "past a
+    standing monster" for one mostly in `past_monsters` (64-unit cells, row 0 south: under
+    `immortal` a monster stands in the only way there), else nothing."""
     from playtester.capture.level_graph import RASTER_UNITS
 
     xy = positions(trajectory)
@@ -104,28 +107,33 @@ def unreached_sectors(graph, trajectory: list[dict[str, Any]], limit: int = 50) 
         return []
     stand = graph.walkable_sectors()
     areas = np.bincount(graph.raster[graph.raster >= 0].ravel(), minlength=len(graph.level.sectors))
-    x0, _, _, y1 = graph.level.bounds
+    x0, y0, _, y1 = graph.level.bounds
     out = []
     for s in sorted(reachable - visited, key=lambda s: -areas[s]):
         if not stand[s] or areas[s] == 0:
             continue
         r, c = np.nonzero(graph.raster == s)
         sector = graph.level.sectors[s]
+        behind = past_monsters is not None and bool(past_monsters[
+            ((y1 - (r + 0.5) * RASTER_UNITS - y0) // 64.0).astype(int).clip(0, past_monsters.shape[0] - 1),
+            ((c + 0.5) * RASTER_UNITS // 64.0).astype(int).clip(0, past_monsters.shape[1] - 1)].mean() > 0.5)
         out.append({"sector": int(s), "cells": round(float(areas[s]) * RASTER_UNITS**2 / 64.0**2, 1),
                     "x": round(float(x0 + (c.mean() + 0.5) * RASTER_UNITS)), "y": round(float(y1 - (r.mean() + 0.5) * RASTER_UNITS)),
-                    "floor": sector.floor, "ceiling": sector.ceiling})
+                    "floor": sector.floor, "ceiling": sector.ceiling, "why": "past a standing monster" if behind else ""})
     return out[:limit]
 
 
-def level_summary(graph, trajectory: list[dict[str, Any]], findings: list[dict[str, Any]]) -> dict[str, Any]:
-    """`doors` (counts by state and each door), `unreached_sectors`, `deaths`, `level_exits`."""
+def level_summary(graph, trajectory: list[dict[str, Any]], findings: list[dict[str, Any]],
+                  past_monsters: np.ndarray | None = None) -> dict[str, Any]:
+    """`doors` (counts by state and each door), `unreached_sectors` (`past_monsters`: see there),
+    `deaths`, `level_exits`."""
     states = door_states(graph, trajectory, findings)
     doors = [{"sector": d.sector, "lines": list(d.lines), "manual": d.manual, "key": d.key, "state": states[d.sector]}
              for d in graph.doors]
     deaths = [{"episode": r["episode"], "t": r["t"], **r["death"]} for r in trajectory if r.get("death")]
     return {"doors": {"total": len(doors), **{s.key: sum(d["state"] == s.key for d in doors) for s in DOOR_STATES},
                       "each": doors},
-            "unreached_sectors": unreached_sectors(graph, trajectory),
+            "unreached_sectors": unreached_sectors(graph, trajectory, past_monsters=past_monsters),
             "deaths": deaths, "level_exits": sum(1 for r in trajectory if r.get("level_exit")),
             "softlocks": softlocks(findings)}
 

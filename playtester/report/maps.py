@@ -30,7 +30,7 @@ from playtester.report.coverage import OccupancyGrid
 GREEN, RED, GREY, AMBER, TRACE = (40, 190, 60), (220, 30, 30), (150, 150, 150), (245, 170, 20), (230, 20, 20)
 VISITED, THING = (250, 215, 80), (40, 70, 160)
 LEVEL_CELL = 64.0
-"""Coverage cell of a Doom level, in map units (two player widths)."""
+"""Coverage cell of a Doom level, in map units (two player widths; the level walker's `CELL`)."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,11 @@ class MapSource:
     walkable_mask: np.ndarray | None = None
     """Walkable cells of the coverage grid, when known."""
     reachable_mask: np.ndarray | None = None
-    """Walkable cells reachable from the start (a Doom level's geometry: doors open, lifts move), when known."""
+    """Walkable cells reachable from the start (a Doom level's geometry: doors open, lifts move; under
+    `immortal`, not past a monster standing in the only way), when known."""
+    past_monsters: np.ndarray | None = None
+    """A Doom level's cells that its geometry reaches but a monster standing in the way keeps
+    everyone from under `immortal` (not in `reachable_mask`)."""
     graph: Any = None
     """A Doom level's `LevelGraph`, for its doors and sectors."""
     things: list[dict[str, Any]] = field(default_factory=list)
@@ -152,13 +156,18 @@ def level_source(game: str, config: dict[str, Any]) -> tuple[MapSource | None, s
         note = f"objects under test: the {len(oois)} things of this level the detector knows ({', '.join(present)})"
     from playtester.capture.level_graph import LevelGraph
 
-    graph = LevelGraph(level, guards=(config.get("rules") or "immortal") == "immortal")  # monsters stand still: a key under one is out of reach
+    from playtester.capture.level_walk import past_monsters
+
+    rules = config.get("rules") or "immortal"
+    graph = LevelGraph(level, guards=rules == "immortal")  # monsters stand still: a key under one is out of reach
     try:
         reachable = graph.reachable_cells(LEVEL_CELL)
+        behind = past_monsters(graph, rules)  # and so does a way one stands in
     except UserError:  # no player start: nothing is reachable from it
-        reachable = None
+        reachable = behind = None
     return MapSource(view, oois, None, LEVEL_CELL, grid_bounds=level.bounds, walkable_mask=level.walkable_cells(LEVEL_CELL),
-                     reachable_mask=reachable, graph=graph, things=things, note=note), ""
+                     reachable_mask=None if reachable is None else reachable & ~behind, past_monsters=behind, graph=graph,
+                     things=things, note=note), ""
 
 
 # -- coverage ------------------------------------------------------------------------------------
