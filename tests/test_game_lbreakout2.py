@@ -40,6 +40,7 @@ nodes:                                  # from the title menu, from the continue
   - {name: Start Original Set, keys: [down]}
   - {keys: [down]}
   - {name: start (the menu keys do nothing in play), keys: [enter], wait: 8}  # the level fades in
+  - {name: a game over that came while the plan ran (y buys a continue; it does nothing in play), keys: [y], wait: 2}
 """
 
 
