@@ -8,8 +8,8 @@ no cell of its own and is crossed in one move), and across a teleporter to its d
 locked door's face is a wall while its key is not held; a monster (which stands still under
 `immortal`) makes its cells dear. Cells the grid reaches only through a monster (`past_monsters`:
 with the monsters as walls, they are out of reach) are out of everyone's reach under `immortal`:
-no monster moves and nothing fires (E1M2: two imps behind door 266). Shortest routes come from Dijkstra over it (SciPy), cells
-beside a wall costing more, so that routes keep off the walls.
+no monster moves and nothing fires (E1M2: two imps behind door 266). Shortest routes come from
+Dijkstra over it (SciPy), cells beside a wall costing more, so that routes keep off the walls.
 
 `LevelWalker` plays from telemetry and the level's geometry, as a human tester would walk a
 level they know the map of: it goes to the nearest coverage cell (`CELL`, 64 units, the report's)
@@ -121,7 +121,7 @@ class NavGrid:
     a line from its front only): bars in a corridor opened from one end are a wall from the other."""
     monster_walls: bool = False
     """Whether the monsters stand as walls rather than dear cells (not one on a lift or a moving
-    floor: it rides it): the grid of `LevelWalker.past_monsters`."""
+    floor: it rides it): the grid of `LevelWalker.behind_monsters`."""
     crossings: dict | None = field(default=None, repr=False, compare=False)
     """`_line_crossings()`, computed once and handed on to the level's later grids (`replace`)."""
 
@@ -478,7 +478,7 @@ class LevelWalker(_Expert):
         self.mover_lines = (graph.line_ends[movers].reshape(-1, 4), np.array([[lines[i].front, lines[i].back] for i in movers],
                                                                           dtype=np.int64).reshape(-1, 2))
         """The lines between a moving sector and another: `(ends, (front, back))`."""
-        self.behind_monsters = self.past_monsters() if monsters else np.zeros_like(self.targets_mask)
+        self.behind_monsters = self._past_monsters() if monsters else np.zeros_like(self.targets_mask)
         """Coverage cells the graph counts reachable that lie past a monster standing in the only
         way: under `immortal` (notarget) no monster moves and the key map cannot fire, so no player
         gets there (E1M2: two imps stand behind door 266, the way to the switch that opens the bars
@@ -556,9 +556,10 @@ class LevelWalker(_Expert):
         self.nav.avoid(self.avoided)
         return out & self.targets_mask
 
-    def past_monsters(self) -> np.ndarray:
+    def _past_monsters(self) -> np.ndarray:
         """Coverage cells the grid reaches from the start (`grid_reach`) only through a monster:
-        those it reaches with the monsters as dear cells and not with them as walls."""
+        those it reaches with the monsters as dear cells and not with them as walls. At
+        construction only: it clears the episode's keys, lines and set-aside cells."""
         x, y = self.graph.start()[:2]
         self.keys, self.pressed, self.opened, self.avoided = set(), set(), set(), set()
         free = self.grid_reach(x, y)
@@ -967,7 +968,7 @@ class LevelWalker(_Expert):
 def past_monsters(graph: LevelGraph, rules: str) -> np.ndarray:
     """The coverage cells (`CELL`) the level's graph counts reachable from the start that no player
     gets to under `rules`: under `immortal`, those past a monster standing in the only way (no
-    monster moves, nothing fires: `LevelWalker.past_monsters`); none under the other rules."""
+    monster moves, nothing fires: `LevelWalker.behind_monsters`); none under the other rules."""
     reachable = graph.reachable_cells(CELL)
     if rules != "immortal":
         return np.zeros_like(reachable)

@@ -155,14 +155,13 @@ def level_source(game: str, config: dict[str, Any]) -> tuple[MapSource | None, s
         present = sorted({o["kind"] for o in oois})
         note = f"objects under test: the {len(oois)} things of this level the detector knows ({', '.join(present)})"
     from playtester.capture.level_graph import LevelGraph
-
     from playtester.capture.level_walk import past_monsters
 
     rules = config.get("rules") or "immortal"
     graph = LevelGraph(level, guards=rules == "immortal")  # monsters stand still: a key under one is out of reach
     try:
         reachable = graph.reachable_cells(LEVEL_CELL)
-        behind = past_monsters(graph, rules)  # and so does a way one stands in
+        behind = past_monsters(graph, rules)  # and so are the cells past one that stands in the only way
     except UserError:  # no player start: nothing is reachable from it
         reachable = behind = None
     return MapSource(view, oois, None, LEVEL_CELL, grid_bounds=level.bounds, walkable_mask=level.walkable_cells(LEVEL_CELL),
