@@ -431,7 +431,9 @@ class LevelWalker(_Expert):
     behavior = "path"
 
     def __init__(self, graph: LevelGraph, keymap: KeyMap, rng: np.random.Generator, *, jitter: float = 0.05,
-                 remember: bool = False, replan_every: int = 24, monsters: bool = True) -> None:
+                 remember: bool = False, replan_every: int = 24, monsters: bool = True, standing: bool = True) -> None:
+        """`monsters`: the level's monsters are there (not under `no-monsters`); `standing`: they
+        never move (`immortal`: notarget), so cells past one standing in the only way are no targets."""
         if "use" not in keymap.names:
             raise UserError(f"key map {keymap.name!r}: the level-walk expert presses USE; play the level with the level key map")
         if monsters and not graph.guards:  # a key a monster stands over is out of reach
@@ -478,7 +480,7 @@ class LevelWalker(_Expert):
         self.mover_lines = (graph.line_ends[movers].reshape(-1, 4), np.array([[lines[i].front, lines[i].back] for i in movers],
                                                                           dtype=np.int64).reshape(-1, 2))
         """The lines between a moving sector and another: `(ends, (front, back))`."""
-        self.behind_monsters = self._past_monsters() if monsters else np.zeros_like(self.targets_mask)
+        self.behind_monsters = self._past_monsters() if monsters and standing else np.zeros_like(self.targets_mask)
         """Coverage cells the graph counts reachable that lie past a monster standing in the only
         way: under `immortal` (notarget) no monster moves and the key map cannot fire, so no player
         gets there (E1M2: two imps stand behind door 266, the way to the switch that opens the bars

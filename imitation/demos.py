@@ -148,7 +148,8 @@ def record_level_demos(levels: list[str], out: Path, *, behavior: str, episodes:
                 if behavior == "inspect":
                     walker, reset = _inspector(layout, oois, game.keymap, rng, seed + i)
                 else:
-                    walker = LevelWalker(game.graph, game.keymap, rng)
+                    walker = LevelWalker(game.graph, game.keymap, rng, monsters=game.rules != "no-monsters",
+                                         standing=game.rules == "immortal")
                     reset = {"seed": seed + i, "options": None}
                 writer = EpisodeWriter(out, next_episode_name(out), game=level, behavior=behavior, keymap=game.keymap,
                                        fps=game.metadata["render_fps"],

@@ -183,8 +183,9 @@ def walk_with_expert(spec, seed: int) -> None:
     env = tester_env(spec, make_game(spec.game, **spec.game_options()))
     try:
         game = env.unwrapped
+        rules = getattr(game, "rules", None)
         walker = LevelWalker(game.graph, game.keymap, np.random.default_rng(seed), jitter=0.0, remember=True,
-                             monsters=getattr(game, "rules", None) != "no-monsters")
+                             monsters=rules != "no-monsters", standing=rules == "immortal")
         for episode in range(spec.episodes):
             _, info = env.reset(seed=seed * 1000 + episode)
             walker.reset(info)

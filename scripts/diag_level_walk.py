@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         game = env.unwrapped
         walker = LevelWalker(game.graph, game.keymap, np.random.default_rng(args.seed), jitter=0.0, remember=True,
-                             monsters=args.rules != "no-monsters")
+                             monsters=args.rules != "no-monsters", standing=args.rules == "immortal")
         total = int(walker.targets_mask.sum())
         walkable = game.graph.level.walkable_cells(level_walk.CELL)
         for episode in range(args.episodes):

@@ -102,6 +102,7 @@ def test_cells_past_a_monster_standing_in_the_only_way_are_no_target():
     assert graph.reachable_cells(level_walk.CELL)[beyond[0]], "the graph alone counts the room reachable"
     assert (level_walk.past_monsters(graph, "immortal") == walker.behind_monsters).all()
     assert not level_walk.past_monsters(graph, "play").any()
+    assert walker_on(graph, standing=False).targets_mask[beyond[0]], "monsters that move (`play`): the room is a target"
     wide, _ = graph_of(guarded_corridor_level(2))
     assert not walker_on(wide).behind_monsters.any(), "a corridor 128 units wide: the player walks past the imp"
 
