@@ -189,3 +189,27 @@ def test_no_secret_message_stays_on_screen_for_the_hall_of_mirrors_oracle_to_tak
         assert int(((band[..., 0] > 180) & (band[..., 1] > 120) & (band[..., 2] < 60)).sum()) == 0
     finally:
         env.close()
+
+
+def test_a_hall_of_mirrors_stays_in_place_over_the_turning_steps():
+    """Frames of noise, the view turning 11° a step, each frame keeping a 40 × 40 patch of the one
+    before: kept in the same place two steps in a row it is a hall of mirrors; kept once here and
+    once elsewhere (a close wall's coarse texels matching by chance) it is not."""
+    from playtester.bugs.level_oracles import HallOfMirrorsOracle
+
+    rng = np.random.default_rng(0)
+
+    def findings(places):
+        oracle = HallOfMirrorsOracle()
+        previous = rng.integers(0, 256, (240, 320, 3), dtype=np.uint8)
+        oracle.observe(previous, {"angle": 0.0, "pitch": 0.0}, None, 0, 0)
+        out = []
+        for step, (x, y) in enumerate(places, start=1):
+            frame = rng.integers(0, 256, (240, 320, 3), dtype=np.uint8)
+            frame[y:y + 40, x:x + 40] = previous[y:y + 40, x:x + 40]
+            out += oracle.observe(frame, {"angle": 11.0 * step, "pitch": 0.0}, None, 0, step)
+            previous = frame
+        return out
+
+    assert [f.kind for f in findings([(100, 100), (104, 100)])] == ["hall_of_mirrors"]
+    assert findings([(20, 20), (200, 150)]) == []

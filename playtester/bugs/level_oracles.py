@@ -5,7 +5,8 @@
   likely killed it (the engine's step says, `capture/level_play.py`).
 - `HallOfMirrorsOracle`, from pixels: while the view turns, a solid, textured region of the screen
   stays exactly as it was in the frame before — the renderer drew nothing there (a wall without a
-  texture, a gap in the map), so it smears the previous frame. Telemetry only says the view turned.
+  texture, a gap in the map), so it smears the previous frame, on two turning steps in a row in
+  overlapping places. Telemetry only says the view turned.
 - `OutOfMapOracle`, by geometry: the player's position lies outside every sector of the level.
 - `DoorOracle`, by geometry and telemetry: a door the player used, then walked into for a while
   after it should have opened, without ever getting into it.
@@ -53,13 +54,14 @@ class HallOfMirrorsOracle:
         """Degrees the view must turn between two frames (moving straight on, the sky stays put; the
         first step of a turn turns 7°, and close walls' wide texels match by chance)."""
         self.patience = patience
-        """Turning steps in a row that must show such a region."""
+        """Turning steps in a row that must show such a region, each overlapping the step before's."""
         self.min_fill, self.min_texture = min_fill, min_texture
         self.reset()
 
     def reset(self) -> None:
         self._last: tuple[np.ndarray, float, float] | None = None
         self._streak = 0
+        self._regions: list[tuple[int, int, int, int]] = []
         self._reported = False
 
     def stale_regions(self, frame: np.ndarray, previous: np.ndarray, turn: float = 0.0) -> list[tuple[int, int, int, int]]:
@@ -97,6 +99,9 @@ class HallOfMirrorsOracle:
             return []
         yaw = abs(wrap_angle(float(info["angle"]) - last[1]))
         regions = self.stale_regions(frame, last[0], yaw if yaw >= self.min_turn else 0.0)
+        if self._streak and regions:  # a hall of mirrors stays where it was; a close wall's texels matching by chance move on
+            regions = [b for b in regions if any(_overlap(b, p) for p in self._regions)]
+        self._regions = regions
         self._streak = self._streak + 1 if regions else 0
         if self._streak < self.patience:
             return []
@@ -109,6 +114,11 @@ class HallOfMirrorsOracle:
                         "gap in the map", episode, step,
                         {"box": list(box), "share": share, "position": list(position) if position else None,
                          "angle": info.get("angle"), "judged_by": "pixels (the view's turn from telemetry)"})]
+
+
+def _overlap(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> bool:
+    """Whether two boxes `[x0, y0, x1, y1]` share pixels."""
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
 def _turned_difference(frame: np.ndarray, previous: np.ndarray, box: tuple[int, int, int, int], turn: float,
