@@ -490,11 +490,26 @@ class LevelWalker(_Expert):
         self.give_ups = np.zeros(self.targets_mask.shape, dtype=np.int64)
         """Per coverage cell: the episodes in which the walker gave it up (`remember`)."""
         self.done = False
+        self.t = 0
+        self.episode_start_visited = 0
+        self.outside_gain: int | None = None
+        """Coverage cells the last episode spent outside pits gained (None before one ends)."""
+        self.pit_gain: int | None = None
+        """Coverage cells the last episode spent in pits gained (None: none so far)."""
+        self.into_pits = False
         self.reset({})
 
     def reset(self, info: dict[str, Any]) -> None:
+        if self.remember and self.t:  # an episode was walked
+            gain = int(self.visited.sum()) - self.episode_start_visited
+            if self.into_pits:
+                self.pit_gain = gain
+            else:
+                self.outside_gain = gain
+        self.into_pits = self._pits_pay()
         if not self.remember:
             self.visited = np.zeros_like(self.targets_mask)
+        self.episode_start_visited = int(self.visited.sum())
         self.pressed: set[int] = set()
         """Switches and walk-over lines set off in this episode."""
         self.keys = set()
@@ -531,6 +546,28 @@ class LevelWalker(_Expert):
             self._regrid()
         else:
             self.nav.avoid(self.avoided)
+
+    def _pits_pay(self) -> bool:
+        """Whether this episode goes into pits first (`remember`): when more cells are left to walk
+        in pits with no way back than the last episode outside them gained. A pit otherwise waits
+        until nothing else is left, which on a level with corners the walker keeps trying (MAP07's
+        red-key pit, about 240 cells) is never; an episode ends there anyway, and the next starts
+        outside again. An episode in pits that gained fewer cells than the last one outside is not
+        tried again (a pit it cannot get into does not take every episode)."""
+        if not self.remember or self.outside_gain is None or (self.pit_gain is not None and self.pit_gain < self.outside_gain):
+            return False
+        return int((self.targets_mask & ~self.visited & self._pit_cells()).sum()) > self.outside_gain
+
+    def _pit_cells(self) -> np.ndarray:
+        """Coverage cells whose centre lies in a pit with no way back (`_trap`)."""
+        if not hasattr(self, "_pits"):
+            x0, y0 = self.bounds[:2]
+            rows, cols = np.nonzero(self.targets_mask)
+            self._pits = np.zeros_like(self.targets_mask)
+            for r, c in zip(rows, cols):
+                sector = self.graph.sector_at(x0 + (c + 0.5) * CELL, y0 + (r + 0.5) * CELL)
+                self._pits[r, c] = sector is not None and self._trap(sector)
+        return self._pits
 
     def grid_reach(self, x: float, y: float) -> np.ndarray:
         """The reachable coverage cells this walker's grid routes to from `(x, y)` with every switch
@@ -731,6 +768,12 @@ class LevelWalker(_Expert):
             turn = np.abs((np.degrees(np.arctan2(cy - y, cx - x)) - angle + 180.0) % 360.0 - 180.0)
             dist = dist + turn / TURN_COST
         best, best_d = None, np.inf
+        node_sector = self.nav.sectors[rows, cols]
+        if self.into_pits:  # this episode goes into the pits first (`_pits_pay`)
+            pits = wanted & np.isin(node_sector, [s for s in np.unique(node_sector[wanted]) if self._trap(int(s))])
+            if pits.any():
+                best = int(np.flatnonzero(pits)[np.argmin(dist[pits])])
+                return best, dist[best], dist, np.ones_like(wanted), node_sector, False
         home = self.nav.component == self.nav.component[start]
         """Where the walker can come back from: it takes a one-way drop (into a pit, perhaps) only
         when nothing is left to walk this side of it."""
@@ -740,7 +783,6 @@ class LevelWalker(_Expert):
             home[:] = True
         if (wanted & self.nav.roomy).any():
             wanted &= self.nav.roomy
-        node_sector = self.nav.sectors[rows, cols]
         safe = wanted.copy()
         while safe.any():  # a pit with no way back (the engine's own rules) waits until nothing else is left
             best = int(np.flatnonzero(safe)[np.argmin(dist[safe])])
@@ -762,7 +804,10 @@ class LevelWalker(_Expert):
     def _errand(self, best: int | None, best_d: float, dist: np.ndarray, home: np.ndarray, node_sector: np.ndarray,
                 beyond: bool) -> tuple[int | None, float]:
         """A switch not far beyond the nearest unwalked cell, or a key while cells are out of reach,
-        in its place where it is nearer (bonuses counted); sets `goal_switch` and `goal_key`."""
+        in its place where it is nearer (bonuses counted); sets `goal_switch` and `goal_key`. None
+        on the way into a pit (`into_pits`)."""
+        if self.into_pits and best is not None and self._trap(int(node_sector[best])):
+            return best, best_d
         for line in self.switches:
             if line in self.pressed or not self._unlocked(line) or self.tries.get(line, 0) >= SWITCH_TRIES:
                 continue

@@ -318,3 +318,35 @@ def test_after_setting_off_a_door_that_closes_again_it_makes_for_the_door_first(
         walker._plan(x, y)
         sectors = {int(walker.nav.sectors[tuple(walker.nav.cells[n])]) for n in walker.route}
         assert (s["D"] in sectors) == into_door, (hurry, sectors)
+
+
+def test_an_episode_goes_into_a_pit_first_when_the_pit_holds_more_than_the_last_episode_gained():
+    """A walker that remembers leaves a pit with no way back for last within an episode, but when
+    more of the pit is left to walk than the last episode gained outside it, the next episode goes
+    into the pit first (the episode ends there; the next starts outside again). An episode in the
+    pit that gained less than the one outside is not tried again."""
+    plan = LevelPlan(rows=["##########"] + ["#aaaaappp#"] * 3 + ["##########"],
+                     rooms={"a": Room(), "p": Room(floor=-64)}, start="a")
+    graph, s = graph_of(plan)
+    walker = walker_on(graph, remember=True)
+    a_cells = [coverage_cell(walker.bounds, *plan.centre(c, r)) for c, r in plan.cells("a")]
+    pit_cells = [coverage_cell(walker.bounds, *plan.centre(c, r)) for c, r in plan.cells("p")]
+    assert len(a_cells) == 15 and len(pit_cells) == 9 and walker._trap(s["p"])
+    x, y = plan.centre(5, 2)  # the east end of a, beside the pit
+
+    def episode(walked: list[tuple[int, int]]) -> None:
+        for cell in walked:
+            walker.visited[cell] = True
+        walker.t = 1000
+        walker.reset({})
+
+    def goal_sector() -> int:
+        walker._plan(x, y)
+        return graph.sector_at(*walker.nav.centre(walker.route[-1]))
+
+    episode(a_cells[:10])  # gained 10 outside, the pit holds 9: the pit still waits
+    assert not walker.into_pits and goal_sector() == s["a"]
+    episode(a_cells[10:13])  # gained 3, the pit holds 9: into the pit first, with cells of a left
+    assert walker.into_pits and goal_sector() == s["p"]
+    episode([])  # the pit episode gained nothing (it never got in): not tried again
+    assert not walker.into_pits and goal_sector() == s["a"]
