@@ -51,6 +51,9 @@ KEY_RADIUS = 20.0
 MONSTER_RADII = {3004: 20, 9: 20, 65: 20, 3001: 20, 3002: 30, 58: 30, 3006: 16, 3005: 31, 69: 24, 3003: 24, 68: 64, 71: 31,
                  66: 20, 67: 48, 64: 20, 16: 40, 7: 128, 84: 20, 72: 16}
 """Doom's monsters by editor number, with their radius in map units."""
+ENTER_REACH = PLAYER_RADIUS + 3 * STAND_UNITS
+"""Map units from a passage's line within which a standable point is beside it (`LevelGraph.entered`):
+the foot of a drop keeps `PLAYER_RADIUS` from the ledge's line."""
 USE_RANGE = 64.0
 """How far from the player's centre a line can be pressed (Doom's `USERANGE`)."""
 DOOR_GAP = 4.0
@@ -326,6 +329,11 @@ class LevelGraph:
 
     def teleport_target(self, line: int) -> int | None:
         """The sector a teleporter line sends the player to (its destination thing's)."""
+        dest = self.teleport_destination(line)
+        return None if dest is None else self.sector_at(dest.x, dest.y)
+
+    def teleport_destination(self, line: int):
+        """The destination thing a teleporter line sends the player to, or None."""
         ld = self.level.linedefs[line]
         destinations = [t for t in self.level.things if t.type == 14]
         if self.level.udmf:
@@ -335,9 +343,8 @@ class LevelGraph:
         else:
             picks = [t for t in destinations if ld.tag and self._tag_of(t) == ld.tag]
         for t in picks:
-            s = self.sector_at(t.x, t.y)
-            if s is not None:
-                return s
+            if self.sector_at(t.x, t.y) is not None:
+                return t
         return None
 
     def _tag_of(self, thing) -> int | None:
@@ -437,6 +444,7 @@ class LevelGraph:
         keep[:-1] &= self.walkable_sectors() | np.array([self.level.walkable_sector(i) for i in range(len(self.level.sectors))])
         quarter = self.level.cells_of(lambda raster: keep[raster], cell)
         stand = self.standable(keep)
+        stand &= self.entered(stand)
         k = int(round(cell / STAND_UNITS))
         stand[::k, :] = False  # a point on a cell's south or west edge is no way into it
         stand[:, ::k] = False
@@ -452,14 +460,7 @@ class LevelGraph:
         cannot cross. A wall is a one-sided or blocking line or one the graph passes neither way,
         and, for a point in a sector, that sector's line it cannot cross from there (the foot of
         a ledge, a low opening)."""
-        x0, y0, x1, y1 = self.level.bounds
-        u = STAND_UNITS
-        cols, rows = int(np.ceil((x1 - x0) / u)), int(np.ceil((y1 - y0) / u))
-        px, py = x0 + np.arange(cols) * u, y0 + np.arange(rows) * u
-        h, w = self.raster.shape
-        rr = ((y1 - py) // RASTER_UNITS).astype(int).clip(0, h - 1)
-        cc = ((px - x0) // RASTER_UNITS).astype(int).clip(0, w - 1)
-        sector = self.raster[rr[:, None], cc[None, :]]
+        px, py, sector = self._stand_points
         ok = keep[sector]
         crossed = {(p.line, p.source) for p in self.passages() if p.kind != TELEPORT}
         reach = PLAYER_RADIUS - 1e-6
@@ -480,6 +481,80 @@ class LevelGraph:
                 near &= np.isin(sector[r0:r1, c0:c1], sides)
             ok[r0:r1, c0:c1] &= ~near
         return ok
+
+
+    @cached_property
+    def _stand_points(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The points `standable` tries: their x (per column), y (per row, row 0 south) and sector (-1: none)."""
+        x0, y0, x1, y1 = self.level.bounds
+        u = STAND_UNITS
+        cols, rows = int(np.ceil((x1 - x0) / u)), int(np.ceil((y1 - y0) / u))
+        px, py = x0 + np.arange(cols) * u, y0 + np.arange(rows) * u
+        h, w = self.raster.shape
+        rr = ((y1 - py) // RASTER_UNITS).astype(int).clip(0, h - 1)
+        cc = ((px - x0) // RASTER_UNITS).astype(int).clip(0, w - 1)
+        return px, py, self.raster[rr[:, None], cc[None, :]]
+
+    def entered(self, stand: np.ndarray) -> np.ndarray:
+        """The points of `stand` (`standable`'s) that the player gets to from the start: a sector
+        in `reachable()` can have parts no passage enters (MAP07's monster closets are far parts of
+        sectors 159 and 190 behind a strip the player never crosses). The points fall into parts
+        the player walks between (joined where they touch), and each passage (every special set
+        off) leads from the parts of its source sector beside its line (within `ENTER_REACH`) to
+        those of its target beside it, a teleporter to the part its destination stands in; the
+        parts led to from the start's are entered."""
+        import cv2
+
+        count, parts = cv2.connectedComponents(stand.astype(np.uint8), connectivity=4)
+        px, py, sector = self._stand_points
+        u = STAND_UNITS
+        edges: dict[int, set[int]] = {}
+        for p in self.passages():
+            if p.kind == TELEPORT:
+                dest = self.teleport_destination(p.line)
+                targets = {self._part_at(parts, dest.x, dest.y)} if dest is not None else set()
+                sources = self._parts_beside(parts, sector, p.line, p.source)
+            else:
+                sources = self._parts_beside(parts, sector, p.line, p.source)
+                targets = self._parts_beside(parts, sector, p.line, p.target)
+            for a in sources:
+                edges.setdefault(a, set()).update(targets)
+        x, y = self.start()[:2]
+        seen = {self._part_at(parts, x, y)} - {0}
+        if not seen:  # the start stands on no standable point: nothing to tell parts apart from
+            return np.ones_like(stand)
+        queue = deque(seen)
+        while queue:
+            for nxt in edges.get(queue.popleft(), ()):
+                if nxt and nxt not in seen:
+                    seen.add(nxt)
+                    queue.append(nxt)
+        keep = np.zeros(count, dtype=bool)
+        keep[list(seen)] = True
+        return keep[parts]
+
+    def _part_at(self, parts: np.ndarray, x: float, y: float) -> int:
+        """The part (`entered`) of the standable point nearest `(x, y)` within `ENTER_REACH`; 0: none."""
+        px, py, _ = self._stand_points
+        c0, c1 = np.searchsorted(px, x - ENTER_REACH), np.searchsorted(px, x + ENTER_REACH)
+        r0, r1 = np.searchsorted(py, y - ENTER_REACH), np.searchsorted(py, y + ENTER_REACH)
+        window = parts[r0:r1, c0:c1]
+        if not window.any():
+            return 0
+        d = np.hypot(px[c0:c1][None, :] - x, py[r0:r1][:, None] - y)
+        d[window == 0] = np.inf
+        return int(window.flat[int(np.argmin(d))])
+
+    def _parts_beside(self, parts: np.ndarray, sector: np.ndarray, line: int, side: int) -> set[int]:
+        """The parts (`entered`) with a point in sector `side` within `ENTER_REACH` of a line."""
+        px, py, _ = self._stand_points
+        ax, ay, bx, by = self.line_ends[line]
+        c0, c1 = np.searchsorted(px, min(ax, bx) - ENTER_REACH), np.searchsorted(px, max(ax, bx) + ENTER_REACH)
+        r0, r1 = np.searchsorted(py, min(ay, by) - ENTER_REACH), np.searchsorted(py, max(ay, by) + ENTER_REACH)
+        window = parts[r0:r1, c0:c1]
+        near = (_segment_distance(px[c0:c1][None, :], py[r0:r1][:, None], ax, ay, bx, by) < ENTER_REACH) \
+            & (sector[r0:r1, c0:c1] == side) & (window > 0)
+        return set(np.unique(window[near]).tolist())
 
 
 def _segments_distance(p: np.ndarray, q: np.ndarray) -> float:

@@ -100,6 +100,27 @@ def test_a_teleporter_leads_to_its_destination_and_is_one_way():
     assert not graph.can_return(s["b"])
 
 
+def test_a_part_of_a_reachable_sector_no_passage_enters_holds_no_reachable_cell():
+    """One sector in two parts (a monster closet drawn as part of a room, as MAP07's 159 and 190):
+    the player drops from h into l's first part; l's closet, walled off by rock, is in a reachable
+    sector but no passage enters it. A sealed room reached only by a teleporter still counts."""
+    tele = Join(special=70, args=(0, 3), use=False)
+    plan = LevelPlan(rows=["############", "#hhhlll#l#b#", "#hhhlll#l#b#", "#TT#########", "############"],
+                     rooms={"h": Room(), "l": Room(floor=-64), "T": Room(), "b": Room(tag=3)},
+                     joins={("h", "T"): tele}, start="h", things=[(14, "b", {})])
+    graph, s = graph_of(plan)
+    assert kinds(graph, s["h"], s["l"]) == {DROP} and graph.reachable() == set(s.values())
+    cells = graph.reachable_cells(64.0)
+    x0, y0 = graph.level.bounds[:2]
+
+    def counted(room: str) -> list[bool]:
+        return [bool(cells[int((y - y0) // 64), int((x - x0) // 64)]) for x, y in (plan.centre(c, r) for c, r in plan.cells(room))]
+
+    l_parts = counted("l")
+    assert l_parts == [True, True, True, False, True, True, True, False]  # row by row from the north-west: the closet last in each row
+    assert all(counted("h")) and all(counted("b")), "the drop's foot and the teleporter's room are entered"
+
+
 @pytest.mark.parametrize("x, y, inside", [(96.0, 96.0, True), (-300.0, -300.0, False), (2000.0, 96.0, False)])
 def test_points_are_placed_in_their_sectors(x, y, inside):
     graph, _ = graph_of(LevelPlan(rows=["####", "#aa#", "####"], rooms={"a": Room()}, start="a"))
