@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from playtester.bugs.confinement import BandHistogram, ConfinementOracle
-from playtester.bugs.softlock import PATIENCE, SoftlockOracle, softlock_off, softlock_patience
+from playtester.bugs.softlock import PATIENCE, WALKED_CELL, SoftlockOracle, softlock_off, softlock_patience
 from playtester.capture.level_graph import LevelGraph, LevelState
 from playtester.capture.level_map import JUMP_CLIMB, MAX_STEP, parse_udmf
 from playtester.capture.park.level_builder import (Join, LevelPlan, Room, level_textmap, level_wad,
@@ -164,6 +164,38 @@ def test_the_pit_is_a_softlock_with_its_depth_and_the_lift_pit_is_not():
     assert f.details["region"] == [1] and f.details["trapped_since"] == entered
     assert walk(lift, into, hold=3 * PATIENCE) == [], "the lift's switch, below, brings the player back up"
     assert walk(pit, into[:3], hold=3 * PATIENCE) == [], "wandering the room above is no softlock"
+
+
+def test_the_episode_ends_once_the_trap_is_walked_not_at_the_finding():
+    """In the pit (cells 368–464 × 176–272), a player that stands still is sent to a new start at
+    the finding; one that walks on to the pit's far corner after the finding, into cells it had not
+    been in, is sent once it has been in no new cell for the patience. Walking the same way again
+    in a later episode ends at the finding (the cells are new to the run no more)."""
+    pit = SoftlockOracle(graph_of(LEVELS["pit"].plan), climb=JUMP_CLIMB)
+    into = line_points((96.0, 352.0), (416.0, 224.0))
+    found = walk(pit, into, hold=PATIENCE + 5)
+    assert len(found) == 1 and pit.ends_episode
+    corner = [(368.0, 176.0)] * (PATIENCE - 30) + line_points((368.0, 176.0), (464.0, 176.0), step=4.0) \
+        + line_points((464.0, 176.0), (464.0, 272.0), step=4.0)  # a new cell every 16-24 steps
+    path = into + corner + [(464.0, 272.0)] * 2 * PATIENCE
+    walked: set[tuple[int, int]] = {(int(x // WALKED_CELL), int(y // WALKED_CELL)) for x, y in into + [(416.0, 224.0)]}
+    last_new = max(t for t, (x, y) in enumerate(path) if (int(x // WALKED_CELL), int(y // WALKED_CELL)) not in walked
+                   and not walked.add((int(x // WALKED_CELL), int(y // WALKED_CELL))))
+
+    def ends_of(oracle: SoftlockOracle) -> tuple[int, int]:
+        """The step of the finding and the first step the oracle ends the episode at."""
+        oracle.reset()
+        reported, ends = None, []
+        for t, (x, y) in enumerate(path):
+            if oracle.observe(np.zeros((8, 8, 3), np.uint8), {"position": (x, y, 0.0), "angle": 0.0}, 0, 0, t):
+                reported = t
+            ends.append(oracle.ends_episode)
+        return reported, ends.index(True)
+
+    reported, ended = ends_of(pit)
+    assert reported < last_new and ended == last_new + PATIENCE - 1, (reported, last_new, ended)
+    reported, ended = ends_of(pit)
+    assert ended == reported, "walked before: the episode ends at the finding"
 
 
 def test_leaving_before_the_patience_is_spent_is_no_finding():
@@ -401,9 +433,10 @@ def test_the_pixel_only_oracle_finds_the_pit_from_frames_alone(wads):
 
 @pytest.mark.slow
 def test_the_random_tester_is_sent_to_a_new_start_after_a_softlock_and_the_finding_replays(wads, tmp_path, capsys):
-    """`run explore --explorer random` on the teleporter level: the softlock ends its episode at the
-    finding (the next starts again), the report lists it on the level's map, and the finding plays
-    again frame for frame."""
+    """`run explore --explorer random` on the teleporter level: the softlock ends its episode once
+    the player has been in no cell new to the run for the oracle's patience (the sealed room walked
+    first; the next episode starts again), the report lists it on the level's map, and the finding
+    plays again frame for frame."""
     from playtester.bugs.findings import replay_finding
     from playtester.cli import main
 
@@ -416,7 +449,15 @@ def test_the_random_tester_is_sent_to_a_new_start_after_a_softlock_and_the_findi
     first = softlocks[0]
     steps = [json.loads(line) for line in (out / "trajectory.jsonl").read_text().splitlines()]
     ended = max(r["t"] for r in steps if r["episode"] == first["episode"])
-    assert ended == first["step"] < 159, "the episode ended at the finding"
+    walked, new_at = set(), {}
+    for r in steps:  # the step of each episode at which the player was last in a cell new to the run
+        cell = (int(r["position"][0] // WALKED_CELL), int(r["position"][1] // WALKED_CELL))
+        if cell not in walked:
+            walked.add(cell)
+            new_at[r["episode"], r["t"]] = True
+    last_new = max(t for (e, t) in new_at if e == first["episode"] and t <= ended)
+    due = max(first["step"], last_new + PATIENCE - 1)
+    assert ended == due < 159, "the episode ended once the trap was walked"
     assert {r["episode"] for r in steps} == {0, 1}, "and the run went on from a new start"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["level"]["softlocks"][0]["region"] == [2] and summary["findings"]["softlock"] == len(softlocks)

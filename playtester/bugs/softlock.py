@@ -15,7 +15,9 @@ switch's door shut. When neither the start's sector nor an exit can be reached f
 `patience` steps in a row (long enough for a door or a lift that is still moving to settle), it is
 a finding: where (the position, the sectors of the trap), why ("no way up from a pit 96 units
 deep", "the only door out (sector 3) closed for good: …"), and the actions that led there (every
-finding keeps them, replayable). The episode then ends, so the run goes on from a new start.
+finding keeps them, replayable). The episode then ends (`ends_episode`), so the run goes on from a
+new start, once the player has been in no cell new to the run for `patience` steps: a trap not
+walked before is walked first, as a tester looks round the pit it fell into.
 
 The finding says what it judged with: the level's geometry and telemetry; neither steers the agent.
 """
@@ -41,6 +43,9 @@ whether one is still moving."""
 TELEPORT_JUMP = 128.0
 """A move this long in one step (map units) was a teleport: running covers about 67 a step."""
 JUDGED_BY = "the level's geometry and telemetry"
+WALKED_CELL = 64.0
+"""Map units of the cells whose first visit keeps a trapped player's episode going (`ends_episode`):
+the report's coverage cells."""
 
 
 def softlock_patience(graph: LevelGraph, tics_per_step: int = 4) -> int:
@@ -97,6 +102,8 @@ class SoftlockOracle:
         """Sectors a close line shuts: doors, though no line opens them."""
         self._regions: dict[tuple[int, LevelState], frozenset[int]] = {}
         self._start_checked = False
+        self.walked: set[tuple[int, int]] = set()
+        """The `WALKED_CELL` cells the player has been in, over the run (`ends_episode`)."""
         self.reset()
 
     def reset(self) -> None:
@@ -108,6 +115,13 @@ class SoftlockOracle:
         self._last: tuple[float, float, int | None] | None = None
         self._since: int | None = None
         self._reported = False
+        self._new_cell_at: int | None = None
+        """The last step of this episode at which the player entered a cell new to `walked`."""
+        self.ends_episode = False
+        """Trapped and reported, and no new cell walked for `patience` steps: the tester loop ends
+        the episode (the run goes on from a new start). A trap the player has not walked yet is
+        walked first (a tester looks round the pit it fell into; MAP07's red key lies in one), as
+        long as each `patience` steps bring a cell it had not been in."""
 
     # -- what the player did to the level ----------------------------------------------------------
     def state(self) -> LevelState:
@@ -191,7 +205,14 @@ class SoftlockOracle:
         x, y = float(position[0]), float(position[1])
         sector = self.graph.sector_at(x, y)
         self._track(x, y, sector, info, step)
-        if sector is None or self._reported:
+        cell = int(x // WALKED_CELL), int(y // WALKED_CELL)
+        if cell not in self.walked:
+            self.walked.add(cell)
+            self._new_cell_at = step
+        if self._reported:
+            self.ends_episode = self._walked(step)
+            return out
+        if sector is None:
             return out
         region = self.trapped(sector)
         if region is None:
@@ -201,6 +222,7 @@ class SoftlockOracle:
         if step - self._since + 1 < self.patience:
             return out
         self._reported = True
+        self.ends_episode = self._walked(step)
         cause, details = self.cause(region)
         where = f"({x:.0f}, {y:.0f})"
         sectors = ", ".join(str(s) for s in sorted(region)[:8]) + (" …" if len(region) > 8 else "")
@@ -209,7 +231,11 @@ class SoftlockOracle:
                     "new_start": True, "judged_by": JUDGED_BY}
         return out + [Finding("softlock", f"softlock at {where}: {cause}; neither the start nor an exit can be reached "
                               f"from sector{'s' if len(region) > 1 else ''} {sectors} (for {self.patience} steps); "
-                              "the run goes on from a new start", episode, step, details)]
+                              "the run goes on from a new start once the trap is walked", episode, step, details)]
+
+    def _walked(self, step: int) -> bool:
+        """No cell new to `walked` for `patience` steps (or none this episode)."""
+        return self._new_cell_at is None or step - self._new_cell_at + 1 >= self.patience
 
     # -- why ---------------------------------------------------------------------------------------
     def entry(self, region: frozenset[int]) -> Move | None:

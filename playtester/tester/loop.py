@@ -18,8 +18,8 @@ episode lies beyond it goes idle: it still plays (the vector env needs frames) b
 and tests nothing, and says so with `info["tester_idle"]`. The latest detections ride in
 `info["detections"]`, for the explorer's OD mask.
 
-A finding that says `new_start` (the player trapped for good: `playtester/bugs/softlock.py`,
-`playtester/bugs/confinement.py`) ends its episode, truncated, so that the run goes on from a new
+An oracle that says `ends_episode` (the player trapped for good and the trap walked:
+`playtester/bugs/softlock.py`) ends its episode, truncated, so that the run goes on from a new
 start rather than play out the episode in the trap. A game that crashes (`info["crashed"]`) ends its episode; the crash oracle makes it a finding,
 `crashes.jsonl` counts it, and the next `reset` starts the game again (the backend does). Past
 `max_restarts` crashes in the run, or when the game will not start again, the instance stops:
@@ -511,8 +511,8 @@ class TesterEnv(gym.Wrapper):
         for oracle in self.oracles:
             for finding in oracle.observe(obs, info, action, self.episode, self.t):
                 self._save(finding)
-                if finding.details.get("new_start"):  # trapped for good (a softlock): the run goes on from a new start
-                    truncated = True
+            if getattr(oracle, "ends_episode", False):  # trapped for good and the trap walked: the run goes on from a new start
+                truncated = True
         if info.get("reset_failed"):
             self._save(Finding("reset", str(info["reset_failed"]), self.episode, self.t))
         self.t += 1
