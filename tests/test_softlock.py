@@ -168,7 +168,7 @@ def test_the_pit_is_a_softlock_with_its_depth_and_the_lift_pit_is_not():
 
 def test_the_episode_ends_once_the_trap_is_walked_not_at_the_finding():
     """In the pit (cells 368–464 × 176–272), a player that stands still is sent to a new start at
-    the finding; one that walks on to the pit's far corner after the finding, into cells it had not
+    the finding; one that walks on along the pit's walls after the finding, into cells it had not
     been in, is sent once it has been in no new cell for the patience. Walking the same way again
     in a later episode ends at the finding (the cells are new to the run no more)."""
     pit = SoftlockOracle(graph_of(LEVELS["pit"].plan), climb=JUMP_CLIMB)
