@@ -506,16 +506,14 @@ class LevelGraph:
         import cv2
 
         count, parts = cv2.connectedComponents(stand.astype(np.uint8), connectivity=4)
-        px, py, sector = self._stand_points
-        u = STAND_UNITS
+        sector = self._stand_points[2]
         edges: dict[int, set[int]] = {}
         for p in self.passages():
+            sources = self._parts_beside(parts, sector, p.line, p.source)
             if p.kind == TELEPORT:
                 dest = self.teleport_destination(p.line)
-                targets = {self._part_at(parts, dest.x, dest.y)} if dest is not None else set()
-                sources = self._parts_beside(parts, sector, p.line, p.source)
+                targets = {self._part_at(parts, dest.x, dest.y) or -1 - p.target} if dest is not None else set()
             else:
-                sources = self._parts_beside(parts, sector, p.line, p.source)
                 targets = self._parts_beside(parts, sector, p.line, p.target)
             for a in sources:
                 edges.setdefault(a, set()).update(targets)
@@ -526,11 +524,11 @@ class LevelGraph:
         queue = deque(seen)
         while queue:
             for nxt in edges.get(queue.popleft(), ()):
-                if nxt and nxt not in seen:
+                if nxt not in seen:
                     seen.add(nxt)
                     queue.append(nxt)
         keep = np.zeros(count, dtype=bool)
-        keep[list(seen)] = True
+        keep[[part for part in seen if part > 0]] = True
         return keep[parts]
 
     def _part_at(self, parts: np.ndarray, x: float, y: float) -> int:
@@ -546,7 +544,9 @@ class LevelGraph:
         return int(window.flat[int(np.argmin(d))])
 
     def _parts_beside(self, parts: np.ndarray, sector: np.ndarray, line: int, side: int) -> set[int]:
-        """The parts (`entered`) with a point in sector `side` within `ENTER_REACH` of a line."""
+        """The parts (`entered`) with a point in sector `side` within `ENTER_REACH` of a line; where
+        there is none (a door's thickness, a tread too thin to stand on), the sector itself as
+        `-1 - side`, through which the passages into it and out of it join."""
         px, py, _ = self._stand_points
         ax, ay, bx, by = self.line_ends[line]
         c0, c1 = np.searchsorted(px, min(ax, bx) - ENTER_REACH), np.searchsorted(px, max(ax, bx) + ENTER_REACH)
@@ -554,7 +554,7 @@ class LevelGraph:
         window = parts[r0:r1, c0:c1]
         near = (_segment_distance(px[c0:c1][None, :], py[r0:r1][:, None], ax, ay, bx, by) < ENTER_REACH) \
             & (sector[r0:r1, c0:c1] == side) & (window > 0)
-        return set(np.unique(window[near]).tolist())
+        return set(np.unique(window[near]).tolist()) or {-1 - side}
 
 
 def _segments_distance(p: np.ndarray, q: np.ndarray) -> float:

@@ -3,6 +3,7 @@ levels drawn by hand for each rule (steps, drops, doors, lifts, keys, switches, 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from playtester.capture.level_graph import DOOR_PASSAGE, DROP, LIFT_PASSAGE, TELEPORT, WALK, LevelGraph
@@ -119,6 +120,23 @@ def test_a_part_of_a_reachable_sector_no_passage_enters_holds_no_reachable_cell(
     l_parts = counted("l")
     assert l_parts == [True, True, True, False, True, True, True, False]  # row by row from the north-west: the closet last in each row
     assert all(counted("h")) and all(counted("b")), "the drop's foot and the teleporter's room are entered"
+
+
+def test_passages_join_through_a_sector_with_no_point_to_stand_on_beside_their_lines():
+    """Rooms a and b either side of a sector D 16 units across: with D's standable points taken
+    away, a and b are parts that do not touch, and the passages a → D → b still lead from a to b
+    (through D itself, as through a door's thickness)."""
+    plan = LevelPlan(rows=["###########", *["#aaaaDbbbb#"] * 4, "###########"], cell=16,
+                     rooms={"a": Room(), "D": Room(), "b": Room()}, start="a")
+    graph, s = graph_of(plan)
+    keep = np.ones(len(graph.level.sectors) + 1, dtype=bool)
+    keep[-1] = False
+    sector = graph._stand_points[2]
+    stand = graph.standable(keep) & (sector != s["D"])
+    entered = graph.entered(stand)
+    assert (entered & (sector == s["a"])).any() and (entered & (sector == s["b"])).any()
+    alone = stand & (sector != s["b"])  # b's points gone as well: nothing of b is entered
+    assert not (graph.entered(alone) & (sector == s["b"])).any()
 
 
 @pytest.mark.parametrize("x, y, inside", [(96.0, 96.0, True), (-300.0, -300.0, False), (2000.0, 96.0, False)])
