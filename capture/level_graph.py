@@ -482,7 +482,6 @@ class LevelGraph:
             ok[r0:r1, c0:c1] &= ~near
         return ok
 
-
     @cached_property
     def _stand_points(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The points `standable` tries: their x (per column), y (per row, row 0 south) and sector (-1: none)."""

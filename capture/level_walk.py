@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import cv2
@@ -556,18 +557,17 @@ class LevelWalker(_Expert):
         tried again (a pit it cannot get into does not take every episode)."""
         if not self.remember or self.outside_gain is None or (self.pit_gain is not None and self.pit_gain < self.outside_gain):
             return False
-        return int((self.targets_mask & ~self.visited & self._pit_cells()).sum()) > self.outside_gain
+        return int((self.targets_mask & ~self.visited & self._pit_cells).sum()) > self.outside_gain
 
+    @cached_property
     def _pit_cells(self) -> np.ndarray:
         """Coverage cells whose centre lies in a pit with no way back (`_trap`)."""
-        if not hasattr(self, "_pits"):
-            x0, y0 = self.bounds[:2]
-            rows, cols = np.nonzero(self.targets_mask)
-            self._pits = np.zeros_like(self.targets_mask)
-            for r, c in zip(rows, cols):
-                sector = self.graph.sector_at(x0 + (c + 0.5) * CELL, y0 + (r + 0.5) * CELL)
-                self._pits[r, c] = sector is not None and self._trap(sector)
-        return self._pits
+        x0, y0 = self.bounds[:2]
+        out = np.zeros_like(self.targets_mask)
+        for r, c in zip(*np.nonzero(self.targets_mask)):
+            sector = self.graph.sector_at(x0 + (c + 0.5) * CELL, y0 + (r + 0.5) * CELL)
+            out[r, c] = sector is not None and self._trap(sector)
+        return out
 
     def grid_reach(self, x: float, y: float) -> np.ndarray:
         """The reachable coverage cells this walker's grid routes to from `(x, y)` with every switch
