@@ -176,11 +176,21 @@ def test_the_harness_plays_episodes_from_a_start_through_game_over_and_a_crash(d
             raise AssertionError(f"episode {e} did not start in play: SSIM of the starts {table}, game over in {over}, "
                                  f"killed in {watcher.killed_in}; the starts' frames in {tmp_path}")
 
-    crashes = [json.loads(p.read_text()) for p in (out / "findings").glob("*/finding.json")]
-    assert [(c["kind"], c["episode"]) for c in crashes] == [("crash", over + 1)]
+    # The kill is the one crash. On a busy machine the recipe can also miss play now and then; the
+    # harness must then say so as a reset finding and launch the game again, in one of two ways: at
+    # the reset (the recipe missed, a relaunch, the recipe again) or in an episode that opened on
+    # the dialog and was never in play (ended within its still steps, the next reset relaunches).
+    findings = [json.loads(p.read_text()) for p in (out / "findings").glob("*/finding.json")]
+    assert [(c["kind"], c["episode"]) for c in findings if c["kind"] != "reset"] == [("crash", over + 1)]
+    resets = [c for c in findings if c["kind"] == "reset"]
+    at_reset = [c for c in resets if c["step"] == 0 and c["details"].get("launched_again")]
+    never_in_play = {e for e in ended_out if e - 1 not in ended_out and e - 1 != watcher.killed_in and length[e] <= STILL_STEPS}
+    for c in resets:
+        assert c in at_reset or (c["episode"] in never_in_play and "did not bring the game to play" in c["message"]), c
     summary = json.loads((out / "summary.json").read_text())
     harness = summary["out_of_play"]
-    assert harness["episodes_ended"] >= 1 and harness["launches"] == 1 and harness["reset_failures"] == 0
+    assert harness["episodes_ended"] >= 1 and harness["reset_failures"] == len(at_reset)
+    assert 1 <= harness["launches"] <= 1 + len(resets), "launched again after the kill, and after each missed reset"
     assert summary["stopped_early"] is None
     assert "episodes ended by game over" in (out / "report.html").read_text()
 
