@@ -260,7 +260,17 @@ class LevelGraph:
                  shut: frozenset[int] = frozenset()) -> list[Passage]:
         """Every passage once the lines `active` (default: every line with a special) are set off,
         for a player who climbs `climb` units (a step; more where it can jump), the sectors `shut`
-        closed unless an active door opens them."""
+        closed unless an active door opens them. With none of them given (every special set off:
+        what `standable`, `entered` and `can_return` ask) the list is worked out once a graph."""
+        if active is None and climb == MAX_STEP and not shut:
+            return list(self._every_passage)
+        return self._passages(active, climb, shut)
+
+    @cached_property
+    def _every_passage(self) -> tuple[Passage, ...]:
+        return tuple(self._passages(None, MAX_STEP, frozenset()))
+
+    def _passages(self, active: set[int] | None, climb: float, shut: frozenset[int]) -> list[Passage]:
         active = set(i for i, a in enumerate(self.actions) if a is not None) if active is None else active
         states = self.states(active, shut)
         doors = self.door_sectors()
@@ -472,8 +482,7 @@ class LevelGraph:
                 continue
             wall = ld.blocking or ld.front is None or ld.back is None or len(sides) == 2
             ax, ay, bx, by = self.line_ends[i]
-            c0, c1 = np.searchsorted(px, min(ax, bx) - reach), np.searchsorted(px, max(ax, bx) + reach)
-            r0, r1 = np.searchsorted(py, min(ay, by) - reach), np.searchsorted(py, max(ay, by) + reach)
+            r0, r1, c0, c1 = self._points_near(min(ax, bx), max(ax, bx), min(ay, by), max(ay, by), reach)
             if c0 >= c1 or r0 >= r1:
                 continue
             near = _segment_distance(px[c0:c1][None, :], py[r0:r1][:, None], ax, ay, bx, by) < reach
@@ -493,6 +502,13 @@ class LevelGraph:
         rr = ((y1 - py) // RASTER_UNITS).astype(int).clip(0, h - 1)
         cc = ((px - x0) // RASTER_UNITS).astype(int).clip(0, w - 1)
         return px, py, self.raster[rr[:, None], cc[None, :]]
+
+    def _points_near(self, x0: float, x1: float, y0: float, y1: float, reach: float) -> tuple[int, int, int, int]:
+        """The rows `r0:r1` and columns `c0:c1` of the standable points within `reach` of the box
+        `x0..x1, y0..y1` (a box round a line or a point; the points' distances are the caller's)."""
+        px, py, _ = self._stand_points
+        return (int(np.searchsorted(py, y0 - reach)), int(np.searchsorted(py, y1 + reach)),
+                int(np.searchsorted(px, x0 - reach)), int(np.searchsorted(px, x1 + reach)))
 
     def entered(self, stand: np.ndarray) -> np.ndarray:
         """The points of `stand` (`standable`'s) that the player gets to from the start: a sector
@@ -533,8 +549,7 @@ class LevelGraph:
     def _part_at(self, parts: np.ndarray, x: float, y: float) -> int:
         """The part (`entered`) of the standable point nearest `(x, y)` within `ENTER_REACH`; 0: none."""
         px, py, _ = self._stand_points
-        c0, c1 = np.searchsorted(px, x - ENTER_REACH), np.searchsorted(px, x + ENTER_REACH)
-        r0, r1 = np.searchsorted(py, y - ENTER_REACH), np.searchsorted(py, y + ENTER_REACH)
+        r0, r1, c0, c1 = self._points_near(x, x, y, y, ENTER_REACH)
         window = parts[r0:r1, c0:c1]
         if not window.any():
             return 0
@@ -548,8 +563,7 @@ class LevelGraph:
         `-1 - side`, through which the passages into it and out of it join."""
         px, py, _ = self._stand_points
         ax, ay, bx, by = self.line_ends[line]
-        c0, c1 = np.searchsorted(px, min(ax, bx) - ENTER_REACH), np.searchsorted(px, max(ax, bx) + ENTER_REACH)
-        r0, r1 = np.searchsorted(py, min(ay, by) - ENTER_REACH), np.searchsorted(py, max(ay, by) + ENTER_REACH)
+        r0, r1, c0, c1 = self._points_near(min(ax, bx), max(ax, bx), min(ay, by), max(ay, by), ENTER_REACH)
         window = parts[r0:r1, c0:c1]
         near = (_segment_distance(px[c0:c1][None, :], py[r0:r1][:, None], ax, ay, bx, by) < ENTER_REACH) \
             & (sector[r0:r1, c0:c1] == side) & (window > 0)
