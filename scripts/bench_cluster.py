@@ -12,7 +12,8 @@ they end, and are stepped with the same random actions. Two kinds of instance:
           writing the run's logs, the OD mask, 64×64); on Ray its records come back to this process, which writes them
     ppo   a whole run's playing and learning: `explore_with_ppo` with the inspector explorer
           (no test policy), one episode of `--ppo-steps` steps per instance, set-up included
-          (games, workers or actors, the network); steps/s = trajectory lines / wall time; with
+          (games, workers or actors, the network); steps/s = trajectory lines / wall time, and
+          `ppo playing` from the trajectory's first row to its last (set-up and report left out); with
           `--models M`, the whole tester run instead (ppgta with M's path policy, M's detector
           finding the OOIs, M's inspect policy testing them), every instance's actor loading them
 
@@ -31,11 +32,13 @@ import functools
 import os
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
+from bench_loop import POLL_S, TrajectoryTail
 
 
 class Idle(gym.Env):
@@ -86,8 +89,9 @@ def make(contender: str, kind: str, game: str, envs: int, run_dir: Path) -> gym.
                                      autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
 
 
-def ppo_rate(contender: str, game: str, envs: int, steps: int, run_dir: Path, models: Path | None = None) -> float:
-    """Game steps per second of a whole PPO run (see the module doc)."""
+def ppo_rate(contender: str, game: str, envs: int, steps: int, run_dir: Path, models: Path | None = None) -> tuple[float, float]:
+    """Game steps per second of a whole PPO run (see the module doc): set-up included, and while
+    it plays (from the first row of its trajectory to the last, as `bench_loop.py` times a run)."""
     from playtester.tester.assemble import assembled
     from playtester.tester.spec import RunSpec
     from playtester.tester.runner import explore_with_ppo
@@ -97,9 +101,25 @@ def ppo_rate(contender: str, game: str, envs: int, steps: int, run_dir: Path, mo
                                             preference=str(models / "path.ckpt"), detector=str(models / "detector.ckpt"))
     spec = RunSpec(**{"game": game, "tester": None, "run_dir": str(run_dir), "explorer": "inspector", "episodes": envs,
                       "steps": steps, "num_envs": envs, "rollout": 64, "seed": 0, **tester})
+    tail, done = TrajectoryTail(run_dir / "trajectory.jsonl"), threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            tail.poll(time.perf_counter())
+            time.sleep(POLL_S)
+
+    watcher = threading.Thread(target=watch, daemon=True)
     t0 = time.perf_counter()
-    explore_with_ppo(assembled(spec, contender == "ray"), cluster=contender == "ray")
-    return sum(1 for _ in open(run_dir / "trajectory.jsonl")) / (time.perf_counter() - t0)
+    watcher.start()
+    try:
+        explore_with_ppo(assembled(spec, contender == "ray"), cluster=contender == "ray")
+    finally:
+        done.set()
+        watcher.join()
+    whole = sum(1 for _ in open(run_dir / "trajectory.jsonl")) / (time.perf_counter() - t0)
+    first, last = tail.rows[0][0], tail.rows[-1][0]
+    timed = sum(1 for seen, _ in tail.rows if seen > first)  # rows already there at the first look: not timed
+    return whole, timed / max(last - first, 1e-9)
 
 
 def steps_per_second(envs: gym.vector.VectorEnv, steps: int, rng: np.random.Generator) -> float:
@@ -153,8 +173,10 @@ def main() -> None:
                         for name in (("local", "ray") if r % 2 == 0 else ("ray", "local")):
                             rates[name].append(ppo_rate(name, args.game, args.envs, args.ppo_steps, Path(tmp) / f"ppo-{name}-{r}",
                                                         args.models))
-                    rows.append((kind, statistics.median(rates["local"]), statistics.median(rates["ray"])))
-                    print(f"{kind}: local {[round(x) for x in rates['local']]}, ray {[round(x) for x in rates['ray']]}", flush=True)
+                    for i, what in ((0, kind), (1, f"{kind} playing")):
+                        local, on_ray = [x[i] for x in rates["local"]], [x[i] for x in rates["ray"]]
+                        rows.append((what, statistics.median(local), statistics.median(on_ray)))
+                        print(f"{what}: local {[round(x) for x in local]}, ray {[round(x) for x in on_ray]}", flush=True)
                     continue
                 contenders = {}
                 for name in ("local", "ray"):
@@ -180,7 +202,7 @@ def main() -> None:
           f"({os.cpu_count()} CPUs)")
     print(f"{'instance':<10}{'local (AsyncVectorEnv)':>24}{'Ray actors':>12}{'ray / local':>13}")
     for kind, local, on_ray in rows:
-        print(f"{kind:<10}{local:>24.0f}{on_ray:>12.0f}{on_ray / local:>13.2f}")
+        print(f"{kind:<12}{local:>22.0f}{on_ray:>12.0f}{on_ray / local:>13.2f}")
 
 
 if __name__ == "__main__":
