@@ -94,7 +94,8 @@ def train_round(args, pool_doc: dict, ids: list[int], work: Path, seed: int, pre
     """The detector of one round (trained once; a later run reads it back), or None when the labels
     so far are too few to train on (a class with under 5 training boxes). With `--warm-steps`, a
     round after the first goes on from the arm's `previous` detector (`train detector --pretrained
-    PREVIOUS.ckpt`, as a studio would) for that many steps instead of `--steps` from random init."""
+    PREVIOUS.ckpt`, as a studio would) for that many steps instead of `--steps` from `--pretrained`
+    (random init, or a body trained on the game's unlabelled play)."""
     from playtester.errors import UserError
     from playtester.perception import recipes
     from playtester.perception.detector import load_detector
@@ -108,7 +109,7 @@ def train_round(args, pool_doc: dict, ids: list[int], work: Path, seed: int, pre
         steps = args.warm_steps if warm else args.steps
         epochs = max(1, math.ceil(steps / math.ceil(0.7 * len(ids) / 8)))
         recipe = recipes.DetectorRecipe(coco=labels, out=ckpt, images=args.pool.parent, backbone="compact",
-                                        pretrained=str(previous) if warm else "none", image_size=128, epochs=epochs,
+                                        pretrained=str(previous) if warm else args.pretrained, image_size=128, epochs=epochs,
                                         seed=seed, threads=args.threads, logdir=work / "logs")
         try:
             recipes.train_detector(recipe)
@@ -267,6 +268,10 @@ def main() -> None:
     ap.add_argument("--warm-steps", type=int, default=0,
                     help="Rounds after the first go on from the arm's last detector for this many steps (0: every round "
                          "trains --steps from random init).")
+    ap.add_argument("--pretrained", default="none",
+                    help="What a round with no detector before it starts from: none (random init, `train detector`'s "
+                         "default here) or an encoder checkpoint whose compact trunk becomes the body (`train encoder "
+                         "--trunk compact` on the game's unlabelled play).")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default).")
     ap.add_argument("--device", default="cpu", help="Where the detectors predict and are scored (cpu or cuda); "
                                                     "training takes the GPU where there is one.")
