@@ -18,7 +18,11 @@ The arms, each from the same first batch, drawn at random and labelled by hand:
   very detectors of the first and only its cost differs;
 - **pre-labels, most uncertain first** (what `shots --prelabel` writes): each round the detector of
   the round before pre-labels every frame not yet labelled and the person takes the `--batch` most
-  uncertain, corrected as above.
+  uncertain, corrected as above;
+- **pre-labels, most uncertain spread over episodes** (`--arms spread`): as the one before, but a
+  round takes at most `SPREAD_PER_EPISODE` frames of one demo episode, none within `SPREAD_STEPS`
+  steps of another (the most uncertain frames crowd into a few episodes: 14 of 36 held seed 0's
+  first 50, 9 of them from one).
 
 Costs are counted under two models. Strict (`perception/prelabel.py`'s, the one the bar is read
 on): a pre-label is accepted free only within IoU 0.8 of its true box, a looser one is a fix; the
@@ -166,15 +170,13 @@ def hand_cost(pool_by_id, ids: list[int]) -> int:
 
 
 def run_seed(args, seed: int, pool_doc, pool, test) -> dict[str, Any]:
-    from playtester.perception.prelabel import frame_uncertainty
-
     rng = np.random.default_rng(seed)
     order = [int(i) for i in rng.permutation([im.id for im in pool.images])]
     by_id = {im.id: im for im in pool.images}
     rounds = math.ceil(len(order) / args.batch)
     th = [float(t) for t in args.thresholds]
     main_th = f"{args.threshold:g}"
-    out: dict[str, Any] = {"seed": seed, "random": [], "uncertain": []}
+    out: dict[str, Any] = {"seed": seed, "random": []}
 
     # -- random order: by hand, and pre-labelled by the round before ------------------------------
     hand, pre = 0, {f"{v:g}{suffix}": 0 for v in th for suffix in ("", "/lenient")}
@@ -201,16 +203,53 @@ def run_seed(args, seed: int, pool_doc, pool, test) -> dict[str, Any]:
     for row in out["random"]:
         row.pop("_detector", None)
 
-    # -- most uncertain first ---------------------------------------------------------------------
+    for arm in args.arms:
+        out[arm] = active_arm(args, seed, arm, order, pool_doc, pool, test, by_id, th, main_th)
+    return out
+
+
+ARMS = {"uncertain": "most uncertain first", "spread": "most uncertain, spread over episodes"}
+"""The arms that pick each round's frames with the detector of the round before (`active_arm`)."""
+SPREAD_PER_EPISODE = 2
+"""`spread`: at most this many frames of one demo episode in a round's batch."""
+SPREAD_STEPS = 10
+"""`spread`: no two frames of a round's batch within this many steps of one episode."""
+
+
+def spread(ranked: list[int], where: dict[int, tuple[str, int]], n: int) -> list[int]:
+    """The first `n` of `ranked` (most uncertain first) taken so that no episode gives more than
+    `SPREAD_PER_EPISODE` of them and no two are within `SPREAD_STEPS` steps of one episode; the
+    rest of `ranked` fills up if that leaves fewer than `n`."""
+    picked: list[int] = []
+    per: dict[str, list[int]] = {}
+    for i in ranked:
+        episode, t = where[i]
+        near = per.get(episode, [])
+        if len(near) >= SPREAD_PER_EPISODE or any(abs(t - u) <= SPREAD_STEPS for u in near):
+            continue
+        picked.append(i)
+        per.setdefault(episode, []).append(t)
+        if len(picked) == n:
+            return picked
+    return picked + [i for i in ranked if i not in set(picked)][:n - len(picked)]
+
+
+def active_arm(args, seed: int, arm: str, order: list[int], pool_doc, pool, test, by_id, th, main_th) -> list[dict]:
+    """An arm that picks each round's frames with the detector of the round before: `uncertain`,
+    the most uncertain frames (what `shots --prelabel` orders by); `spread`, the most uncertain
+    spread over the demo's episodes (`spread`). The first batch is the random order's, by hand."""
+    from playtester.perception.prelabel import frame_uncertainty
+
+    where = {im["id"]: (str(im.get("episode", "")), int(im.get("t", 0))) for im in pool_doc["images"]}
+    folder = args.workdir / f"s{seed}"
+    rows: list[dict] = []
     labelled = order[:args.batch]
-    spent_total = {t: hand_cost(by_id, labelled) for t in pre}  # the first batch: by hand
-    detector = train_round(args, pool_doc, labelled, args.workdir / f"s{seed}" / "random-00", seed,
-                           None)  # the first batch's detector: the random order's round 0
-    for r in range(rounds):
-        ap = score(detector, test, args.workdir / f"s{seed}" / ("random-00" if r == 0 else f"uncertain-{r:02d}")) \
-            if detector is not None else {}
-        out["uncertain"].append({"round": r, "images": len(labelled), "prelabel_actions": dict(spent_total), "ap50": ap})
-        print(f"seed {seed} uncertain round {r}: {len(labelled)} images, pre-labelled {spent_total[main_th]} actions; "
+    spent_total = {f"{v:g}{suffix}": hand_cost(by_id, labelled) for v in th for suffix in ("", "/lenient")}  # the first batch: by hand
+    detector = train_round(args, pool_doc, labelled, folder / "random-00", seed, None)  # the random order's round 0
+    for r in range(math.ceil(len(order) / args.batch)):
+        ap = score(detector, test, folder / ("random-00" if r == 0 else f"{arm}-{r:02d}")) if detector is not None else {}
+        rows.append({"round": r, "images": len(labelled), "prelabel_actions": dict(spent_total), "ap50": ap})
+        print(f"seed {seed} {arm:9} round {r}: {len(labelled)} images, pre-labelled {spent_total[main_th]} actions; "
               f"AP50 {fmt(ap)}", flush=True)
         if worst(ap) >= args.bar or len(labelled) == len(order):
             break
@@ -220,15 +259,15 @@ def run_seed(args, seed: int, pool_doc, pool, test) -> dict[str, Any]:
         else:
             dets = raw_detections(detector, pool, rest)
             ranked = sorted(rest, key=lambda i: -frame_uncertainty(dets[i][2]))
-            batch = ranked[:args.batch]
+            batch = spread(ranked, where, args.batch) if arm == "spread" else ranked[:args.batch]
         spent = costs(by_id, dets, batch, th)
         for t in spent_total:
             spent_total[t] += spent[t]["actions"]
-        out["uncertain"][-1]["next_corrections"] = spent[main_th]
+        rows[-1]["next_corrections"] = spent[main_th]
         labelled = labelled + batch
-        before = args.workdir / f"s{seed}" / ("random-00" if r == 0 else f"uncertain-{r:02d}") / "detector.ckpt"
-        detector = train_round(args, pool_doc, labelled, args.workdir / f"s{seed}" / f"uncertain-{r + 1:02d}", seed, before)
-    return out
+        before = folder / ("random-00" if r == 0 else f"{arm}-{r:02d}") / "detector.ckpt"
+        detector = train_round(args, pool_doc, labelled, folder / f"{arm}-{r + 1:02d}", seed, before)
+    return rows
 
 
 def worst(ap: dict[str, float]) -> float:
@@ -272,6 +311,9 @@ def main() -> None:
                     help="What a round with no detector before it starts from: none (random init, `train detector`'s "
                          "default here) or an encoder checkpoint whose compact trunk becomes the body (`train encoder "
                          "--trunk compact` on the game's unlabelled play).")
+    ap.add_argument("--arms", nargs="+", default=["uncertain"], choices=sorted(ARMS),
+                    help="Arms that pick their frames with the detector, beside by hand and random order: uncertain "
+                         "(what shots --prelabel writes first), spread (the most uncertain spread over the episodes).")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default).")
     ap.add_argument("--device", default="cpu", help="Where the detectors predict and are scored (cpu or cuda); "
                                                     "training takes the GPU where there is one.")
@@ -297,18 +339,19 @@ def main() -> None:
         th = f"{args.threshold:g}{suffix}"
         print(f"\nboxes a person draws, fixes or deletes until every class reaches {100 * args.bar:.0f} % AP50 "
               f"(pre-label threshold {args.threshold:g}; {model}):")
-        print("| seed | by hand | pre-labels, random order | pre-labels, most uncertain first | ratio (uncertain / hand) |")
-        print("|---:|---:|---:|---:|---:|")
+        print("| seed | by hand | pre-labels, random order | " + " | ".join(f"pre-labels, {ARMS[a]}" for a in args.arms)
+              + " | " + " | ".join(f"ratio ({a} / hand)" for a in ["random", *args.arms]) + " |")
+        print("|---:" * (3 + 2 * len(args.arms) + 1) + "|")
         for res in results:
             hand = reached(res["random"], args.bar, "hand_boxes")
-            pre_random = reached(res["random"], args.bar, "prelabel_actions", th)
-            pre_uncertain = reached(res["uncertain"], args.bar, "prelabel_actions", th)
-            ratio = pre_uncertain / hand if hand and pre_uncertain is not None else None
-            summary.append({"seed": res["seed"], "model": model, "hand": hand, "prelabel_random": pre_random,
-                            "prelabel_uncertain": pre_uncertain, "ratio": ratio})
-            print(f"| {res['seed']} | {hand if hand is not None else 'not reached'} | "
-                  f"{pre_random if pre_random is not None else 'not reached'} | "
-                  f"{pre_uncertain if pre_uncertain is not None else 'not reached'} | {f'{ratio:.2f}' if ratio else '–'} |")
+            costs_of = {"random": reached(res["random"], args.bar, "prelabel_actions", th),
+                        **{a: reached(res[a], args.bar, "prelabel_actions", th) for a in args.arms}}
+            ratios = {a: c / hand if hand and c is not None else None for a, c in costs_of.items()}
+            summary.append({"seed": res["seed"], "model": model, "hand": hand,
+                            **{f"prelabel_{a}": c for a, c in costs_of.items()}, "ratios": ratios})
+            shown = [str(c) if c is not None else "not reached" for c in costs_of.values()]
+            print(f"| {res['seed']} | {hand if hand is not None else 'not reached'} | " + " | ".join(shown) + " | "
+                  + " | ".join(f"{v:.2f}" if v else "–" for v in ratios.values()) + " |")
     (args.workdir / "report.json").write_text(json.dumps({"summary": summary, "seeds": results, "args": {
         k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}}, indent=1))
     print(f"\nevery round of every arm: {args.workdir / 'report.json'}")
