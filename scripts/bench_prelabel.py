@@ -231,7 +231,8 @@ def spread(ranked: list[int], where: dict[int, tuple[str, int]], n: int) -> list
         per.setdefault(episode, []).append(t)
         if len(picked) == n:
             return picked
-    return picked + [i for i in ranked if i not in set(picked)][:n - len(picked)]
+    taken = set(picked)
+    return picked + [i for i in ranked if i not in taken][:n - len(picked)]
 
 
 def active_arm(args, seed: int, arm: str, order: list[int], pool_doc, pool, test, by_id, th, main_th) -> list[dict]:
