@@ -146,6 +146,11 @@ def raw_detections(detector, pool, ids: list[int]) -> dict[int, tuple[np.ndarray
     return out
 
 
+def cost_keys(thresholds: list[float]) -> list[str]:
+    """The keys `costs` answers with: each threshold, strict and lenient."""
+    return [f"{t:g}{suffix}" for t in thresholds for suffix in ("", "/lenient")]
+
+
 def costs(pool_by_id, detections, ids: list[int], thresholds: list[float]) -> dict[str, dict[str, int]]:
     """The person's corrections of frames `ids` at each pre-label threshold (keys `0.5`), and under
     the lenient model, where a match at IoU 0.5 of the right class is accepted (keys `0.5/lenient`)."""
@@ -179,7 +184,7 @@ def run_seed(args, seed: int, pool_doc, pool, test) -> dict[str, Any]:
     out: dict[str, Any] = {"seed": seed, "random": []}
 
     # -- random order: by hand, and pre-labelled by the round before ------------------------------
-    hand, pre = 0, {f"{v:g}{suffix}": 0 for v in th for suffix in ("", "/lenient")}
+    hand, pre = 0, dict.fromkeys(cost_keys(th), 0)
     for r in range(rounds):
         batch = order[r * args.batch:(r + 1) * args.batch]
         previous = None if r == 0 else out["random"][-1].get("_detector")
@@ -245,7 +250,7 @@ def active_arm(args, seed: int, arm: str, order: list[int], pool_doc, pool, test
     folder = args.workdir / f"s{seed}"
     rows: list[dict] = []
     labelled = order[:args.batch]
-    spent_total = {f"{v:g}{suffix}": hand_cost(by_id, labelled) for v in th for suffix in ("", "/lenient")}  # the first batch: by hand
+    spent_total = dict.fromkeys(cost_keys(th), hand_cost(by_id, labelled))  # the first batch: by hand
     detector = train_round(args, pool_doc, labelled, folder / "random-00", seed, None)  # the random order's round 0
     for r in range(math.ceil(len(order) / args.batch)):
         ap = score(detector, test, folder / ("random-00" if r == 0 else f"{arm}-{r:02d}")) if detector is not None else {}
