@@ -207,6 +207,53 @@ def novelty_share(scalars: dict[str, list[list[float]]]) -> list[list[float]]:
     return share
 
 
+def diagnosis_rows(results: list[dict], agents: tuple[str, ...]) -> list[dict[str, Any]]:
+    """`plot_diagnosis` in numbers, per agent (means over its seeds): α and the reward terms
+    (`rewards/novelty`, `rewards/preference`) averaged over each run's updates, novelty's share of
+    the reward (`novelty_share`), the share of the game steps spent confirming and testing objects
+    (not exploring), and the share of the last episode's exploring steps in cells covered earlier
+    in the run. None where no run of the agent has the figure (the random agent logs no reward)."""
+
+    def run_mean(series: list[list[float]]) -> float | None:
+        values = [v for _, v in series if np.isfinite(v)]
+        return float(np.mean(values)) if values else None
+
+    def over_seeds(values: list[float | None]) -> float | None:
+        values = [v for v in values if v is not None and np.isfinite(v)]
+        return float(np.mean(values)) if values else None
+
+    rows = []
+    for agent in agents:
+        runs = [r for r in results if r["agent"] == agent]
+        scalars = [r.get("scalars") or {} for r in runs]
+        rows.append({
+            "agent": agent,
+            "alpha": over_seeds([run_mean(s.get("charts/alpha", [])) for s in scalars]),
+            "novelty": over_seeds([run_mean(s.get("rewards/novelty", [])) for s in scalars]),
+            "preference": over_seeds([run_mean(s.get("rewards/preference", [])) for s in scalars]),
+            "novelty_share": over_seeds([run_mean(novelty_share(s)) for s in scalars]),
+            "not_exploring": over_seeds([1 - r["explore_steps"] / r["steps"] if r.get("steps") else None for r in runs]),
+            "revisits_last": over_seeds([(r.get("revisits") or {}).get("run", [None])[-1] for r in runs]),
+        })
+    return rows
+
+
+def diagnosis_table(results: list[dict], agents: tuple[str, ...]) -> str:
+    """`diagnosis_rows` as a Markdown table."""
+    def cell(value: float | None, percent: bool = False) -> str:
+        if value is None:
+            return "–"
+        return f"{100 * value:.1f} %" if percent else f"{value:.3g}"
+
+    lines = ["| agent | α | novelty r^e | preference r^p | novelty's share of the reward | steps not exploring (confirm, test) "
+             "| last episode's exploring steps in cells covered before |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for row in diagnosis_rows(results, agents):
+        lines.append(f"| {row['agent']} | {cell(row['alpha'])} | {cell(row['novelty'])} | {cell(row['preference'])} | "
+                     f"{cell(row['novelty_share'], True)} | {cell(row['not_exploring'], True)} | {cell(row['revisits_last'], True)} |")
+    return "\n".join(lines)
+
+
 def plot_diagnosis(results: list[dict], agents: tuple[str, ...], path: Path) -> None:
     """Why an agent flattens: α, the reward terms and novelty's share of the reward over training
     steps (mean over seeds), and per episode the share of exploring steps in cells covered before

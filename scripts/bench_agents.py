@@ -16,7 +16,9 @@ each with the same test policy and detector:
 and the script prints, per agent (mean over seeds): coverage (of the pathways where the map has
 them, else of the walkable cells) and its ratio to random's, OOIs tested after each episode (the
 park's known OOIs: a test of a detection that no known OOI matched, a false detection, is counted
-apart), tests and their success rate (JSD under the validation threshold). It saves in `--out`:
+apart), tests and their success rate (JSD under the validation threshold), and why: α, the reward
+terms, novelty's share of the reward, the steps spent confirming and testing, and revisits. It
+saves in `--out`:
 `agents.json` (every run's figures), `agents.png` (OOIs tested over episodes),
 `coverage-steps.png` (coverage over game steps per agent), `heat-maps.png` (where each agent
 spends its steps), `diagnosis.png` (α and the reward terms over time, the share of exploring
@@ -621,6 +623,10 @@ def report(results: list[dict], args) -> int:
         print("\nMann–Whitney U over seeds, one-sided (the first agent greater):")
         print(tests)
     (args.out / "agents.json").write_text(json.dumps(results, indent=1))
+    from agent_figures import diagnosis_table
+
+    print("\nWhy (means over each agent's seeds; diagnosis.png draws them over time):")
+    print(diagnosis_table(results, tuple(a for a in AGENTS if any(r["agent"] == a for r in results))))
     plot(results, args.episodes, args.out / "agents.png")
     figures(results, args.out)
     print(f"\nwrote {args.out / 'agents.json'}, agents.png, coverage-steps.png, heat-maps.png and diagnosis.png")

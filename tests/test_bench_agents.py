@@ -181,6 +181,30 @@ def test_novelty_share_of_the_reward():
     assert agent_figures.novelty_share({"charts/alpha": [[64, 0.8]]}) == []
 
 
+def test_diagnosis_rows_average_each_run_then_the_seeds():
+    # seed 1: α 0.8 then 0.6 (mean 0.7), novelty 0.01 and 0.03, preference −0.2 and −0.4;
+    # novelty's share: 0.2·0.01 / (0.002 + 0.16) and 0.4·0.03 / (0.012 + 0.24), averaged.
+    # seed 2: α 0.5 throughout. Steps not exploring: 300 of 1000 and 100 of 1000 → 0.2 over seeds.
+    first = {"charts/alpha": [[64, 0.8], [128, 0.6]], "rewards/novelty": [[64, 0.01], [128, 0.03]],
+             "rewards/preference": [[64, -0.2], [128, -0.4]]}
+    second = {"charts/alpha": [[64, 0.5]], "rewards/novelty": [[64, 0.1]], "rewards/preference": [[64, -0.1]]}
+    results = [{"agent": "ppgta", "seed": 1, "scalars": first, "steps": 1000, "explore_steps": 700,
+                "revisits": {"run": [0.1, 0.6]}},
+               {"agent": "ppgta", "seed": 2, "scalars": second, "steps": 1000, "explore_steps": 900,
+                "revisits": {"run": [0.2, 0.4]}},
+               {"agent": "random", "seed": 1, "scalars": {}, "steps": 1000, "explore_steps": 1000, "revisits": None}]
+    ppgta, random = agent_figures.diagnosis_rows(results, ("ppgta", "random"))
+    assert ppgta["alpha"] == pytest.approx((0.7 + 0.5) / 2)
+    assert ppgta["novelty"] == pytest.approx((0.02 + 0.1) / 2)
+    assert ppgta["preference"] == pytest.approx((-0.3 - 0.1) / 2)
+    seed1 = (0.002 / 0.162 + 0.012 / 0.252) / 2
+    assert ppgta["novelty_share"] == pytest.approx((seed1 + 0.05 / 0.1) / 2)
+    assert ppgta["not_exploring"] == pytest.approx(0.2) and ppgta["revisits_last"] == pytest.approx(0.5)
+    assert random["alpha"] is None and random["novelty_share"] is None and random["not_exploring"] == 0.0
+    table = agent_figures.diagnosis_table(results, ("ppgta", "random"))
+    assert "| ppgta | 0.6 |" in table and "| random | – | – | – | – | 0.0 % | – |" in table
+
+
 def test_visit_counts_and_the_comparisons_tested():
     import numpy as np
 
