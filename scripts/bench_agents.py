@@ -295,7 +295,7 @@ def comparisons(agents: set[str]) -> list[tuple[str, str]]:
     baseline and against ppgta, and each step-scaled explorer against its default-scaled self."""
     explorers = [a for a in AGENTS if a not in BASELINES and a != "expert"]
     pairs = [(a, b) for a in explorers for b in (*BASELINES, "ppgta") if a != b]
-    pairs += [(a, a.removesuffix("-step")) for a in STEP_SCALED]
+    pairs += [(a, a.removesuffix("-step")) for a in STEP_SCALED if (a, a.removesuffix("-step")) not in pairs]
     return [(a, b) for a, b in pairs if a in agents and b in agents]
 
 
@@ -714,6 +714,14 @@ def cut_levels(root: Path, cut: int | str, parallel: int = 1) -> tuple[list[dict
     return [{**row, "level": row["game"]} for folder in folders for row in cut_runs(folder, episodes, parallel)], episodes
 
 
+def scalars_until(folder: Path, explore_steps: int) -> dict[str, list[list[float]]]:
+    """The explorer's logged scalars of the run in `folder` (`agent_figures.explorer_scalars`) up to
+    its `explore_steps`-th exploring step: a cut run's diagnosis (its copy keeps no log)."""
+    from agent_figures import explorer_scalars
+
+    return {tag: [point for point in series if point[0] <= explore_steps] for tag, series in explorer_scalars(folder).items()}
+
+
 def cut_runs(out: Path, episodes: int, parallel: int = 1) -> list[dict]:
     """Every run folder in `out` (AGENT-seedS) copied to `out/first-N` with its first `episodes`
     episodes only (rows, tests, claims and findings of later episodes left out), then scored there,
@@ -752,7 +760,8 @@ def cut_runs(out: Path, episodes: int, parallel: int = 1) -> list[dict]:
             rows = list(pool.map(score, *zip(*jobs)))
     else:
         rows = [score(*job) for job in jobs]
-    results = [{**row, "steps_per_episode": n} for row, n in zip(rows, steps)]
+    results = [{**row, "steps_per_episode": n, "scalars": scalars_until(out / job[2].name, row["explore_steps"])}
+               for row, n, job in zip(rows, steps, jobs)]
     if not results:
         raise ValueError(f"--cut {episodes}: {out} holds no run folders (AGENT-seedS)")
     return results

@@ -217,6 +217,7 @@ def test_visit_counts_and_the_comparisons_tested():
     assert pairs == [("ppgta", "inspector"), ("ppgta-episodic", "inspector"), ("ppgta-episodic", "ppgta"),
                      ("ppgta-episodic-step", "inspector"), ("ppgta-episodic-step", "ppgta"), ("ppgta-episodic-step", "ppgta-episodic")]
     assert bench_agents.comparisons({"ppgta", "random"}) == [("ppgta", "random")]
+    assert bench_agents.comparisons({"ppgta", "ppgta-step"}) == [("ppgta-step", "ppgta")]  # once, not twice
 
 
 @pytest.mark.slow
