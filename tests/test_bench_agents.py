@@ -294,3 +294,18 @@ def test_compare_pairs_seeds_and_calls_a_setting_no_worse_only_within_the_margin
     assert lines[4].startswith("| inspector | pathway coverage | 5 | 47.0 % | 50.0 % | -3.0 (")
     assert lines[4].endswith("| 0.031 | 0.062 | NO (−5 %) |")
     assert len(lines) == 6
+
+
+def test_a_cut_run_keeps_its_explorer_scalars_up_to_its_exploring_steps(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(tmp_path / "ppgta-seed1" / "explorer" / "tensorboard"))
+    for step in (64, 128, 192, 256):
+        writer.add_scalar("charts/alpha", 0.8 - step / 1000, step)
+        writer.add_scalar("rewards/novelty", step / 100, step)
+    writer.close()
+    kept = bench_agents.scalars_until(tmp_path / "ppgta-seed1", 150)
+    assert [s for s, _ in kept["charts/alpha"]] == [64, 128]
+    assert [v for _, v in kept["rewards/novelty"]] == pytest.approx([0.64, 1.28])
+    assert "rewards/preference" not in kept
+    assert bench_agents.scalars_until(tmp_path / "random-seed1", 150) == {}  # no explorer log: nothing
