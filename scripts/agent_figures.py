@@ -214,13 +214,12 @@ def diagnosis_rows(results: list[dict], agents: tuple[str, ...]) -> list[dict[st
     (not exploring), and the share of the last episode's exploring steps in cells covered earlier
     in the run. None where no run of the agent has the figure (the random agent logs no reward)."""
 
-    def run_mean(series: list[list[float]]) -> float | None:
-        values = [v for _, v in series if np.isfinite(v)]
-        return float(np.mean(values)) if values else None
-
-    def over_seeds(values: list[float | None]) -> float | None:
+    def finite_mean(values: list[float | None]) -> float | None:
         values = [v for v in values if v is not None and np.isfinite(v)]
         return float(np.mean(values)) if values else None
+
+    def run_mean(series: list[list[float]]) -> float | None:
+        return finite_mean([v for _, v in series])
 
     rows = []
     for agent in agents:
@@ -228,12 +227,12 @@ def diagnosis_rows(results: list[dict], agents: tuple[str, ...]) -> list[dict[st
         scalars = [r.get("scalars") or {} for r in runs]
         rows.append({
             "agent": agent,
-            "alpha": over_seeds([run_mean(s.get("charts/alpha", [])) for s in scalars]),
-            "novelty": over_seeds([run_mean(s.get("rewards/novelty", [])) for s in scalars]),
-            "preference": over_seeds([run_mean(s.get("rewards/preference", [])) for s in scalars]),
-            "novelty_share": over_seeds([run_mean(novelty_share(s)) for s in scalars]),
-            "not_exploring": over_seeds([1 - r["explore_steps"] / r["steps"] if r.get("steps") else None for r in runs]),
-            "revisits_last": over_seeds([(r.get("revisits") or {}).get("run", [None])[-1] for r in runs]),
+            "alpha": finite_mean([run_mean(s.get("charts/alpha", [])) for s in scalars]),
+            "novelty": finite_mean([run_mean(s.get("rewards/novelty", [])) for s in scalars]),
+            "preference": finite_mean([run_mean(s.get("rewards/preference", [])) for s in scalars]),
+            "novelty_share": finite_mean([run_mean(novelty_share(s)) for s in scalars]),
+            "not_exploring": finite_mean([1 - r["explore_steps"] / r["steps"] if r.get("steps") else None for r in runs]),
+            "revisits_last": finite_mean([(r.get("revisits") or {}).get("run", [None])[-1] for r in runs]),
         })
     return rows
 

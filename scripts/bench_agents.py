@@ -626,11 +626,16 @@ def report(results: list[dict], args) -> int:
     from agent_figures import diagnosis_table
 
     print("\nWhy (means over each agent's seeds; diagnosis.png draws them over time):")
-    print(diagnosis_table(results, tuple(a for a in AGENTS if any(r["agent"] == a for r in results))))
+    print(diagnosis_table(results, agents_in(results)))
     plot(results, args.episodes, args.out / "agents.png")
     figures(results, args.out)
     print(f"\nwrote {args.out / 'agents.json'}, agents.png, coverage-steps.png, heat-maps.png and diagnosis.png")
     return 0
+
+
+def agents_in(results: list[dict]) -> tuple[str, ...]:
+    """The agents that have runs in `results`, in `AGENTS`' order."""
+    return tuple(a for a in AGENTS if any(r["agent"] == a for r in results))
 
 
 def figures(results: list[dict], out: Path) -> None:
@@ -639,7 +644,7 @@ def figures(results: list[dict], out: Path) -> None:
     from agent_figures import heat_maps, plot_coverage_over_steps, plot_diagnosis, plot_heat_maps
 
     copy_coverage_maps(results, out)
-    agents = tuple(a for a in AGENTS if any(r["agent"] == a for r in results))
+    agents = agents_in(results)
     plot_coverage_over_steps(results, agents, out / "coverage-steps.png")
     plot_heat_maps(heat_maps(results, out, agents), out / "heat-maps.png")
     plot_diagnosis(results, agents, out / "diagnosis.png")
