@@ -121,7 +121,7 @@ def build_explorer(
     rnd: RNDConfig | None = None,
     rnd_weight: float | None = None,
     episodic_weight: float | None = None,
-    novelty_scale: str = "return",
+    novelty_scale: str | None = None,
     game_options: dict[str, Any] | None = None,
     wrap: GameWrapper | None = None,
     preference: Any = None,
@@ -137,7 +137,8 @@ def build_explorer(
     `GameWrapper`); the game is probed unwrapped. The explorer's own defaults (`explorer_options`)
     make it play in int8 on a CPU and update on sequences of `SEQ_LEN` steps. `rnd_weight` and
     `episodic_weight` replace the mode's weights of its two novelties (`modes.NOVELTY_WEIGHTS`);
-    `novelty_scale` is what each novelty is divided by (`ExplorationRewardConfig.novelty_scale`).
+    `novelty_scale` is what each novelty is divided by (`ExplorationRewardConfig.novelty_scale`;
+    default: the mode's own, `modes.NOVELTY_SCALE`).
     A run assembled already (`playtester/tester/assemble.py`) hands down its `preference` policy
     (the `LivePolicy` of `preference_ckpt`, loaded) and its game's `probe` (`GameInfo`), so that
     neither is loaded or started again.

@@ -14,15 +14,25 @@ coverage, reports) is shared.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from playtester.errors import UserError
-from playtester.exploration.reward import ExplorationRewardConfig
-from playtester.exploration.rnd import RNDConfig
+
+if TYPE_CHECKING:  # light to import: a run spec asks a mode's novelty scale before torch is needed
+    from playtester.exploration.reward import ExplorationRewardConfig
+    from playtester.exploration.rnd import RNDConfig
 
 MODES: tuple[str, ...] = ("ppgta", "ppgta-episodic", "episodic", "inspector", "random")
 NOVELTY_WEIGHTS = {"ppgta": (1.0, 0.0), "ppgta-episodic": (1.0, 1.0), "episodic": (0.0, 1.0), "inspector": (1.0, 0.0)}
 """Each trained mode's (w_rnd, w_epi): the weights of RND's and the episodic bonus's novelty."""
+NOVELTY_SCALE = {"ppgta-episodic": "step"}
+"""A mode's own `novelty_scale` where it is not `return`: ppgta-episodic's two novelties at unit
+scale beside the preference, the setting measured best (docs/benchmarks/explorer.md)."""
+
+
+def novelty_scale_of(mode: str) -> str:
+    """What `mode`'s novelties are divided by unless a run says otherwise (`NOVELTY_SCALE`)."""
+    return NOVELTY_SCALE.get(mode, "return")
 
 
 class ExplorerPreset(NamedTuple):
@@ -36,16 +46,20 @@ class ExplorerPreset(NamedTuple):
 
 
 def explorer_preset(mode: str, rnd: RNDConfig | None = None, rnd_weight: float | None = None,
-                    episodic_weight: float | None = None, novelty_scale: str = "return") -> ExplorerPreset:
+                    episodic_weight: float | None = None, novelty_scale: str | None = None) -> ExplorerPreset:
     """The settings of an explorer mode; `rnd` overrides the novelty model's other options,
     `rnd_weight` and `episodic_weight` the mode's weights of its two novelties, `novelty_scale`
-    what each novelty is divided by (`ExplorationRewardConfig.novelty_scale`)."""
+    what each novelty is divided by (`ExplorationRewardConfig.novelty_scale`; default: the
+    mode's own, `novelty_scale_of`)."""
+    from playtester.exploration.reward import ExplorationRewardConfig
+    from playtester.exploration.rnd import RNDConfig
+
     rnd = rnd or RNDConfig()
     if mode in NOVELTY_WEIGHTS:
         default_rnd, default_episodic = NOVELTY_WEIGHTS[mode]
         weights = dict(rnd_weight=default_rnd if rnd_weight is None else rnd_weight,
                        episodic_weight=default_episodic if episodic_weight is None else episodic_weight,
-                       novelty_scale=novelty_scale)
+                       novelty_scale=novelty_scale or novelty_scale_of(mode))
         try:
             if mode == "inspector":
                 single = replace(rnd, num_predictors=1, predictors="independent", reward="prediction_error")

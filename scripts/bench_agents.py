@@ -4,10 +4,13 @@ The agents play the same game, from the same random starts, for the same episode
 each with the same test policy and detector:
 
     ppgta           PPO trained online, ensemble RND novelty + the path policy's preference (PPGTA)
-    ppgta-episodic  ppgta + E3B's elliptical episodic novelty on the path policy's IDM features
+    ppgta-episodic  ppgta + E3B's elliptical episodic novelty on the path policy's IDM features,
+                    both novelties at unit scale (`novelty_scale: step`, its own)
     episodic        the episodic novelty + the preference, no RND
     AGENT-step      ppgta, ppgta-episodic or episodic with each novelty divided by the running std
                     of its per-step values (`novelty_scale: step`) instead of its discounted sum's
+    ppgta-episodic-return  ppgta-episodic with `novelty_scale: return` (each novelty divided by the
+                    running std of its discounted sum, as ppgta's; the plain agent before 2026-11-29)
     inspector       PPO trained online, single-predictor RND, no preference (the Inspector baseline)
     random          uniform random actions
     expert          the scripted path follower, driven by the engine's telemetry and the park's
@@ -90,7 +93,9 @@ PROFILES = {
 }
 STEP_SCALED = ("ppgta-step", "ppgta-episodic-step", "episodic-step")
 """The preference explorers with `novelty_scale: step` (their novelty at unit scale beside the preference)."""
-AGENTS = ("ppgta", "ppgta-episodic", "episodic", *STEP_SCALED, "inspector", "random", "expert")
+RETURN_SCALED = ("ppgta-episodic-return",)
+"""The preference explorers with `novelty_scale: return` where their own is `step`."""
+AGENTS = ("ppgta", "ppgta-episodic", "episodic", *STEP_SCALED, *RETURN_SCALED, "inspector", "random", "expert")
 DEFAULT_AGENTS = ("ppgta", "ppgta-episodic", "episodic", "inspector", "random")
 """The park's default agents; the levels profile adds `expert`."""
 BASELINES = ("inspector", "random")
@@ -100,6 +105,23 @@ EXPERT_NOTE = {"park": "scripted path expert (engine telemetry and the park's ma
                "level": "scripted level-walk expert (engine telemetry and the level's geometry: a ceiling)"}
 LEVELS = ("doom:freedoom2:MAP01", "doom:freedoom2:MAP07", "doom:freedoom2:MAP10", "doom:freedoom1:E1M2")
 """The `levels` profile's levels."""
+
+
+def plain(agent: str) -> str:
+    """The `--explorer` an agent plays (`ppgta-episodic-step` → `ppgta-episodic`)."""
+    return "random" if agent == "expert" else agent.removesuffix("-step").removesuffix("-return")
+
+
+def played_scale(agent: str) -> str:
+    """The `novelty_scale` an agent plays: its suffix's, else its explorer's own, as `run explore` plays it."""
+    from playtester.exploration.modes import novelty_scale_of
+
+    return "step" if agent in STEP_SCALED else "return" if agent in RETURN_SCALED else novelty_scale_of(plain(agent))
+
+
+def scale_of(row: dict) -> str:
+    """The `novelty_scale` a results row's run played (rows from before it was kept: `-step` agents step, others return)."""
+    return row.get("novelty_scale") or ("step" if row["agent"] in STEP_SCALED else "return")
 
 
 def run_agent(agent: str, seed: int, args, out: Path) -> dict:
@@ -114,8 +136,7 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
     folder.mkdir(parents=True)
     on_level = args.profile == "levels"  # coverage and oracles only: no OOI tests
     spec = RunSpec(game=args.game, tester=None if on_level else str(args.models / "inspect.ckpt"), run_dir=str(folder),
-                   explorer="random" if agent == "expert" else agent.removesuffix("-step"),
-                   novelty_scale="step" if agent in STEP_SCALED else "return",
+                   explorer=plain(agent), novelty_scale=played_scale(agent),
                    # on a level the preference sets the key map (a park policy has no USE): only the PPO agents take it
                    preference=None if on_level and agent in ("random", "expert") else str(args.preference),
                    detector=None if args.oracle_labels or on_level else str(args.detector),
@@ -214,13 +235,15 @@ def score(agent: str, seed: int, folder: Path, episodes: int, seconds: float) ->
     build_report(folder)
     summary = json.loads((folder / "summary.json").read_text())
     tests = list(read_jsonl(folder / "tests.jsonl"))
-    src = map_source(folder, yaml.safe_load((folder / "config.yaml").read_text()))[0]
+    config = yaml.safe_load((folder / "config.yaml").read_text())
+    src = map_source(folder, config)[0]
     known = known_ids(src)
     trajectory = list(read_jsonl(folder / "trajectory.jsonl"))
     level = summary.get("level") or {}
     coverage = summary.get("coverage", {})
     return {
         "agent": agent, "seed": seed, "seconds": seconds, "game": summary["game"],
+        "novelty_scale": config.get("novelty_scale") or "return",
         "pathway_share": coverage.get("pathway_share"), "walkable_share": coverage.get("walkable_share"),
         "reachable_share": coverage.get("reachable_share"), "reachable_cumulative": coverage.get("reachable_share_cumulative"),
         "doors_opened": (level.get("doors") or {}).get("opened"), "doors": (level.get("doors") or {}).get("total"),
@@ -292,11 +315,12 @@ def table(results: list[dict], episodes: int) -> str:
 
 def comparisons(agents: set[str]) -> list[tuple[str, str]]:
     """(agent, baseline) pairs to test, one-sided (agent greater): every explorer against each
-    baseline and against ppgta, and each step-scaled explorer against its default-scaled self."""
+    baseline and against ppgta, and each explorer against its own at another novelty scale."""
     explorers = [a for a in AGENTS if a not in BASELINES and a != "expert"]
     pairs = [(a, b) for a in explorers for b in (*BASELINES, "ppgta") if a != b]
-    pairs += [(a, a.removesuffix("-step")) for a in STEP_SCALED if (a, a.removesuffix("-step")) not in pairs]
-    return [(a, b) for a, b in pairs if a in agents and b in agents]
+    pairs += [(a, plain(a)) for a in STEP_SCALED if played_scale(plain(a)) != "step"]  # unit scale against return
+    pairs += [(plain(a), a) for a in RETURN_SCALED]
+    return [(a, b) for a, b in dict.fromkeys(pairs) if a in agents and b in agents]
 
 
 def significance(results: list[dict]) -> str:
@@ -788,8 +812,8 @@ def run_agents(args) -> list[dict]:
                 continue
             whole.append(line + "\n")
             if {"device": "cpu", "min_score": "0.6", "preference": str(args.models / "path.ckpt"), "rules": "immortal", "confirm_hits": "1", "confirm_window": "1",
-                **row.get("budget", {})} == settings(args):  # rows from before these options
-                done[row["agent"], row["seed"]] = row
+                **row.get("budget", {})} == settings(args) and scale_of(row) == played_scale(row["agent"]):
+                done[row["agent"], row["seed"]] = row  # (rows from before these options)
         write_text_atomic(log, "".join(whole))  # without the torn line, so that the next run's line stands alone
         print(f"--resume: {len(done)} runs kept from {log}")
     elif log.exists():

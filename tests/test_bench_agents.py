@@ -84,6 +84,19 @@ def test_resume_keeps_the_finished_runs_and_runs_the_rest(tiny_parts, small_park
     assert "--resume: 0 runs kept" in capsys.readouterr().out
 
 
+def test_each_agent_plays_the_novelty_scale_run_explore_gives_it_and_resume_keeps_only_rows_played_so():
+    """Plain agents play their explorer's own scale (ppgta-episodic: step), suffixed ones theirs; a
+    results row from before the scale was kept counts as what its agent played then (plain: return),
+    so --resume runs an old plain ppgta-episodic row again instead of scoring it as today's."""
+    assert [bench_agents.played_scale(a) for a in ("ppgta", "ppgta-episodic", "ppgta-step", "ppgta-episodic-return", "inspector")] \
+        == ["return", "step", "step", "return", "return"]
+    assert [bench_agents.plain(a) for a in ("ppgta-episodic-return", "episodic-step", "expert")] == ["ppgta-episodic", "episodic", "random"]
+    old_plain, old_step = {"agent": "ppgta-episodic"}, {"agent": "ppgta-episodic-step"}
+    assert bench_agents.scale_of(old_plain) == "return" != bench_agents.played_scale("ppgta-episodic")
+    assert bench_agents.scale_of(old_step) == "step" == bench_agents.played_scale("ppgta-episodic-step")
+    assert bench_agents.scale_of({"agent": "ppgta-episodic", "novelty_scale": "step"}) == "step"
+
+
 def test_episodes_done_counts_whole_episodes_and_a_crashed_one_followed_by_the_next():
     """Two instances, 5 steps an episode: episode 0 (instance 0) whole, episode 1 (instance 1)
     crashed at step 2 but instance 1 went on to episode 3, episode 2 still playing: 2 done."""
@@ -213,9 +226,12 @@ def test_visit_counts_and_the_comparisons_tested():
     pairs = bench_agents.comparisons({"ppgta", "ppgta-episodic", "episodic", "inspector", "random", "expert"})
     assert pairs == [("ppgta", "inspector"), ("ppgta", "random"), ("ppgta-episodic", "inspector"), ("ppgta-episodic", "random"),
                      ("ppgta-episodic", "ppgta"), ("episodic", "inspector"), ("episodic", "random"), ("episodic", "ppgta")]
-    pairs = bench_agents.comparisons({"ppgta", "ppgta-episodic", "ppgta-episodic-step", "inspector"})
+    pairs = bench_agents.comparisons({"ppgta", "ppgta-episodic", "ppgta-episodic-return", "ppgta-step", "inspector"})
     assert pairs == [("ppgta", "inspector"), ("ppgta-episodic", "inspector"), ("ppgta-episodic", "ppgta"),
-                     ("ppgta-episodic-step", "inspector"), ("ppgta-episodic-step", "ppgta"), ("ppgta-episodic-step", "ppgta-episodic")]
+                     ("ppgta-step", "inspector"), ("ppgta-step", "ppgta"), ("ppgta-episodic-return", "inspector"),
+                     ("ppgta-episodic-return", "ppgta"), ("ppgta-episodic", "ppgta-episodic-return")]
+    # ppgta-episodic plays at unit scale already: its -step twin is no other setting to test it against
+    assert ("ppgta-episodic-step", "ppgta-episodic") not in bench_agents.comparisons({"ppgta-episodic", "ppgta-episodic-step"})
     assert bench_agents.comparisons({"ppgta", "random"}) == [("ppgta", "random")]
     assert bench_agents.comparisons({"ppgta", "ppgta-step"}) == [("ppgta-step", "ppgta")]  # once, not twice
 

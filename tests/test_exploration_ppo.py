@@ -354,6 +354,15 @@ def test_baseline_presets():
         explorer_preset("curious")
 
 
+def test_each_mode_divides_its_novelty_by_its_own_scale_unless_told():
+    """ppgta-episodic's novelties at unit scale (`step`), the others' by their return's std; a run's
+    `novelty_scale` replaces the mode's."""
+    assert [explorer_preset(mode).reward.novelty_scale for mode in ("ppgta", "ppgta-episodic", "episodic", "inspector")] \
+        == ["return", "step", "return", "return"]
+    assert explorer_preset("ppgta-episodic", novelty_scale="return").reward.novelty_scale == "return"
+    assert explorer_preset("ppgta", novelty_scale="step").reward.novelty_scale == "step"
+
+
 def tiny_rnd() -> RNDConfig:
     return RNDConfig(num_predictors=2, predictors="shared_trunk", obs_warmup_frames=8, batch_size=8, train_steps=1, buffer_size=64)
 

@@ -412,26 +412,27 @@ def test_min_score_decides_which_detections_are_tested(tiny_inspect_policy, tiny
 
 
 def test_the_novelty_weights_come_from_the_run_config(tiny_parts, small_park, tmp_path, capsys):
-    """`--explorer ppgta-episodic` with `episodic_weight: 0.5, rnd_weight: 0, novelty_scale: step` in
-    --config: the run's config.yaml and the explorer's checkpoint keep them, RND is left out (one
-    value head); a negative weight or an unknown scale is one line, before anything runs."""
+    """`--explorer ppgta-episodic` with `episodic_weight: 0.5, rnd_weight: 0, novelty_scale: return` in
+    --config (its own scale is step): the run's config.yaml and the explorer's checkpoint keep them,
+    RND is left out (one value head); a negative weight or an unknown scale is one line, before
+    anything runs."""
     import yaml
 
     from playtester.exploration.checkpoints import load_checkpoint
 
     tester, path = tiny_parts("inspect")[2], tiny_parts("path")[2]
     config = tmp_path / "c.yaml"
-    config.write_text(yaml.safe_dump({"episodic_weight": 0.5, "rnd_weight": 0, "novelty_scale": "step", "rollout": 8,
+    config.write_text(yaml.safe_dump({"episodic_weight": 0.5, "rnd_weight": 0, "novelty_scale": "return", "rollout": 8,
                                       "oracle_labels": True, "test_steps": 4}))
     out = tmp_path / "r"
     assert main(["run", "explore", "--game", small_park, "--explorer", "ppgta-episodic", "--preference", str(path),
                  "--tester", str(tester), "--envs", "1", "--episodes", "1", "--steps", "24", "--config", str(config),
                  "--out", str(out)]) == 0, capsys.readouterr().err
     saved = yaml.safe_load((out / "config.yaml").read_text())
-    assert (saved["episodic_weight"], saved["rnd_weight"], saved["explorer"]) == (0.5, 0, "ppgta-episodic")
+    assert (saved["episodic_weight"], saved["rnd_weight"], saved["explorer"], saved["novelty_scale"]) == (0.5, 0, "ppgta-episodic", "return")
     checkpoint = load_checkpoint(out / "explorer" / "checkpoints" / "last.ckpt")
     reward = checkpoint["reward_spec"]["config"]
-    assert (reward["episodic_weight"], reward["rnd_weight"], reward["novelty_scale"]) == (0.5, 0.0, "step")
+    assert (reward["episodic_weight"], reward["rnd_weight"], reward["novelty_scale"]) == (0.5, 0.0, "return")
     assert checkpoint["agent_spec"]["config"]["num_values"] == 1 and "rnd" not in checkpoint["reward_hook"]
 
     capsys.readouterr()

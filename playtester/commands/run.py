@@ -21,7 +21,7 @@ from playtester.options import (
 )
 from playtester.commands.scenario import progress
 from playtester.cores import give as give_cores
-from playtester.tester.spec import RETIRED, EvolveSpec, RunSpec
+from playtester.tester.spec import NEEDS_PATH_POLICY, RETIRED, EvolveSpec, RunSpec
 
 try:  # typer >= 0.16 carries its own copy of click
     from typer._click.core import ParameterSource
@@ -350,11 +350,12 @@ TRAJECTORY_BYTES_PER_STEP = 400
 
 def check_explorer_memory(spec, preference) -> None:
     """Refuse a PPO explorer whose rollout and update would not fit (`rollout_memory`): on the
-    preference policy's frames and features (ppgta), else on 64-pixel frames through convolutions."""
+    preference policy's frames and features (the explorers that take it), else on 64-pixel frames
+    through convolutions."""
     from playtester.capture.frames import FrameSpec
     from playtester.exploration.explorer import rollout_memory
 
-    if preference is not None and spec.explorer == "ppgta":
+    if preference is not None and spec.explorer in NEEDS_PATH_POLICY:
         frames, features = preference.policy.cfg.frames, preference.policy.cfg.feature_dim
     else:
         frames, features = FrameSpec.square(64), None

@@ -20,6 +20,7 @@ from playtester.options import (
     OBJECT_DETECTOR,
     MANY, Bounds, Choice, Count, InFile, Number, OptionType, OutFolder, Parser, Seed, Size, Switch, Text,
 )
+from playtester.exploration.modes import novelty_scale_of
 from playtester.perception.candidates import CONFIRM_HITS, CONFIRM_WINDOW
 from playtester.tester.object_source import FOUND_BY_KEY, NO_OBJECTS, check_object_source, object_source
 
@@ -78,7 +79,7 @@ class RunSpec:
     preference: str | None = flag("--preference", InFile("path policy checkpoint"), "Path-following policy checkpoint: the explorer starts from it and is rewarded for keeping its style (needed by --explorer ppgta, ppgta-episodic and episodic).", None, kept=True)
     rnd_weight: float | None = flag("--rnd-weight", Number(0.0), "The weight of ensemble RND's novelty (global, across episodes) in the explorer's novelty; 0 leaves RND out; default: the --explorer's (1, or 0 for episodic).", None, kept=True)
     episodic_weight: float | None = flag("--episodic-weight", Number(0.0), "The weight of E3B's elliptical episodic novelty (within the episode) in the explorer's novelty; 0 leaves it out; default: the --explorer's (1 for ppgta-episodic and episodic, else 0).", None, kept=True)
-    novelty_scale: str = flag("--novelty-scale", Choice(*NOVELTY_SCALES), "What the explorer's novelties are divided by before they are mixed with the preference: return (the running std of their discounted sum, as CleanRL's RND: the novelty comes out about 1 % of PPGTA's reward, docs/benchmarks/explorer.md) or step (the running std of their per-step values: unit scale).", "return", kept=True)
+    novelty_scale: str | None = flag("--novelty-scale", Choice(*NOVELTY_SCALES), "What the explorer's novelties are divided by before they are mixed with the preference: return (the running std of their discounted sum, as CleanRL's RND: the novelty comes out about 2 % of PPGTA's reward) or step (the running std of their per-step values: unit scale). Default: step for ppgta-episodic, return for the others (what measured best, docs/benchmarks/explorer.md).", None, kept=True)
     detector: str | None = flag("--detector", OBJECT_DETECTOR, "Detector checkpoint that finds the OOIs to test (from `playtester train detector`); a run with --tester refuses to start without it or --oracle-labels.", None, kept=True)
     oracle_labels: bool = flag("--oracle-labels", Switch(), "Find the OOIs through the engine's labels instead of a detector (the built-in park only): an ablation, and the report says so.", False, kept=True)
     episodes: int = flag("--episodes", Count(1, MANY), "Episodes in the whole run, each from a random start.", 3)
@@ -116,6 +117,8 @@ class RunSpec:
         self.rules = check_rules(self.rules, self.game)
         if self.track_every is None:
             self.track_every = 1 if self.texture_reference else TRACK_EVERY
+        if self.novelty_scale is None:
+            self.novelty_scale = novelty_scale_of(self.explorer)
         check_shows_frames(self.game, f"--game {self.game}", "the tester")
         if self.objective == "load" and self.explorer == "random":
             raise UserError("--explorer random: a load test (`playtester run load`) trains the PPO explorer; use --explorer "
