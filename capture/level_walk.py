@@ -452,20 +452,7 @@ class LevelWalker(_Expert):
         self.bounds = graph.level.bounds
         self.targets_mask = graph.reachable_cells(CELL)
         """Coverage cells to visit: the reachable ones."""
-        lines = graph.level.linedefs
-        self.at_hand = frozenset(
-            i for i, a in enumerate(graph.actions) if a is not None and a.kind != EXIT and (
-                a.manual or a.kind == TELEPORT or (a.kind == LIFT and {lines[i].front, lines[i].back} & set(graph.targets(i)))))
-        """Lines the walker works where it meets them: doors by hand, lifts on their own faces, teleporters."""
-        reached = graph.reachable()
-        self.switches = [i for i, a in enumerate(graph.actions) if a is not None and i not in self.at_hand
-                         and a.trigger in (USE, CROSS) and a.kind in (DOOR, LIFT, FLOOR)
-                         and any(s in reached for s in graph.trigger_sectors(i))]
-        """Switches and walk-over lines that move something elsewhere: places to go and set off; a
-        switch in a recess too shallow to enter counts where it is pressed from (E1M2's switch
-        1854, 8 units deep, pressed from sector 117, opens the bars before 212 of the level's cells)."""
-        self.key_spots = [(KEY_THINGS[t.type], t.x, t.y) for t in graph.keys_lying() if graph.sector_at(t.x, t.y) in reached]
-        """Keys lying in reach: `(lock, x, y)`; the walker fetches one when what it opens is still to walk."""
+        self._find_work(graph)
         self.keys: set[str] = set()
         self.pressed: set[int] = set()
         self.traps: dict[int, bool] = {}
@@ -476,6 +463,7 @@ class LevelWalker(_Expert):
         """Sectors a special moves (doors, lifts, floors): the ones set aside when stuck at them."""
         self.doors = graph.door_sectors()
         """Door sectors: stuck at one, the walker turns to face it (not at a lift: it waits at its foot)."""
+        lines = graph.level.linedefs
         movers = [i for i, ld in enumerate(lines) if ld.front is not None and ld.back is not None
                   and (ld.front in self.moving or ld.back in self.moving)]
         self.mover_lines = (graph.line_ends[movers].reshape(-1, 4), np.array([[lines[i].front, lines[i].back] for i in movers],
@@ -499,6 +487,23 @@ class LevelWalker(_Expert):
         """Coverage cells the last episode spent in pits gained (None: none so far)."""
         self.into_pits = False
         self.reset({})
+
+    def _find_work(self, graph: LevelGraph) -> None:
+        """What the walker must work or fetch: lines at hand, switches elsewhere, keys lying in reach."""
+        lines = graph.level.linedefs
+        self.at_hand = frozenset(
+            i for i, a in enumerate(graph.actions) if a is not None and a.kind != EXIT and (
+                a.manual or a.kind == TELEPORT or (a.kind == LIFT and {lines[i].front, lines[i].back} & set(graph.targets(i)))))
+        """Lines the walker works where it meets them: doors by hand, lifts on their own faces, teleporters."""
+        reached = graph.reachable()
+        self.switches = [i for i, a in enumerate(graph.actions) if a is not None and i not in self.at_hand
+                         and a.trigger in (USE, CROSS) and a.kind in (DOOR, LIFT, FLOOR)
+                         and any(s in reached for s in graph.trigger_sectors(i))]
+        """Switches and walk-over lines that move something elsewhere: places to go and set off; a
+        switch in a recess too shallow to enter counts where it is pressed from (E1M2's switch
+        1854, 8 units deep, pressed from sector 117, opens the bars before 212 of the level's cells)."""
+        self.key_spots = [(KEY_THINGS[t.type], t.x, t.y) for t in graph.keys_lying() if graph.sector_at(t.x, t.y) in reached]
+        """Keys lying in reach: `(lock, x, y)`; the walker fetches one when what it opens is still to walk."""
 
     def reset(self, info: dict[str, Any]) -> None:
         if self.remember and self.t:  # an episode was walked

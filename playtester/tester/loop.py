@@ -298,14 +298,7 @@ class TesterEnv(gym.Wrapper):
             self.expert = np.asarray(tester.scoring["expert_distribution"])
             self.threshold = float(tester.scoring["threshold"])
             self.test_steps = self.cfg.test_steps or int(round(tester.scoring.get("mean_length", 100)))
-        (self.run_dir / "findings").mkdir(parents=True, exist_ok=True)
-        self.trajectory = JsonlWriter(self.run_dir / "trajectory.jsonl")
-        self.tests = JsonlWriter(self.run_dir / "tests.jsonl")
-        self.harness: JsonlWriter | None = None
-        """`harness.jsonl`, opened on a window game harness's first reset: launches and reset recipes."""
-        self.claims = ClaimLog(self.run_dir / "claims.jsonl")
-        self.rejected = JsonlWriter(self.run_dir / "rejected.jsonl")
-        self.negatives = NegativeLog(self.run_dir) if self.cfg.negatives else None
+        self._open_logs()
         self.thresholds: dict[str, float] = dict(getattr(detector, "thresholds", None) or {})
         """Per-class score thresholds the detector's checkpoint keeps (used when `min_score` is None)."""
         # one hit fewer for sure boxes only from a detector calibrated among the game's backgrounds:
@@ -337,6 +330,17 @@ class TesterEnv(gym.Wrapper):
         self.n_findings = len([p for p in (self.run_dir / "findings").glob(f"{prefix}*") if p.name[len(prefix):].isdigit()])
         self.fps = float(env.metadata.get("render_fps", 10))
         self.places = places
+
+    def _open_logs(self) -> None:
+        """The run folder's logs this instance writes to (each opened for appending)."""
+        (self.run_dir / "findings").mkdir(parents=True, exist_ok=True)
+        self.trajectory = JsonlWriter(self.run_dir / "trajectory.jsonl")
+        self.tests = JsonlWriter(self.run_dir / "tests.jsonl")
+        self.harness: JsonlWriter | None = None
+        """`harness.jsonl`, opened on a window game harness's first reset: launches and reset recipes."""
+        self.claims = ClaimLog(self.run_dir / "claims.jsonl")
+        self.rejected = JsonlWriter(self.run_dir / "rejected.jsonl")
+        self.negatives = NegativeLog(self.run_dir) if self.cfg.negatives else None
 
     # -- episode bookkeeping ------------------------------------------------------------------
     @property
