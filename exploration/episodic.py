@@ -32,6 +32,11 @@ from `projection_seed`, kept in the checkpoint) and scaled to unit length:
 The raw bonus is divided by the running std of its discounted episodic sum (as RND's reward is by
 that of its non-episodic sum), so that its weight in the blend with RND means the same on any game.
 
+The memory can instead span the whole run (`memory: run`): one C for every instance, never started
+again, so that a frame earns its bonus only if no episode of the run, on any instance, pointed
+its way; an ablation for levels where each episode starts somewhere new and the cumulative
+coverage is what counts (docs/benchmarks/explorer.md has what it measured).
+
 A resumed run starts fresh episodes (games cannot be snapshotted, `ppo.Games`), so C is not in
 the checkpoint: each instance's C starts again with the resumed run's first episode. What is
 saved is the projection and the normaliser's statistics.
@@ -48,6 +53,10 @@ from torch import Tensor
 from playtester.exploration.rnd import RunningMeanStd
 
 
+MEMORIES = ("episode", "run")
+"""What the bonus's C sums over (`EpisodicConfig.memory`)."""
+
+
 @dataclass
 class EpisodicConfig:
     """The elliptical episodic bonus (E3B)."""
@@ -61,6 +70,9 @@ class EpisodicConfig:
     """Seed of the random projection."""
     reward_gamma: float = 0.99
     """Discount of the episodic running sum whose std normalises the bonus."""
+    memory: str = "episode"
+    """What C sums over: `episode` (E3B: each instance's episode so far) or `run` (every frame of
+    the run, on every instance)."""
 
     def __post_init__(self) -> None:
         if self.ridge <= 0:
@@ -69,6 +81,8 @@ class EpisodicConfig:
             raise ValueError(f"episodic dim={self.dim}: a length, or 0 for the features as they are")
         if not 0.0 <= self.reward_gamma < 1.0:
             raise ValueError(f"episodic reward_gamma={self.reward_gamma}: must be in [0, 1)")
+        if self.memory not in MEMORIES:
+            raise ValueError(f"episodic memory={self.memory!r}: use {' or '.join(MEMORIES)}")
 
 
 def sherman_morrison(inverse: Tensor, phi: Tensor) -> tuple[Tensor, Tensor]:
@@ -97,8 +111,10 @@ class EllipticalEpisodicBonus(nn.Module):
         self.register_buffer("projection", projection)
         self.reward_rms = RunningMeanStd()
         self.dim = dim
-        self.inverse = torch.eye(dim, dtype=torch.float64).repeat(num_envs, 1, 1) / config.ridge
-        """Each instance's C⁻¹ (`N×d×d`, float64 on the CPU); not saved (see the module doc)."""
+        self.run_memory = config.memory == "run"
+        self.inverse = torch.eye(dim, dtype=torch.float64).repeat(1 if self.run_memory else num_envs, 1, 1) / config.ridge
+        """Each instance's C⁻¹ (`N×d×d`, float64 on the CPU), or the run's one (`1×d×d`, `memory:
+        run`); not saved (see the module doc)."""
         self.return_filter = torch.zeros(num_envs, dtype=torch.float64)
         """Each instance's discounted sum of raw bonuses in its episode so far."""
 
@@ -110,9 +126,13 @@ class EllipticalEpisodicBonus(nn.Module):
         return x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
     def reset(self, envs: Tensor) -> None:
-        """Start a new episode's C on the instances `envs` (`N` bools): C = λI."""
+        """Start a new episode's C on the instances `envs` (`N` bools): C = λI (the run's one
+        C only when every instance starts again: a resumed run)."""
         fresh = torch.eye(self.dim, dtype=torch.float64) / self.config.ridge
-        self.inverse[envs] = fresh
+        if not self.run_memory:
+            self.inverse[envs] = fresh
+        elif bool(envs.all()):
+            self.inverse[:] = fresh
 
     @torch.no_grad()
     def rollout_bonus(self, start_features: Tensor, reached_features: Tensor, episode_start: Tensor) -> Tensor:
@@ -128,6 +148,8 @@ class EllipticalEpisodicBonus(nn.Module):
         starts = episode_start.detach().cpu().bool()
         first = self.embed(start_features)
         reached = self.embed(reached_features)
+        if self.run_memory:
+            return self._run_bonus(first, reached, starts)
         bonus = torch.zeros(steps, self.num_envs, dtype=torch.float64)
         for t in range(steps):
             if starts[t].any():
@@ -135,6 +157,18 @@ class EllipticalEpisodicBonus(nn.Module):
                 _, joined = sherman_morrison(self.inverse[starts[t]], first[t][starts[t]])
                 self.inverse[starts[t]] = joined
             bonus[t], self.inverse = sherman_morrison(self.inverse, reached[t])
+        return bonus.float()
+
+    def _run_bonus(self, first: Tensor, reached: Tensor, starts: Tensor) -> Tensor:
+        """`rollout_bonus` with the run's one C: the instances' frames join it one after another,
+        step by step (an episode's first frame too, with no bonus); it never starts again."""
+        bonus = torch.zeros(starts.shape, dtype=torch.float64)
+        for t in range(starts.shape[0]):
+            for i in range(self.num_envs):
+                if starts[t, i]:
+                    _, self.inverse = sherman_morrison(self.inverse, first[t, i:i + 1])
+                value, self.inverse = sherman_morrison(self.inverse, reached[t, i:i + 1])
+                bonus[t, i] = value[0]
         return bonus.float()
 
     @torch.no_grad()

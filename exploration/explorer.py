@@ -122,6 +122,7 @@ def build_explorer(
     rnd_weight: float | None = None,
     episodic_weight: float | None = None,
     novelty_scale: str | None = None,
+    episodic_memory: str = "episode",
     game_options: dict[str, Any] | None = None,
     wrap: GameWrapper | None = None,
     preference: Any = None,
@@ -138,14 +139,15 @@ def build_explorer(
     make it play in int8 on a CPU and update on sequences of `SEQ_LEN` steps. `rnd_weight` and
     `episodic_weight` replace the mode's weights of its two novelties (`modes.NOVELTY_WEIGHTS`);
     `novelty_scale` is what each novelty is divided by (`ExplorationRewardConfig.novelty_scale`;
-    default: the mode's own, `modes.NOVELTY_SCALE`).
+    default: the mode's own, `modes.NOVELTY_SCALE`); `episodic_memory` what the episodic bonus
+    remembers (`EpisodicConfig.memory`).
     A run assembled already (`playtester/tester/assemble.py`) hands down its `preference` policy
     (the `LivePolicy` of `preference_ckpt`, loaded) and its game's `probe` (`GameInfo`), so that
     neither is loaded or started again.
     """
     if mode not in MODES:
         raise UserError(f"explorer mode {mode!r}: use one of {', '.join(MODES)}")
-    preset = explorer_preset(mode, rnd, rnd_weight, episodic_weight, novelty_scale)
+    preset = explorer_preset(mode, rnd, rnd_weight, episodic_weight, novelty_scale, episodic_memory)
     if preset.needs_preference_policy and preference_ckpt is None:
         raise UserError(f"explorer mode {mode!r} needs the path-following policy: pass --preference models/path.ckpt")
 

@@ -46,11 +46,14 @@ class ExplorerPreset(NamedTuple):
 
 
 def explorer_preset(mode: str, rnd: RNDConfig | None = None, rnd_weight: float | None = None,
-                    episodic_weight: float | None = None, novelty_scale: str | None = None) -> ExplorerPreset:
+                    episodic_weight: float | None = None, novelty_scale: str | None = None,
+                    episodic_memory: str = "episode") -> ExplorerPreset:
     """The settings of an explorer mode; `rnd` overrides the novelty model's other options,
     `rnd_weight` and `episodic_weight` the mode's weights of its two novelties, `novelty_scale`
     what each novelty is divided by (`ExplorationRewardConfig.novelty_scale`; default: the
-    mode's own, `novelty_scale_of`)."""
+    mode's own, `novelty_scale_of`), `episodic_memory` what the episodic bonus remembers
+    (`EpisodicConfig.memory`)."""
+    from playtester.exploration.episodic import EpisodicConfig
     from playtester.exploration.reward import ExplorationRewardConfig
     from playtester.exploration.rnd import RNDConfig
 
@@ -61,6 +64,7 @@ def explorer_preset(mode: str, rnd: RNDConfig | None = None, rnd_weight: float |
                        episodic_weight=default_episodic if episodic_weight is None else episodic_weight,
                        novelty_scale=novelty_scale or novelty_scale_of(mode))
         try:
+            weights["episodic"] = EpisodicConfig(memory=episodic_memory)
             if mode == "inspector":
                 single = replace(rnd, num_predictors=1, predictors="independent", reward="prediction_error")
                 reward = ExplorationRewardConfig(rnd=single, use_preference=False, **weights)

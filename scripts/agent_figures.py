@@ -16,7 +16,7 @@ import numpy as np
 
 COLOURS = {"ppgta": "#c0392b", "ppgta-episodic": "#e67e22", "episodic": "#27ae60", "inspector": "#2c7fb8",
            "ppgta-step": "#8e44ad", "ppgta-episodic-step": "#f1c40f", "episodic-step": "#16a085",
-           "random": "#7f7f7f", "expert": "#000000"}
+           "ppgta-episodic-run": "#d35400", "random": "#7f7f7f", "expert": "#000000"}
 """One colour per agent, the same in every figure."""
 CURVE_POINTS = 60
 """Points of a run's coverage-over-steps curve."""

@@ -11,6 +11,8 @@ each with the same test policy and detector:
                     of its per-step values (`novelty_scale: step`) instead of its discounted sum's
     ppgta-episodic-return  ppgta-episodic with `novelty_scale: return` (each novelty divided by the
                     running std of its discounted sum, as ppgta's; the plain agent before 2026-11-29)
+    ppgta-episodic-run  ppgta-episodic whose episodic novelty remembers the whole run, every
+                    episode (`episodic_memory: run`), not the episode alone
     inspector       PPO trained online, single-predictor RND, no preference (the Inspector baseline)
     random          uniform random actions
     expert          the scripted path follower, driven by the engine's telemetry and the park's
@@ -95,7 +97,9 @@ STEP_SCALED = ("ppgta-step", "ppgta-episodic-step", "episodic-step")
 """The preference explorers with `novelty_scale: step` (their novelty at unit scale beside the preference)."""
 RETURN_SCALED = ("ppgta-episodic-return",)
 """The preference explorers with `novelty_scale: return` where their own is `step`."""
-AGENTS = ("ppgta", "ppgta-episodic", "episodic", *STEP_SCALED, *RETURN_SCALED, "inspector", "random", "expert")
+RUN_MEMORY = ("ppgta-episodic-run",)
+"""The episodic explorers whose episodic novelty remembers the run (`episodic_memory: run`)."""
+AGENTS = ("ppgta", "ppgta-episodic", "episodic", *STEP_SCALED, *RETURN_SCALED, *RUN_MEMORY, "inspector", "random", "expert")
 DEFAULT_AGENTS = ("ppgta", "ppgta-episodic", "episodic", "inspector", "random")
 """The park's default agents; the levels profile adds `expert`."""
 BASELINES = ("inspector", "random")
@@ -109,7 +113,7 @@ LEVELS = ("doom:freedoom2:MAP01", "doom:freedoom2:MAP07", "doom:freedoom2:MAP10"
 
 def plain(agent: str) -> str:
     """The `--explorer` an agent plays (`ppgta-episodic-step` → `ppgta-episodic`)."""
-    return "random" if agent == "expert" else agent.removesuffix("-step").removesuffix("-return")
+    return "random" if agent == "expert" else agent.removesuffix("-step").removesuffix("-return").removesuffix("-run")
 
 
 def played_scale(agent: str) -> str:
@@ -137,6 +141,7 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
     on_level = args.profile == "levels"  # coverage and oracles only: no OOI tests
     spec = RunSpec(game=args.game, tester=None if on_level else str(args.models / "inspect.ckpt"), run_dir=str(folder),
                    explorer=plain(agent), novelty_scale=played_scale(agent),
+                   episodic_memory="run" if agent in RUN_MEMORY else "episode",
                    # on a level the preference sets the key map (a park policy has no USE): only the PPO agents take it
                    preference=None if on_level and agent in ("random", "expert") else str(args.preference),
                    detector=None if args.oracle_labels or on_level else str(args.detector),
@@ -244,6 +249,7 @@ def score(agent: str, seed: int, folder: Path, episodes: int, seconds: float) ->
     return {
         "agent": agent, "seed": seed, "seconds": seconds, "game": summary["game"],
         "novelty_scale": config.get("novelty_scale") or "return",
+        "episodic_memory": config.get("episodic_memory") or "episode",
         "pathway_share": coverage.get("pathway_share"), "walkable_share": coverage.get("walkable_share"),
         "reachable_share": coverage.get("reachable_share"), "reachable_cumulative": coverage.get("reachable_share_cumulative"),
         "doors_opened": (level.get("doors") or {}).get("opened"), "doors": (level.get("doors") or {}).get("total"),
@@ -320,6 +326,7 @@ def comparisons(agents: set[str]) -> list[tuple[str, str]]:
     pairs = [(a, b) for a in explorers for b in (*BASELINES, "ppgta") if a != b]
     pairs += [(a, plain(a)) for a in STEP_SCALED if played_scale(plain(a)) != "step"]  # unit scale against return
     pairs += [(plain(a), a) for a in RETURN_SCALED]
+    pairs += [(a, plain(a)) for a in RUN_MEMORY]
     return [(a, b) for a, b in dict.fromkeys(pairs) if a in agents and b in agents]
 
 

@@ -67,6 +67,25 @@ def test_each_game_instance_has_its_own_c():
     assert raw[:, 1].tolist() == pytest.approx([2.0, 1 / 1.5])  # a new direction, then it again
 
 
+def test_a_run_memory_is_one_c_for_every_instance_and_every_episode():
+    # λ = 0.5, memory: run, two instances, taken one after the other within a step.
+    # Step 0: instance 0 starts at e1 (joins: C_e1 = 1.5), reaches e1 (1/1.5; C_e1 = 2.5); instance 1
+    # starts at e1 (C_e1 = 3.5), reaches e2 (new: 1/0.5 = 2; C_e2 = 1.5).
+    # Step 1: instance 0 starts a new episode at e2 (C_e2 = 2.5), reaches e2 (1/2.5; 3.5); instance 1
+    # reaches e1 (1/3.5; C_e1 = 4.5). Nothing starts again.
+    episodic = EllipticalEpisodicBonus(EpisodicConfig(ridge=0.5, dim=0, memory="run"), feature_dim=2, num_envs=2)
+    e1, e2 = [1.0, 0.0], [0.0, 1.0]
+    start_features = torch.tensor([[e1, e1], [e2, e2]])
+    reached = torch.tensor([[e1, e2], [e2, e1]])
+    raw = episodic.rollout_bonus(start_features, reached, torch.tensor([[True, True], [True, False]]))
+    assert raw[0].tolist() == pytest.approx([1 / 1.5, 2.0])
+    assert raw[1].tolist() == pytest.approx([1 / 2.5, 1 / 3.5])
+    # a later rollout: instance 0 reaches e2 (1/3.5); instance 1 starts a new episode at e1, which
+    # the run remembers (C_e1 = 5.5 with its start frame), and reaches it (1/5.5)
+    later = episodic.rollout_bonus(torch.tensor([[e1, e1]]), torch.tensor([[e2, e1]]), torch.tensor([[False, True]]))
+    assert later[0].tolist() == pytest.approx([1 / 3.5, 1 / 5.5])
+
+
 def test_the_projection_is_fixed_by_its_seed_and_keeps_the_bonus_of_a_repeat():
     features = torch.randn(4, 1, 512, generator=torch.Generator().manual_seed(1))
     a = EllipticalEpisodicBonus(EpisodicConfig(dim=16, projection_seed=3), 512, 1)
@@ -110,3 +129,5 @@ def test_bad_config_is_refused():
         EpisodicConfig(ridge=0.0)
     with pytest.raises(ValueError, match="dim"):
         EpisodicConfig(dim=-1)
+    with pytest.raises(ValueError, match="memory"):
+        EpisodicConfig(memory="forever")

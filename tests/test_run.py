@@ -412,9 +412,10 @@ def test_min_score_decides_which_detections_are_tested(tiny_inspect_policy, tiny
 
 
 def test_the_novelty_weights_come_from_the_run_config(tiny_parts, small_park, tmp_path, capsys):
-    """`--explorer ppgta-episodic` with `episodic_weight: 0.5, rnd_weight: 0, novelty_scale: return` in
-    --config (its own scale is step): the run's config.yaml and the explorer's checkpoint keep them,
-    RND is left out (one value head); a negative weight or an unknown scale is one line, before
+    """`--explorer ppgta-episodic` with `episodic_weight: 0.5, rnd_weight: 0, novelty_scale: return,
+    episodic_memory: run` in --config (its own scale is step): the run's config.yaml and the
+    explorer's checkpoint keep them, RND is left out (one value head); a negative weight, an
+    unknown scale, or a run memory for an explorer with no episodic novelty is one line, before
     anything runs."""
     import yaml
 
@@ -423,16 +424,19 @@ def test_the_novelty_weights_come_from_the_run_config(tiny_parts, small_park, tm
     tester, path = tiny_parts("inspect")[2], tiny_parts("path")[2]
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump({"episodic_weight": 0.5, "rnd_weight": 0, "novelty_scale": "return", "rollout": 8,
+                                      "episodic_memory": "run",
                                       "oracle_labels": True, "test_steps": 4}))
     out = tmp_path / "r"
     assert main(["run", "explore", "--game", small_park, "--explorer", "ppgta-episodic", "--preference", str(path),
                  "--tester", str(tester), "--envs", "1", "--episodes", "1", "--steps", "24", "--config", str(config),
                  "--out", str(out)]) == 0, capsys.readouterr().err
     saved = yaml.safe_load((out / "config.yaml").read_text())
-    assert (saved["episodic_weight"], saved["rnd_weight"], saved["explorer"], saved["novelty_scale"]) == (0.5, 0, "ppgta-episodic", "return")
+    assert (saved["episodic_weight"], saved["rnd_weight"], saved["explorer"], saved["novelty_scale"], saved["episodic_memory"]) == (
+        0.5, 0, "ppgta-episodic", "return", "run")
     checkpoint = load_checkpoint(out / "explorer" / "checkpoints" / "last.ckpt")
     reward = checkpoint["reward_spec"]["config"]
-    assert (reward["episodic_weight"], reward["rnd_weight"], reward["novelty_scale"]) == (0.5, 0.0, "return")
+    assert (reward["episodic_weight"], reward["rnd_weight"], reward["novelty_scale"], reward["episodic"]["memory"]) == (
+        0.5, 0.0, "return", "run")
     assert checkpoint["agent_spec"]["config"]["num_values"] == 1 and "rnd" not in checkpoint["reward_hook"]
 
     capsys.readouterr()
@@ -446,6 +450,11 @@ def test_the_novelty_weights_come_from_the_run_config(tiny_parts, small_park, tm
                  "--config", str(config), "--out", str(tmp_path / "bad")]) == 2
     err = capsys.readouterr().err.strip()
     assert "novelty_scale huge: use return or step" in err and len(err.splitlines()) == 1, err
+    config.write_text(yaml.safe_dump({"episodic_memory": "run"}))
+    assert main(["run", "explore", "--game", small_park, "--explorer", "ppgta", "--preference", str(path),
+                 "--config", str(config), "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "episodic_memory run: --explorer ppgta has no episodic novelty" in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "bad").exists()
 
 

@@ -20,7 +20,7 @@ from playtester.options import (
     OBJECT_DETECTOR,
     MANY, Bounds, Choice, Count, InFile, Number, OptionType, OutFolder, Parser, Seed, Size, Switch, Text,
 )
-from playtester.exploration.modes import novelty_scale_of
+from playtester.exploration.modes import NOVELTY_WEIGHTS, novelty_scale_of
 from playtester.perception.candidates import CONFIRM_HITS, CONFIRM_WINDOW
 from playtester.tester.object_source import FOUND_BY_KEY, NO_OBJECTS, check_object_source, object_source
 
@@ -32,6 +32,8 @@ NEEDS_PATH_POLICY = ("ppgta", "ppgta-episodic", "episodic")
 """The explorers rewarded with the path policy's preference (and read its encoder's features)."""
 NOVELTY_SCALES = ("return", "step")
 """What the explorer's novelties are divided by (`ExplorationRewardConfig.novelty_scale`)."""
+EPISODIC_MEMORIES = ("episode", "run")
+"""What the episodic novelty remembers (`EpisodicConfig.memory`)."""
 OBJECTIVES = ("coverage", "load")
 DEVICES = ("cpu", "cuda")
 """Where a run's networks run (`--device`); the games always play on the CPU."""
@@ -79,6 +81,7 @@ class RunSpec:
     preference: str | None = flag("--preference", InFile("path policy checkpoint"), "Path-following policy checkpoint: the explorer starts from it and is rewarded for keeping its style (needed by --explorer ppgta, ppgta-episodic and episodic).", None, kept=True)
     rnd_weight: float | None = flag("--rnd-weight", Number(0.0), "The weight of ensemble RND's novelty (global, across episodes) in the explorer's novelty; 0 leaves RND out; default: the --explorer's (1, or 0 for episodic).", None, kept=True)
     episodic_weight: float | None = flag("--episodic-weight", Number(0.0), "The weight of E3B's elliptical episodic novelty (within the episode) in the explorer's novelty; 0 leaves it out; default: the --explorer's (1 for ppgta-episodic and episodic, else 0).", None, kept=True)
+    episodic_memory: str = flag("--episodic-memory", Choice(*EPISODIC_MEMORIES), "What the episodic novelty remembers: episode (E3B: what this episode has seen, on this instance) or run (every frame of the run on every instance: a frame is novel only if no episode pointed its way; an ablation, docs/benchmarks/explorer.md).", "episode", kept=True)
     novelty_scale: str | None = flag("--novelty-scale", Choice(*NOVELTY_SCALES), "What the explorer's novelties are divided by before they are mixed with the preference: return (the running std of their discounted sum, as CleanRL's RND: the novelty comes out about 2 % of PPGTA's reward) or step (the running std of their per-step values: unit scale). Default: step for ppgta-episodic, return for the others (what measured best, docs/benchmarks/explorer.md).", None, kept=True)
     detector: str | None = flag("--detector", OBJECT_DETECTOR, "Detector checkpoint that finds the OOIs to test (from `playtester train detector`); a run with --tester refuses to start without it or --oracle-labels.", None, kept=True)
     oracle_labels: bool = flag("--oracle-labels", Switch(), "Find the OOIs through the engine's labels instead of a detector (the built-in park only): an ablation, and the report says so.", False, kept=True)
@@ -126,6 +129,10 @@ class RunSpec:
         if self.explorer in NEEDS_PATH_POLICY and not self.preference:
             raise UserError(f"--explorer {self.explorer} needs the path-following policy: give --preference models/path.ckpt "
                             "(or --explorer inspector|random)")
+        episodic = self.episodic_weight if self.episodic_weight is not None else NOVELTY_WEIGHTS.get(self.explorer, (0, 0))[1]
+        if self.episodic_memory != "episode" and not episodic:
+            raise UserError(f"episodic_memory {self.episodic_memory}: --explorer {self.explorer} has no episodic novelty; "
+                            "use --explorer ppgta-episodic or episodic, or give --episodic-weight")
         if self.episodic_weight and not self.preference:
             raise UserError(f"--episodic-weight {self.episodic_weight}: the episodic novelty reads the path policy's "
                             "encoder features; give --preference models/path.ckpt")
