@@ -686,7 +686,26 @@ def settings(args) -> dict:
     keys = ("game", "episodes", "steps", "models", "detector", "oracle_labels", "envs", "rollout", "track_every", "test_steps",
             "device", "min_score", "preference", "rules",
             "confirm_hits", "confirm_window")
-    return {key: str(getattr(args, key)) for key in keys}
+    return same_files({key: str(getattr(args, key)) for key in keys})
+
+
+def same_files(budget: dict) -> dict:
+    """`budget` with its files as absolute paths: `demo/models` and `/work/demo/models` are one folder."""
+    return {key: str(Path(value).resolve()) if key in ("models", "detector", "preference") and value != "None" else value
+            for key, value in budget.items()}
+
+
+def kept_run(row: dict, folder: Path, episodes: int) -> dict | None:
+    """A kept row scored again from its folder, or None where the folder no longer holds that run
+    (a later run of the same agent and seed began there and was stopped): it is run again."""
+    try:
+        rescored = score(row["agent"], row["seed"], folder, episodes, row["seconds"])
+    except FileNotFoundError:
+        rescored = None
+    if rescored is None or rescored["steps"] != row["steps"]:
+        print(f"--resume: {folder} no longer holds the run of its row ({row['steps']} steps); it is run again")
+        return None
+    return rescored
 
 
 def episodes_done(folder: Path, steps: int) -> int:
@@ -818,8 +837,9 @@ def run_agents(args) -> list[dict]:
             except json.JSONDecodeError:  # a line torn by a stop while it was written: that run is run again
                 continue
             whole.append(line + "\n")
-            if {"device": "cpu", "min_score": "0.6", "preference": str(args.models / "path.ckpt"), "rules": "immortal", "confirm_hits": "1", "confirm_window": "1",
-                **row.get("budget", {})} == settings(args) and scale_of(row) == played_scale(row["agent"]):
+            if same_files({"device": "cpu", "min_score": "0.6", "preference": str(args.models / "path.ckpt"), "rules": "immortal",
+                           "confirm_hits": "1", "confirm_window": "1", **row.get("budget", {})}) == settings(args) \
+                    and scale_of(row) == played_scale(row["agent"]):
                 done[row["agent"], row["seed"]] = row  # (rows from before these options)
         write_text_atomic(log, "".join(whole))  # without the torn line, so that the next run's line stands alone
         print(f"--resume: {len(done)} runs kept from {log}")
@@ -828,8 +848,9 @@ def run_agents(args) -> list[dict]:
     results, jobs = [], []
     for seed in args.seeds:
         for agent in args.agents:
-            if (agent, seed) in done:  # scored again from its folder: a fix to the scoring reaches it too
-                results.append(score(agent, seed, args.out / f"{agent}-seed{seed}", args.episodes, done[agent, seed]["seconds"]))
+            kept = (agent, seed) in done and kept_run(done[agent, seed], args.out / f"{agent}-seed{seed}", args.episodes)
+            if kept:  # scored again from its folder: a fix to the scoring reaches it too
+                results.append(kept)
             else:
                 jobs.append((agent, seed))
 

@@ -82,6 +82,15 @@ def test_resume_keeps_the_finished_runs_and_runs_the_rest(tiny_parts, small_park
     common[common.index("--steps") + 1] = "20"
     assert bench_agents.main([*common, "--seeds", "1", "--resume"]) == 0
     assert "--resume: 0 runs kept" in capsys.readouterr().out
+    # The 15-step budget again, the models folder spelled otherwise: both 15-step rows match, but
+    # random-seed1 now holds the 20-step run, so seed 1 is run again and seed 2 alone is kept.
+    common[common.index("--steps") + 1] = "15"
+    common[common.index("--models") + 1] = str(models / ".." / "models")
+    assert bench_agents.main([*common, "--seeds", "1", "2", "--resume"]) == 0
+    printed = capsys.readouterr().out
+    assert "--resume: 2 runs kept" in printed and "no longer holds the run of its row (15 steps)" in printed, printed
+    assert "random    seed 1" in printed and "random    seed 2" not in printed
+    assert {r["seed"]: r["steps"] for r in json.loads((out / "agents.json").read_text())} == {1: 15, 2: 15}
 
 
 def test_each_agent_plays_the_novelty_scale_run_explore_gives_it_and_resume_keeps_only_rows_played_so():
