@@ -888,6 +888,9 @@ def run_agents(args) -> list[dict]:
 def _worker_threads(threads: int) -> None:
     import torch
 
+    from playtester.workers import exit_with_parent
+
+    exit_with_parent()  # a killed benchmark's workers must not go on writing into its run folders
     torch.set_num_threads(threads)
 
 

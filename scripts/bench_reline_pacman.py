@@ -157,7 +157,9 @@ def main(argv: list[str] | None = None) -> int:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
 
-        with ProcessPoolExecutor(args.jobs, mp_context=mp.get_context("spawn")) as pool:
+        from playtester.workers import exit_with_parent
+
+        with ProcessPoolExecutor(args.jobs, mp_context=mp.get_context("spawn"), initializer=exit_with_parent) as pool:
             rows = [f.result() for f in [pool.submit(run_agent, name, seed, args, zones) for name, seed in tasks]]
     else:
         for name, seed in tasks:
