@@ -81,6 +81,10 @@ import sys
 import time
 from pathlib import Path
 
+from playtester.cores import wait_quietly
+
+wait_quietly()  # before torch loads: runs at once must not spin on each other's cores (docs/benchmarks/explorer.md)
+
 import numpy as np
 
 from playtester.perception.candidates import CONFIRM_HITS, CONFIRM_WINDOW

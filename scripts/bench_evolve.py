@@ -36,6 +36,10 @@ from itertools import combinations
 from dataclasses import replace
 from pathlib import Path
 
+from playtester.cores import wait_quietly
+
+wait_quietly()  # before torch loads: runs at once must not spin on each other's cores (docs/benchmarks/explorer.md)
+
 import torch
 from scipy.stats import mannwhitneyu
 

@@ -334,3 +334,24 @@ def test_a_cut_run_keeps_its_explorer_scalars_up_to_its_exploring_steps(tmp_path
     assert [v for _, v in kept["rewards/novelty"]] == pytest.approx([0.64, 1.28])
     assert "rewards/preference" not in kept
     assert bench_agents.scalars_until(tmp_path / "random-seed1", 150) == {}  # no explorer log: nothing
+
+
+def test_the_benchmark_and_its_workers_let_waiting_openmp_threads_sleep():
+    """Two runs at once with OpenMP's idle threads spinning took 4.5× as long (docs/benchmarks/explorer.md):
+    the script sets OMP_WAIT_POLICY=PASSIVE before torch loads, and its spawned workers inherit it;
+    a user's own setting is kept."""
+    import os
+    import subprocess
+    import sys
+
+    probe = ("import sys; sys.path.insert(0, 'scripts'); import bench_agents, os, subprocess; "
+             "child = subprocess.run([sys.executable, '-c', 'import os; print(os.environ.get(\\'OMP_WAIT_POLICY\\'))'], "
+             "capture_output=True, text=True).stdout.strip(); "
+             "print(os.environ.get('OMP_WAIT_POLICY'), child, 'torch' in sys.modules)")
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "PLAYTESTER_WAIT_POLICY")}
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", probe], env=env, cwd=root, capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["PASSIVE", "PASSIVE", "False"], out.stderr
+    out = subprocess.run([sys.executable, "-c", probe], env={**env, "OMP_WAIT_POLICY": "ACTIVE"}, cwd=root,
+                         capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["ACTIVE", "ACTIVE", "False"], out.stderr
