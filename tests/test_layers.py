@@ -17,7 +17,7 @@ tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
 ROOT = Path(__file__).resolve().parents[1]
 AREAS = ("capture", "datasets", "perception", "imitation", "exploration")
-SHARED = ("errors", "files", "plugins", "cores")
+SHARED = ("errors", "files", "plugins", "cores", "workers")
 """Modules every layer may import (they import nothing of the project: the third contract)."""
 
 
