@@ -876,13 +876,14 @@ def run_agents(args) -> list[dict]:
         for agent, seed in jobs:
             finished(run_agent(agent, seed, args, args.out))
         return results
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import as_completed
 
-    # Each run in a process of its own (spawned: torch's threads do not survive a fork), as many
-    # at once as asked; the runs' own game processes are their children.
-    with ProcessPoolExecutor(args.parallel, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_worker_threads, initargs=(args.threads,)) as pool:
+    from playtester.workers import process_pool
+
+    # Each run in a process of its own, as many at once as asked, ended with this one (a killed
+    # benchmark's workers must not go on writing into its run folders); the runs' own game
+    # processes are their children.
+    with process_pool(args.parallel, _worker_threads, (args.threads,)) as pool:
         running = [pool.submit(run_agent, agent, seed, args, args.out) for agent, seed in jobs]
         for future in as_completed(running):
             finished(future.result())
@@ -892,9 +893,6 @@ def run_agents(args) -> list[dict]:
 def _worker_threads(threads: int) -> None:
     import torch
 
-    from playtester.workers import exit_with_parent
-
-    exit_with_parent()  # a killed benchmark's workers must not go on writing into its run folders
     torch.set_num_threads(threads)
 
 

@@ -140,12 +140,9 @@ def main() -> None:
 
     results: list[dict] = []
     if args.jobs > 1:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
+        from playtester.workers import process_pool
 
-        from playtester.workers import exit_with_parent
-
-        with ProcessPoolExecutor(args.jobs, mp_context=mp.get_context("spawn"), initializer=exit_with_parent) as pool:
+        with process_pool(args.jobs) as pool:
             futures = [pool.submit(run_one, strategy, seed, args, args.out / "runs") for seed in args.seeds for strategy in args.strategies]
             results = [f.result() for f in futures]
     else:

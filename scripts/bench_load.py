@@ -263,12 +263,9 @@ def main(argv: list[str] | None = None) -> int:
 
     per_seed = []
     if args.jobs > 1:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
+        from playtester.workers import process_pool
 
-        from playtester.workers import exit_with_parent
-
-        with ProcessPoolExecutor(args.jobs, mp_context=mp.get_context("spawn"), initializer=exit_with_parent) as pool:
+        with process_pool(args.jobs) as pool:
             futures = [pool.submit(run_seed, args.game, p, s, args.out / f"seed-{s}") for s in seeds]
             per_seed = [f.result() for f in futures]
     else:

@@ -158,12 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     tasks = [(name, seed) for seed in args.seeds for name in args.agents]
     if args.jobs > 1:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
+        from playtester.workers import process_pool
 
-        from playtester.workers import exit_with_parent
-
-        with ProcessPoolExecutor(args.jobs, mp_context=mp.get_context("spawn"), initializer=exit_with_parent) as pool:
+        with process_pool(args.jobs) as pool:
             rows = [f.result() for f in [pool.submit(run_agent, name, seed, args, zones) for name, seed in tasks]]
     else:
         for name, seed in tasks:

@@ -13,17 +13,23 @@ from pathlib import Path
 PARENT = textwrap.dedent("""
     import multiprocessing, os, sys, time
     from concurrent.futures import ProcessPoolExecutor
-    from playtester.workers import exit_with_parent
+    from playtester.workers import process_pool
+
+    def mark(value):
+        os.environ["MARKED"] = value
 
     def job(path):
         with open(path + ".partial", "w") as f:
-            f.write(str(os.getpid()))
+            f.write(f"{os.getpid()} {os.environ.get('MARKED', 'unmarked')}")
         os.rename(path + ".partial", path)
         time.sleep(60)  # a long job, still running when its parent is killed
 
     if __name__ == "__main__":
-        initializer = exit_with_parent if sys.argv[2] == "watch" else None
-        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=initializer) as pool:
+        if sys.argv[2] == "watch":  # the pool the benchmarks use, with an initializer of their own
+            pool = process_pool(1, mark, ("marked",))
+        else:
+            pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        with pool:
             pool.submit(job, sys.argv[1]).result()
 """)
 
@@ -47,7 +53,9 @@ def worker_after_parent_killed(tmp_path: Path, mode: str) -> bool:
     while not pid_file.exists():
         assert time.monotonic() < deadline and parent.poll() is None, "the worker never started its job"
         time.sleep(0.1)
-    worker = int(pid_file.read_text())
+    pid, marked = pid_file.read_text().split()
+    worker = int(pid)
+    assert marked == ("marked" if mode == "watch" else "unmarked"), "the pool's own initializer runs too"
     parent.kill()
     parent.wait()
     deadline = time.monotonic() + 5
