@@ -211,7 +211,7 @@ def diagnosis_rows(results: list[dict], agents: tuple[str, ...]) -> list[dict[st
     """`plot_diagnosis` in numbers, per agent (means over its seeds): α and the reward terms
     (`rewards/novelty`, `rewards/preference`) averaged over each run's updates, novelty's share of
     the reward (`novelty_share`), the share of the game steps spent confirming and testing objects
-    (not exploring), and the share of the last episode's exploring steps in cells covered earlier
+    (`not_exploring`) and returning to a frontier place (`returning`), and the share of the last episode's exploring steps in cells covered earlier
     in the run. None where no run of the agent has the figure (the random agent logs no reward)."""
 
     def finite_mean(values: list[float | None]) -> float | None:
@@ -231,7 +231,9 @@ def diagnosis_rows(results: list[dict], agents: tuple[str, ...]) -> list[dict[st
             "novelty": finite_mean([run_mean(s.get("rewards/novelty", [])) for s in scalars]),
             "preference": finite_mean([run_mean(s.get("rewards/preference", [])) for s in scalars]),
             "novelty_share": finite_mean([run_mean(novelty_share(s)) for s in scalars]),
-            "not_exploring": finite_mean([1 - r["explore_steps"] / r["steps"] if r.get("steps") else None for r in runs]),
+            "not_exploring": finite_mean([1 - (r["explore_steps"] + r.get("return_steps", 0)) / r["steps"] if r.get("steps") else None
+                                          for r in runs]),
+            "returning": finite_mean([r.get("return_steps", 0) / r["steps"] if r.get("steps") else None for r in runs]),
             "revisits_last": finite_mean([(r.get("revisits") or {}).get("run", [None])[-1] for r in runs]),
         })
     return rows
@@ -245,11 +247,12 @@ def diagnosis_table(results: list[dict], agents: tuple[str, ...]) -> str:
         return f"{100 * value:.1f} %" if percent else f"{value:.3g}"
 
     lines = ["| agent | α | novelty r^e | preference r^p | novelty's share of the reward | steps not exploring (confirm, test) "
-             "| last episode's exploring steps in cells covered before |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| steps returning to a frontier | last episode's exploring steps in cells covered before |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for row in diagnosis_rows(results, agents):
         lines.append(f"| {row['agent']} | {cell(row['alpha'])} | {cell(row['novelty'])} | {cell(row['preference'])} | "
-                     f"{cell(row['novelty_share'], True)} | {cell(row['not_exploring'], True)} | {cell(row['revisits_last'], True)} |")
+                     f"{cell(row['novelty_share'], True)} | {cell(row['not_exploring'], True)} | {cell(row['returning'], True)} | "
+                     f"{cell(row['revisits_last'], True)} |")
     return "\n".join(lines)
 
 

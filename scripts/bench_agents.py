@@ -13,6 +13,9 @@ each with the same test policy and detector:
                     running std of its discounted sum, as ppgta's; the plain agent before 2026-11-29)
     ppgta-episodic-run  ppgta-episodic whose episodic novelty remembers the whole run, every
                     episode (`episodic_memory: run`), not the episode alone
+    AGENT-frontier  ppgta, ppgta-episodic-run or random whose episodes, after each instance's first,
+                    begin by returning to a frontier place (`returns: 1`, Go-Explore's first return,
+                    then explore: playtester/tester/frontier.py)
     inspector       PPO trained online, single-predictor RND, no preference (the Inspector baseline)
     random          uniform random actions
     expert          the scripted path follower, driven by the engine's telemetry and the park's
@@ -103,7 +106,10 @@ RETURN_SCALED = ("ppgta-episodic-return",)
 """The preference explorers with `novelty_scale: return` where their own is `step`."""
 RUN_MEMORY = ("ppgta-episodic-run",)
 """The episodic explorers whose episodic novelty remembers the run (`episodic_memory: run`)."""
-AGENTS = ("ppgta", "ppgta-episodic", "episodic", *STEP_SCALED, *RETURN_SCALED, *RUN_MEMORY, "inspector", "random", "expert")
+RETURNING = ("ppgta-frontier", "ppgta-episodic-run-frontier", "random-frontier")
+"""The agents (`base_agent`) whose episodes after an instance's first return to a frontier place (`returns: 1`)."""
+AGENTS = ("ppgta", "ppgta-episodic", "episodic", *STEP_SCALED, *RETURN_SCALED, *RUN_MEMORY, *RETURNING, "inspector", "random",
+          "expert")
 DEFAULT_AGENTS = ("ppgta", "ppgta-episodic", "episodic", "inspector", "random")
 """The park's default agents; the levels profile adds `expert`."""
 BASELINES = ("inspector", "random")
@@ -115,9 +121,14 @@ LEVELS = ("doom:freedoom2:MAP01", "doom:freedoom2:MAP07", "doom:freedoom2:MAP10"
 """The `levels` profile's levels."""
 
 
+def base_agent(agent: str) -> str:
+    """The agent a returning agent is, without its returns (`ppgta-frontier` → `ppgta`)."""
+    return agent.removesuffix("-frontier")
+
+
 def plain(agent: str) -> str:
     """The `--explorer` an agent plays (`ppgta-episodic-step` → `ppgta-episodic`)."""
-    return "random" if agent == "expert" else agent.removesuffix("-step").removesuffix("-return").removesuffix("-run")
+    return "random" if agent == "expert" else base_agent(agent).removesuffix("-step").removesuffix("-return").removesuffix("-run")
 
 
 def played_scale(agent: str) -> str:
@@ -145,9 +156,9 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
     on_level = args.profile == "levels"  # coverage and oracles only: no OOI tests
     spec = RunSpec(game=args.game, tester=None if on_level else str(args.models / "inspect.ckpt"), run_dir=str(folder),
                    explorer=plain(agent), novelty_scale=played_scale(agent),
-                   episodic_memory="run" if agent in RUN_MEMORY else "episode",
+                   episodic_memory="run" if base_agent(agent) in RUN_MEMORY else "episode", returns=float(agent in RETURNING),
                    # on a level the preference sets the key map (a park policy has no USE): only the PPO agents take it
-                   preference=None if on_level and agent in ("random", "expert") else str(args.preference),
+                   preference=None if on_level and plain(agent) == "random" else str(args.preference),
                    detector=None if args.oracle_labels or on_level else str(args.detector),
                    oracle_labels=args.oracle_labels and not on_level, episodes=args.episodes,
                    rules=args.rules if on_level else None,
@@ -163,11 +174,11 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
         walk_with_expert(spec, seed)
     elif agent == "expert":
         explore_with_expert(spec)
-    elif agent == "random" and args.cluster:
+    elif spec.explorer == "random" and args.cluster:
         from playtester.tester.cluster import explore_at_random_on_cluster
 
         explore_at_random_on_cluster(spec, say=lambda m: None)
-    elif agent == "random":
+    elif spec.explorer == "random":
         explore_at_random(assembled(spec), say=lambda m: None)
     else:
         explore_with_ppo(assembled(spec, args.cluster is not None), cluster=args.cluster is not None)
@@ -248,6 +259,7 @@ def score(agent: str, seed: int, folder: Path, episodes: int, seconds: float) ->
     src = map_source(folder, config)[0]
     known = known_ids(src)
     trajectory = list(read_jsonl(folder / "trajectory.jsonl"))
+    returns = list(read_jsonl(folder / "returns.jsonl"))
     level = summary.get("level") or {}
     coverage = summary.get("coverage", {})
     return {
@@ -264,6 +276,8 @@ def score(agent: str, seed: int, folder: Path, episodes: int, seconds: float) ->
         "test_precision": summary.get("test_precision"),
         "success_on_real": summary.get("test_success_on_real"), "failures_on_real": summary.get("test_failures_on_real", {}),
         "explore_steps": sum(r.get("mode", "explore") == "explore" for r in trajectory),
+        "return_steps": sum(r.get("mode") == "return" for r in trajectory),
+        "returns": len(returns), "returns_reached": sum(r["reached"] for r in returns),
         "coverage_curve": coverage_over_steps(src, trajectory) if src is not None else None,
         "revisits": revisits(src, trajectory, episodes) if src is not None else None,
         "scalars": explorer_scalars(folder),
@@ -331,6 +345,7 @@ def comparisons(agents: set[str]) -> list[tuple[str, str]]:
     pairs += [(a, plain(a)) for a in STEP_SCALED if played_scale(plain(a)) != "step"]  # unit scale against return
     pairs += [(plain(a), a) for a in RETURN_SCALED]
     pairs += [(a, plain(a)) for a in RUN_MEMORY]
+    pairs += [(a, base_agent(a)) for a in RETURNING]
     return [(a, b) for a, b in dict.fromkeys(pairs) if a in agents and b in agents]
 
 
@@ -626,7 +641,7 @@ def level_table(results: list[dict], args) -> str:
     lines = ["| " + " | ".join(head) + " |", "| " + " | ".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + " |"]
     for level in dict.fromkeys(r["level"] for r in results):
         rows = [r for r in results if r["level"] == level]
-        base = mean([r["reachable_share"] for r in rows if r["agent"] == "random"])
+        random_reach = mean([r["reachable_share"] for r in rows if r["agent"] == "random"])
         for agent in AGENTS:
             mine = [r for r in rows if r["agent"] == agent]
             if not mine:
@@ -641,7 +656,7 @@ def level_table(results: list[dict], args) -> str:
                 full = all(r["steps"] == args.episodes * r["steps_per_episode"] for r in mine)
             lines.append("| " + " | ".join([
                 level.split(":", 1)[1], agent, str(len(mine)), f"{100 * np.mean(reach):.1f} ± {100 * np.std(reach):.1f} %",
-                "–" if not base else f"{np.mean(reach) / base:.2f}", f"{100 * mean([r['walkable_share'] for r in mine]):.1f} %",
+                "–" if not random_reach else f"{np.mean(reach) / random_reach:.2f}", f"{100 * mean([r['walkable_share'] for r in mine]):.1f} %",
                 f"{mean([r['doors_opened'] for r in mine]):.1f} of {mine[0]['doors']}",
                 ", ".join(f"{k} {v / len(mine):.1f}" for k, v in sorted(kinds.items())) or "none",
                 "yes" if full else "no",

@@ -99,7 +99,9 @@ def test_each_agent_plays_the_novelty_scale_run_explore_gives_it_and_resume_keep
     so --resume runs an old plain ppgta-episodic row again instead of scoring it as today's."""
     assert [bench_agents.played_scale(a) for a in ("ppgta", "ppgta-episodic", "ppgta-step", "ppgta-episodic-return", "inspector")] \
         == ["return", "step", "step", "return", "return"]
-    assert [bench_agents.plain(a) for a in ("ppgta-episodic-return", "episodic-step", "expert")] == ["ppgta-episodic", "episodic", "random"]
+    assert [bench_agents.plain(a) for a in ("ppgta-episodic-return", "episodic-step", "expert", "ppgta-episodic-run-frontier",
+                                             "random-frontier")] == ["ppgta-episodic", "episodic", "random", "ppgta-episodic", "random"]
+    assert [bench_agents.played_scale(a) for a in ("ppgta-frontier", "ppgta-episodic-run-frontier")] == ["return", "step"]
     old_plain, old_step = {"agent": "ppgta-episodic"}, {"agent": "ppgta-episodic-step"}
     assert bench_agents.scale_of(old_plain) == "return" != bench_agents.played_scale("ppgta-episodic")
     assert bench_agents.scale_of(old_step) == "step" == bench_agents.played_scale("ppgta-episodic-step")
@@ -207,6 +209,7 @@ def test_diagnosis_rows_average_each_run_then_the_seeds():
     # seed 1: α 0.8 then 0.6 (mean 0.7), novelty 0.01 and 0.03, preference −0.2 and −0.4;
     # novelty's share: 0.2·0.01 / (0.002 + 0.16) and 0.4·0.03 / (0.012 + 0.24), averaged.
     # seed 2: α 0.5 throughout. Steps not exploring: 300 of 1000 and 100 of 1000 → 0.2 over seeds.
+    # The returning agent: 500 steps exploring, 300 returning, 200 testing.
     first = {"charts/alpha": [[64, 0.8], [128, 0.6]], "rewards/novelty": [[64, 0.01], [128, 0.03]],
              "rewards/preference": [[64, -0.2], [128, -0.4]]}
     second = {"charts/alpha": [[64, 0.5]], "rewards/novelty": [[64, 0.1]], "rewards/preference": [[64, -0.1]]}
@@ -214,8 +217,12 @@ def test_diagnosis_rows_average_each_run_then_the_seeds():
                 "revisits": {"run": [0.1, 0.6]}},
                {"agent": "ppgta", "seed": 2, "scalars": second, "steps": 1000, "explore_steps": 900,
                 "revisits": {"run": [0.2, 0.4]}},
-               {"agent": "random", "seed": 1, "scalars": {}, "steps": 1000, "explore_steps": 1000, "revisits": None}]
-    ppgta, random = agent_figures.diagnosis_rows(results, ("ppgta", "random"))
+               {"agent": "random", "seed": 1, "scalars": {}, "steps": 1000, "explore_steps": 1000, "revisits": None},
+               {"agent": "random-frontier", "seed": 1, "scalars": {}, "steps": 1000, "explore_steps": 500, "return_steps": 300,
+                "revisits": None}]
+    ppgta, random, returning = agent_figures.diagnosis_rows(results, ("ppgta", "random", "random-frontier"))
+    assert (returning["not_exploring"], returning["returning"]) == (pytest.approx(0.2), pytest.approx(0.3))
+    assert ppgta["returning"] == 0.0
     assert ppgta["alpha"] == pytest.approx((0.7 + 0.5) / 2)
     assert ppgta["novelty"] == pytest.approx((0.02 + 0.1) / 2)
     assert ppgta["preference"] == pytest.approx((-0.3 - 0.1) / 2)
@@ -224,7 +231,7 @@ def test_diagnosis_rows_average_each_run_then_the_seeds():
     assert ppgta["not_exploring"] == pytest.approx(0.2) and ppgta["revisits_last"] == pytest.approx(0.5)
     assert random["alpha"] is None and random["novelty_share"] is None and random["not_exploring"] == 0.0
     table = agent_figures.diagnosis_table(results, ("ppgta", "random"))
-    assert "| ppgta | 0.6 |" in table and "| random | – | – | – | – | 0.0 % | – |" in table
+    assert "| ppgta | 0.6 |" in table and "| random | – | – | – | – | 0.0 % | 0.0 % | – |" in table
 
 
 def test_visit_counts_and_the_comparisons_tested():
@@ -242,6 +249,10 @@ def test_visit_counts_and_the_comparisons_tested():
     # ppgta-episodic plays at unit scale already: its -step twin is no other setting to test it against
     assert ("ppgta-episodic-step", "ppgta-episodic") not in bench_agents.comparisons({"ppgta-episodic", "ppgta-episodic-step"})
     assert bench_agents.comparisons({"ppgta", "random"}) == [("ppgta", "random")]
+    # a returning agent against the same agent starting afresh
+    assert bench_agents.comparisons({"random", "random-frontier"}) == [("random-frontier", "random")]
+    assert ("ppgta-episodic-run-frontier", "ppgta-episodic-run") in bench_agents.comparisons(
+        {"ppgta", "ppgta-episodic-run", "ppgta-episodic-run-frontier", "inspector", "random"})
     assert bench_agents.comparisons({"ppgta", "ppgta-step"}) == [("ppgta-step", "ppgta")]  # once, not twice
 
 

@@ -121,7 +121,7 @@ def tester_env(spec: RunSpec, env: gym.Env, index: int = 0, served: "ServedModel
         run_dir=spec.run_dir, game=spec.game, game_options=spec.game_options() if game_options is None else game_options,
         texture=texture,
         config=TesterConfig(test_steps=spec.test_steps, seed=spec.seed, track_every=spec.track_every, min_score=spec.min_score,
-                            confirm_hits=spec.confirm_hits, confirm_window=spec.confirm_window),
+                            confirm_hits=spec.confirm_hits, confirm_window=spec.confirm_window, returns=spec.returns),
         env_index=index, n_envs=spec.num_envs,
         episodes=spec.episodes, max_restarts=spec.max_restarts, places=places,
     )

@@ -53,6 +53,7 @@ from playtester.perception.calibration import RUN_FLOOR
 from playtester.tester.scoring import TestWitness, labelled, move_actions, object_key, real_object
 from playtester.bugs.oracles import Finding, TextureOracle
 from playtester.tester.runlog import JsonlWriter, read_jsonl
+from playtester.tester.frontier import FrontierArchive
 
 VIEWS_PER_TEST = 6
 """Appearance signatures kept from each test of an OOI no telemetry names."""
@@ -100,6 +101,9 @@ class TesterConfig:
     negatives: bool = True
     """Write the frames of rejected detections, and of tests that found nothing, to
     `negatives/` in the run folder: candidate negatives for the detector's next training."""
+    returns: float = 0.0
+    """The share of an instance's episodes, after its first, that begin by returning to a frontier
+    place (Go-Explore: `playtester/tester/frontier.py`); 0: every episode starts afresh."""
     seed: int = 0
 
 
@@ -330,11 +334,21 @@ class TesterEnv(gym.Wrapper):
         self.n_findings = len([p for p in (self.run_dir / "findings").glob(f"{prefix}*") if p.name[len(prefix):].isdigit()])
         self.fps = float(env.metadata.get("render_fps", 10))
         self.places = places
+        self.frontier: FrontierArchive | None = None
+        """The places this instance reached and the way to each, with `returns` (`tester/frontier.py`)."""
+        if self.cfg.returns:
+            if not self.game_options.get("max_steps"):
+                raise ValueError("returns: the frontier's ways are bounded by the episode's steps; give game_options max_steps")
+            self.frontier = FrontierArchive(int(self.game_options["max_steps"]))
+        self._ended: tuple | None = None
+        """A return whose replay ended the episode: its last step, handed back at the next `step`."""
 
     def _open_logs(self) -> None:
         """The run folder's logs this instance writes to (each opened for appending)."""
         (self.run_dir / "findings").mkdir(parents=True, exist_ok=True)
         self.trajectory = JsonlWriter(self.run_dir / "trajectory.jsonl")
+        self.returns: JsonlWriter | None = None
+        """`returns.jsonl`, opened on the first return to a frontier place."""
         self.tests = JsonlWriter(self.run_dir / "tests.jsonl")
         self.harness: JsonlWriter | None = None
         """`harness.jsonl`, opened on a window game harness's first reset: launches and reset recipes."""
@@ -362,8 +376,11 @@ class TesterEnv(gym.Wrapper):
         self.rng = np.random.default_rng(self.cfg.seed + 7919 * self.env_index + 104729 * (self.local_episode + 1))
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        way = self._way_back() if seed is None else None
         if seed is None:
             seed = int(self.rng.integers(0, 2**31 - 1))
+        if way is not None:
+            seed, options = way.reset["seed"], way.reset["options"]
         if self.stopped is not None:
             return self._stopped_frame(), self._annotate({})
         from playtester.errors import UserError
@@ -399,7 +416,39 @@ class TesterEnv(gym.Wrapper):
                                 "launched": bool(info.get("launched")), "failed": info.get("reset_failed")})
         if info.get("reset_failed") and not self.idle:
             self._save(Finding("reset", str(info["reset_failed"]), self.episode, 0, {"launched_again": bool(info.get("launched"))}))
+        self._ended = None
+        if self.frontier is not None and not self.idle:
+            self.frontier.begin(self.episode, self.reset_args, self.actions)
+            self.frontier.observe(obs, 0)
+            if way is not None:
+                obs, info = self._return(way, obs, info)
         return obs, self._annotate(info)
+
+    def _way_back(self):
+        """The way to a frontier place this episode returns to (`returns`), or None: a fresh start."""
+        if self.frontier is None or self.stopped is not None or self.local_episode < 0:
+            return None
+        upcoming = (self.local_episode + 1) * self.n_envs + self.env_index
+        if self.episodes is not None and upcoming >= self.episodes:  # beyond the budget: idle, nothing to explore
+            return None
+        if self.rng.random() >= self.cfg.returns:
+            return None
+        return self.frontier.choose(self.rng)
+
+    def _return(self, way, obs: np.ndarray, info: dict[str, Any]):
+        """Play the way's actions below the explorer (mode `return`: no detection, no test, no
+        oracle, which saw these steps the first time), and log whether it arrived."""
+        ended = False
+        for action in way.actions:
+            obs, reward, terminated, truncated, info = self._step(action, "return", None, watch=False)
+            if terminated or truncated:  # the explorer sees the episode end at its first step
+                self._ended, ended = (obs, reward, terminated, truncated, info), True
+                break
+        reached = self.frontier.arrived(way, obs, ended)
+        self.returns = self.returns or JsonlWriter(self.run_dir / "returns.jsonl")
+        self.returns.write({"env": self.env_index, "episode": self.episode, "from_episode": way.episode, "place": way.place,
+                            "steps": self.t, "reached": bool(reached)})
+        return obs, info
 
     def _annotate(self, info: dict[str, Any]) -> dict[str, Any]:
         info = dict(info)
@@ -440,6 +489,10 @@ class TesterEnv(gym.Wrapper):
     def step(self, action):
         if self.stopped is not None:  # the game is gone for good: the driver ends the run
             return self._stopped_frame(), 0.0, False, False, self._annotate({})
+        if self._ended is not None:  # the return's replay ended the episode
+            ended, self._ended = self._ended, None
+            obs, reward, terminated, truncated, info = ended
+            return obs, reward, terminated, truncated, self._annotate(info)
         if self.idle:  # beyond the run's episode budget: play on, record nothing
             obs, reward, terminated, truncated, info = self.env.step(int(action))
             return obs, reward, terminated, truncated, self._annotate(info)
@@ -493,7 +546,8 @@ class TesterEnv(gym.Wrapper):
         probs = self.tester.step(obs, box)
         return int(np.argmax(probs)) if self.cfg.greedy else int(self.rng.choice(len(probs), p=probs / probs.sum()))
 
-    def _step(self, action: int, mode: str, ooi: Any):
+    def _step(self, action: int, mode: str, ooi: Any, watch: bool = True):
+        """One game step, logged; `watch`: the oracles judge it."""
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.actions.append(action)
         self.recent.append(obs)
@@ -512,7 +566,9 @@ class TesterEnv(gym.Wrapper):
         if self.places is not None:
             row["place"] = self.places.visit(obs, self.episode, self.t)
         self.trajectory.write(row)
-        for oracle in self.oracles:
+        if self.frontier is not None:
+            self.frontier.observe(obs, len(self.actions))
+        for oracle in self.oracles if watch else ():
             for finding in oracle.observe(obs, info, action, self.episode, self.t):
                 self._save(finding)
             if getattr(oracle, "ends_episode", False):  # trapped for good and the trap walked: the run goes on from a new start
@@ -761,6 +817,8 @@ class TesterEnv(gym.Wrapper):
 
     def close(self) -> None:
         self.trajectory.close()
+        if self.returns is not None:
+            self.returns.close()
         self.tests.close()
         if self.harness is not None:
             self.harness.close()

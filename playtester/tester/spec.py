@@ -82,6 +82,7 @@ class RunSpec:
     rnd_weight: float | None = flag("--rnd-weight", Number(0.0), "The weight of ensemble RND's novelty (global, across episodes) in the explorer's novelty; 0 leaves RND out; default: the --explorer's (1, or 0 for episodic).", None, kept=True)
     episodic_weight: float | None = flag("--episodic-weight", Number(0.0), "The weight of E3B's elliptical episodic novelty (within the episode) in the explorer's novelty; 0 leaves it out; default: the --explorer's (1 for ppgta-episodic and episodic, else 0).", None, kept=True)
     episodic_memory: str = flag("--episodic-memory", Choice(*EPISODIC_MEMORIES), "What the episodic novelty remembers: episode (E3B: what this episode has seen, on this instance) or run (every frame of the run on every instance: a frame is novel only if no episode pointed its way; an ablation, docs/benchmarks/explorer.md).", "episode", kept=True)
+    returns: float = flag("--returns", Number(0.0, 1.0), "The share of each game instance's episodes, after its first, that begin by returning to a frontier place (Go-Explore): the game is reset as for the earlier episode that first saw the place and that episode's actions are played again (counted in the episode's steps, no test or explorer step spent on them), then the explorer explores from there; the place is chosen from pixels by how rarely it was seen. Needs a game that replays the same given the same actions (Doom, Gymnasium). 0: every episode starts afresh; an ablation (docs/benchmarks/explorer.md).", 0.0, kept=True)
     novelty_scale: str | None = flag("--novelty-scale", Choice(*NOVELTY_SCALES), "What the explorer's novelties are divided by before they are mixed with the preference: return (the running std of their discounted sum, as CleanRL's RND: the novelty comes out about 2 % of PPGTA's reward) or step (the running std of their per-step values: unit scale). Default: step for ppgta-episodic, return for the others (what measured best, docs/benchmarks/explorer.md).", None, kept=True)
     detector: str | None = flag("--detector", OBJECT_DETECTOR, "Detector checkpoint that finds the OOIs to test (from `playtester train detector`); a run with --tester refuses to start without it or --oracle-labels.", None, kept=True)
     oracle_labels: bool = flag("--oracle-labels", Switch(), "Find the OOIs through the engine's labels instead of a detector (the built-in park only): an ablation, and the report says so.", False, kept=True)
@@ -133,6 +134,9 @@ class RunSpec:
         if self.episodic_memory != "episode" and not episodic:
             raise UserError(f"episodic_memory {self.episodic_memory}: --explorer {self.explorer} has no episodic novelty; "
                             "use --explorer ppgta-episodic or episodic, or give --episodic-weight")
+        if self.returns and self.game.startswith("window:"):
+            raise UserError(f"returns {self.returns}: a window game plays in real time and does not replay the same "
+                            "from the same keys, so a frontier cannot be returned to; leave returns at 0")
         if self.episodic_weight and not self.preference:
             raise UserError(f"--episodic-weight {self.episodic_weight}: the episodic novelty reads the path policy's "
                             "encoder features; give --preference models/path.ckpt")
