@@ -110,7 +110,11 @@ class Places:
     threshold: float
     places: list[Place] = field(default_factory=list)
     steps: int = 0
-    _matrix: np.ndarray | None = field(default=None, repr=False)
+    _rows: np.ndarray | None = field(default=None, repr=False)
+    """The exemplars as the first `count` rows of a buffer whose length doubles when full: adding
+    a place does not copy every exemplar (a level's run finds thousands of places)."""
+    _filled: int = field(default=0, repr=False)
+    """The buffer's rows that hold their place's exemplar."""
 
     @property
     def count(self) -> int:
@@ -120,9 +124,7 @@ class Places:
         """The nearest place's index and its cosine distance (None, inf with no place yet)."""
         if not self.places:
             return None, float("inf")
-        if self._matrix is None or len(self._matrix) != len(self.places):
-            self._matrix = np.stack([p.vector for p in self.places])
-        similarity = self._matrix @ vector
+        similarity = self._exemplars() @ vector
         i = int(np.argmax(similarity))
         return i, float(1.0 - similarity[i])
 
@@ -133,6 +135,18 @@ class Places:
             self.places[i].visits += 1
             return self.places[i].id, False
         return self.add(vector, self.steps - 1).id, True
+
+    def _exemplars(self) -> np.ndarray:
+        n = len(self.places)
+        if self._rows is None or len(self._rows) < n:
+            rows = np.zeros((max(64, 2 * n), len(self.places[0].vector)), np.float32)
+            if self._rows is not None:
+                rows[:self._filled] = self._rows[:self._filled]
+            self._rows = rows
+        for i in range(self._filled, n):
+            self._rows[i] = self.places[i].vector
+        self._filled = n
+        return self._rows[:n]
 
     def add(self, vector: np.ndarray, first_step: int) -> Place:
         """A new place with `vector` as its exemplar (also how a resumed run puts back its places)."""

@@ -578,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_levels(args) -> int:
     """The levels profile: every agent on every level and seed, a table per level, `levels.json`."""
-    if set(args.agents) - {"random", "expert"} and not args.preference.exists():
+    if any(plain(a) != "random" for a in args.agents) and not args.preference.exists():
         print(f"error: {args.preference} is missing; give --preference PATH.ckpt (a path policy trained on level-walk demos)",
               file=sys.stderr)
         return 2
