@@ -211,8 +211,9 @@ def diagnosis_rows(results: list[dict], agents: tuple[str, ...]) -> list[dict[st
     """`plot_diagnosis` in numbers, per agent (means over its seeds): α and the reward terms
     (`rewards/novelty`, `rewards/preference`) averaged over each run's updates, novelty's share of
     the reward (`novelty_share`), the share of the game steps spent confirming and testing objects
-    (`not_exploring`) and returning to a frontier place (`returning`), and the share of the last episode's exploring steps in cells covered earlier
-    in the run. None where no run of the agent has the figure (the random agent logs no reward)."""
+    (`not_exploring`) and returning to a frontier place (`returning`), and the share of the last
+    episode's exploring steps in cells covered earlier in the run. None where no run of the agent
+    has the figure (the random agent logs no reward)."""
 
     def finite_mean(values: list[float | None]) -> float | None:
         values = [v for v in values if v is not None and np.isfinite(v)]

@@ -362,6 +362,10 @@ class TesterEnv(gym.Wrapper):
         """Run-wide episode number: episodes of several envs interleave without clashing."""
         return self.local_episode * self.n_envs + self.env_index
 
+    def _beyond_budget(self, local_episode: int) -> bool:
+        """Whether this instance's `local_episode` lies beyond the run's episode budget (it plays idle)."""
+        return self.episodes is not None and local_episode * self.n_envs + self.env_index >= self.episodes
+
     @property
     def tested(self) -> set[Any]:
         """The OOIs tested (or under test) anywhere in the run."""
@@ -396,7 +400,7 @@ class TesterEnv(gym.Wrapper):
                 self._save(Finding("reset", str(first), self.episode + self.n_envs, 0, {"launched_again": True}))
             return self._stop(f"the game cannot be brought to play for episode {self.episode + self.n_envs}: {e}")
         self.local_episode += 1
-        self.idle = self.episodes is not None and self.episode >= self.episodes
+        self.idle = self._beyond_budget(self.local_episode)
         self.detections = []
         self.following = {}
         self._forget_candidates()
@@ -428,8 +432,7 @@ class TesterEnv(gym.Wrapper):
         """The way to a frontier place this episode returns to (`returns`), or None: a fresh start."""
         if self.frontier is None or self.stopped is not None or self.local_episode < 0:
             return None
-        upcoming = (self.local_episode + 1) * self.n_envs + self.env_index
-        if self.episodes is not None and upcoming >= self.episodes:  # beyond the budget: idle, nothing to explore
+        if self._beyond_budget(self.local_episode + 1):  # idle: nothing to explore
             return None
         if self.rng.random() >= self.cfg.returns:
             return None
