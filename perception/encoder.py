@@ -317,6 +317,12 @@ def load_pretrained(model: InverseDynamics) -> str:
     return f"encoder checkpoint {cfg.pretrained} (new head: the actions differ)"
 
 
+LEARNT_LITTLE = 2.0
+"""An encoder whose held-out balanced accuracy is under this many times chance is said to have
+learnt little (the park's demo encoder: 56.5 % against 11.1 %; level-walk demos of Freedoom
+levels after 3 epochs: 14.8 % against 10 %)."""
+
+
 @dataclass
 class IdmReport:
     """Held-out inverse-dynamics accuracy per action, with the baselines that put it in context.
@@ -334,6 +340,18 @@ class IdmReport:
     balanced: float
     chance: float
     majority: float
+
+    def learnt_little(self) -> str | None:
+        """A line saying that the encoder has learnt little of what the actions do (balanced
+        accuracy under `LEARNT_LITTLE` × chance), or None. Everything built on the encoder (the
+        policies, the explorer's PPO, the episodic bonus) sees its features, so a user should know
+        before training on them."""
+        if self.balanced >= LEARNT_LITTLE * self.chance - 1e-9:  # a sum of per-action shares: not exact
+            return None
+        return (f"the encoder learnt little: balanced accuracy {100 * self.balanced:.1f} % against chance "
+                f"{100 * self.chance:.1f} % (under {LEARNT_LITTLE:g}× chance), so the policies and explorers built on it see "
+                "features that hardly follow the player's actions; train it longer (--epochs) or on demos with more turning "
+                "(demos --behavior inspect), as docs/benchmarks/levels.md measures")
 
     @classmethod
     def from_counts(cls, actions: list[str], total: list[int], correct: list[int], train_counts: list[int] | None = None) -> "IdmReport":

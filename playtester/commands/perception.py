@@ -325,3 +325,6 @@ def _print_idm_report(report) -> None:
         f"accuracy {100 * report.overall:.1f} % (majority-action baseline {100 * report.majority:.1f} %); "
         f"balanced accuracy {100 * report.balanced:.1f} % (chance {100 * report.chance:.1f} %)"
     )
+    caution = report.learnt_little()
+    if caution:
+        console.print(caution)
