@@ -350,8 +350,8 @@ class IdmReport:
             return None
         return (f"the encoder learnt little: balanced accuracy {100 * self.balanced:.1f} % against chance "
                 f"{100 * self.chance:.1f} % (under {LEARNT_LITTLE:g}× chance), so the policies and explorers built on it see "
-                "features that hardly follow the player's actions; train it longer (--epochs) or on demos with more turning "
-                "(demos --behavior inspect), as docs/benchmarks/levels.md measures")
+                "features that hardly follow the player's actions; train it longer (--epochs) and on demos with more turning "
+                "(demos --behavior inspect): docs/benchmarks/explorer.md measures both on level demos")
 
     @classmethod
     def from_counts(cls, actions: list[str], total: list[int], correct: list[int], train_counts: list[int] | None = None) -> "IdmReport":
