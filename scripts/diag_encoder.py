@@ -63,8 +63,10 @@ def motion(args) -> None:
         steps = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         if len(steps) < 3 or "position" not in steps[0]:
             continue
-        a, b, c = motion_features(steps)
-        now.append(a), both.append(b), actions.append(c)
+        step_motion, with_before, taken = motion_features(steps)
+        now.append(step_motion)
+        both.append(with_before)
+        actions.append(taken)
     if not actions:
         raise SystemExit(f"error: {args.demos}: no episodes whose steps carry position and angle")
     y = np.concatenate(actions)
@@ -143,7 +145,10 @@ def main() -> None:
     args = parser.parse_args()
     if not args.demos.is_dir():
         raise SystemExit(f"error: --demos {args.demos}: no such folder")
-    motion(args) if args.part == "motion" else probe(args)
+    if args.part == "motion":
+        motion(args)
+    else:
+        probe(args)
 
 
 if __name__ == "__main__":
