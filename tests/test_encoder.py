@@ -77,7 +77,7 @@ def test_an_encoder_under_twice_chance_is_said_to_have_learnt_little():
     assert weak.balanced == pytest.approx(0.147) and weak.chance == pytest.approx(0.1)
     line = weak.learnt_little()
     assert line is not None and "14.7 %" in line and "10.0 %" in line and "--epochs" in line
-    # exactly twice chance is enough; the park's demo encoder (about 5 × chance) is far past it
+    # a perfect encoder says nothing; exactly twice chance is enough, a point under it is not
     assert IdmReport.from_counts(["a", "b"], total=[10, 10], correct=[10, 10]).learnt_little() is None
     assert IdmReport.from_counts([str(i) for i in range(10)], total=[100] * 10, correct=[20] * 10).learnt_little() is None
     assert IdmReport.from_counts([str(i) for i in range(10)], total=[100] * 10, correct=[19] * 10).learnt_little() is not None
