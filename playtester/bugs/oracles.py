@@ -40,6 +40,9 @@ class Finding:
 
 class CrashOracle:
     name = "crash"
+    judges_replays = True
+    """A crash can come at any step, a replayed one too (`returns`: the other oracles judged those
+    steps when they were first played)."""
 
     def reset(self) -> None:
         pass

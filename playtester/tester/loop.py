@@ -360,11 +360,15 @@ class TesterEnv(gym.Wrapper):
     @property
     def episode(self) -> int:
         """Run-wide episode number: episodes of several envs interleave without clashing."""
-        return self.local_episode * self.n_envs + self.env_index
+        return self._run_episode(self.local_episode)
+
+    def _run_episode(self, local_episode: int) -> int:
+        """The run-wide number of this instance's `local_episode`."""
+        return local_episode * self.n_envs + self.env_index
 
     def _beyond_budget(self, local_episode: int) -> bool:
         """Whether this instance's `local_episode` lies beyond the run's episode budget (it plays idle)."""
-        return self.episodes is not None and local_episode * self.n_envs + self.env_index >= self.episodes
+        return self.episodes is not None and self._run_episode(local_episode) >= self.episodes
 
     @property
     def tested(self) -> set[Any]:
@@ -551,8 +555,8 @@ class TesterEnv(gym.Wrapper):
         return int(np.argmax(probs)) if self.cfg.greedy else int(self.rng.choice(len(probs), p=probs / probs.sum()))
 
     def _step(self, action: int, mode: str, ooi: Any, watch: bool = True):
-        """One game step, logged; `watch`: the oracles judge it (else only whether the game
-        crashed: a replayed step was judged when first played, a crash can come at any step)."""
+        """One game step, logged; `watch`: the oracles judge it (else only those that judge
+        replayed steps, `judges_replays`: the crash oracle; the others judged them when first played)."""
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.actions.append(action)
         self.recent.append(obs)
@@ -573,7 +577,7 @@ class TesterEnv(gym.Wrapper):
         self.trajectory.write(row)
         if self.frontier is not None:
             self.frontier.observe(obs, len(self.actions))
-        for oracle in self.oracles if watch else [o for o in self.oracles if getattr(o, "name", "") == "crash"]:
+        for oracle in self.oracles if watch else [o for o in self.oracles if getattr(o, "judges_replays", False)]:
             for finding in oracle.observe(obs, info, action, self.episode, self.t):
                 self._save(finding)
             if getattr(oracle, "ends_episode", False):  # trapped for good and the trap walked: the run goes on from a new start
