@@ -83,6 +83,7 @@ def probe(args) -> None:
     from playtester.capture.frames import FrameSpec
     from playtester.datasets.transitions import TransitionDataModule
     from playtester.perception.encoder import EncoderConfig, InverseDynamics, frames_to_float, mask_one_of_two
+    from playtester.perception.recipes import class_weights
     from playtester.perception.training import read_checkpoint
 
     torch.set_num_threads(args.threads)
@@ -90,9 +91,9 @@ def probe(args) -> None:
     dm = TransitionDataModule(args.demos, frames=frames, batch_size=32, seed=0)
     dm.setup()
     names = dm.action_names
-    counts = np.bincount(dm.train_set.actions, minlength=len(names)).astype(float)
-    weights = torch.tensor(counts.sum() / (len(names) * np.maximum(counts, 1)), dtype=torch.float32)
-    print("training actions:", dict(zip(names, counts.astype(int).tolist())))
+    counts = np.bincount(dm.train_set.actions, minlength=len(names)).tolist()
+    weights = torch.tensor(class_weights(counts), dtype=torch.float32)  # the recipe's (`train encoder --balance`)
+    print("training actions:", dict(zip(names, counts)))
     held = default_collate([dm.val_set[int(i)] for i in np.random.default_rng(0).choice(len(dm.val_set), min(600, len(dm.val_set)), replace=False)])
     for variant in args.variants:
         torch.manual_seed(0)
