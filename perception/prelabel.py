@@ -81,34 +81,6 @@ def most_uncertain_first(frames: Sequence[Prelabels]) -> list[int]:
     return sorted(range(len(frames)), key=lambda i: -frames[i].uncertainty)
 
 
-def farthest_first(features: np.ndarray, n: int, chosen: Sequence[int] = (), first: int = 0) -> list[int]:
-    """`n` rows of `features` (one a frame), picked one at a time as the row farthest (Euclidean)
-    from every row chosen so far (k-centre greedy): the frames that between them look like most of
-    the set. `chosen` are the rows already labelled; with none, row `first` starts. Rows already
-    chosen are never picked again; fewer than `n` come back when the rows run out."""
-    if n <= 0 or not len(features):
-        return []
-    x = np.asarray(features, dtype=np.float32).reshape(len(features), -1)
-    taken = np.zeros(len(x), bool)
-    near = np.full(len(x), np.inf, np.float32)
-    picked: list[int] = []
-
-    def take(i: int) -> None:
-        taken[i] = True
-        np.minimum(near, np.linalg.norm(x - x[i], axis=1), out=near)
-
-    for i in chosen:
-        take(int(i))
-    if not len(chosen):
-        take(first)
-        picked.append(first)
-    while len(picked) < n and not taken.all():
-        i = int(np.argmax(np.where(taken, -1.0, near)))
-        take(i)
-        picked.append(i)
-    return picked
-
-
 def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """IoU of every box of `a` (n×4, xyxy) with every box of `b` (m×4): n×m."""
     a, b = np.asarray(a, np.float64).reshape(-1, 4), np.asarray(b, np.float64).reshape(-1, 4)

@@ -23,10 +23,6 @@ The arms, each from the same first batch, drawn at random and labelled by hand:
   round takes at most `SPREAD_PER_EPISODE` frames of one demo episode, none within `SPREAD_STEPS`
   steps of another (the most uncertain frames crowd into a few episodes: 14 of 36 held seed 0's
   first 50, 9 of them from one).
-- **pre-labels, farthest first** (`--arms diverse`): every round, the first included, takes the
-  frames that look least like any frame labelled or taken so far (`prelabel.farthest_first` on the
-  places view's pixel embedding: k-centre greedy, started from the random order's first frame);
-  its first batch is its own, by hand, and no detector picks its frames.
 
 Costs are counted under two models. Strict (`perception/prelabel.py`'s, the one the bar is read
 on): a pre-label is accepted free only within IoU 0.8 of its true box, a looser one is a fix; the
@@ -217,7 +213,7 @@ def run_seed(args, seed: int, pool_doc, pool, test) -> dict[str, Any]:
     return out
 
 
-ARMS = {"uncertain": "most uncertain first", "spread": "most uncertain, spread over episodes", "diverse": "farthest first"}
+ARMS = {"uncertain": "most uncertain first", "spread": "most uncertain, spread over episodes"}
 """The arms that pick each round's frames with the detector of the round before (`active_arm`)."""
 SPREAD_PER_EPISODE = 2
 """`spread`: at most this many frames of one demo episode in a round's batch."""
@@ -248,33 +244,23 @@ def active_arm(args, seed: int, arm: str, order: list[int], pool_doc, pool, test
     """An arm that picks each round's frames with the detector of the round before: `uncertain`,
     the most uncertain frames (what `shots --prelabel` orders by); `spread`, the most uncertain
     spread over the demo's episodes (`spread`). The first batch is the random order's, by hand."""
-    from playtester.perception.prelabel import farthest_first, frame_uncertainty
+    from playtester.perception.prelabel import frame_uncertainty
 
     where = {im["id"]: (str(im.get("episode", "")), int(im.get("t", 0))) for im in pool_doc["images"]}
     folder = args.workdir / f"s{seed}"
     rows: list[dict] = []
-    first = "random-00"  # the random order's round 0: its first batch and detector
-    if arm == "diverse":
-        features, index = pixel_features(pool), {i: n for n, i in enumerate(im.id for im in pool.images)}
-        ids = [im.id for im in pool.images]
-        labelled = [ids[n] for n in farthest_first(features, args.batch, first=index[order[0]])]
-        first = f"{arm}-00"
-    else:
-        labelled = order[:args.batch]
+    labelled = order[:args.batch]
     spent_total = dict.fromkeys(cost_keys(th), hand_cost(by_id, labelled))  # the first batch: by hand
-    detector = train_round(args, pool_doc, labelled, folder / first, seed, None)
+    detector = train_round(args, pool_doc, labelled, folder / "random-00", seed, None)  # the random order's round 0
     for r in range(math.ceil(len(order) / args.batch)):
-        ap = score(detector, test, folder / (first if r == 0 else f"{arm}-{r:02d}")) if detector is not None else {}
+        ap = score(detector, test, folder / ("random-00" if r == 0 else f"{arm}-{r:02d}")) if detector is not None else {}
         rows.append({"round": r, "images": len(labelled), "prelabel_actions": dict(spent_total), "ap50": ap})
         print(f"seed {seed} {arm:9} round {r}: {len(labelled)} images, pre-labelled {spent_total[main_th]} actions; "
               f"AP50 {fmt(ap)}", flush=True)
         if worst(ap) >= args.bar or len(labelled) == len(order):
             break
         rest = [i for i in order if i not in set(labelled)]
-        if arm == "diverse":
-            batch = [ids[n] for n in farthest_first(features, args.batch, chosen=[index[i] for i in labelled])]
-            dets = raw_detections(detector, pool, batch) if detector is not None else None
-        elif detector is None:  # too few labels to train on yet: the next frames by hand, in the random order
+        if detector is None:  # too few labels to train on yet: the next frames by hand, in the random order
             batch, dets = rest[:args.batch], None
         else:
             dets = raw_detections(detector, pool, rest)
@@ -285,18 +271,9 @@ def active_arm(args, seed: int, arm: str, order: list[int], pool_doc, pool, test
             spent_total[t] += spent[t]["actions"]
         rows[-1]["next_corrections"] = spent[main_th]
         labelled = labelled + batch
-        before = folder / (first if r == 0 else f"{arm}-{r:02d}") / "detector.ckpt"
+        before = folder / ("random-00" if r == 0 else f"{arm}-{r:02d}") / "detector.ckpt"
         detector = train_round(args, pool_doc, labelled, folder / f"{arm}-{r + 1:02d}", seed, before)
     return rows
-
-
-def pixel_features(pool) -> np.ndarray:
-    """Every pool frame's pixel embedding (the places view's: 16×12 grey, mean off, unit length)."""
-    from playtester.datasets.detection import read_rgb
-    from playtester.perception.places import PixelEmbedding
-
-    embed = PixelEmbedding()
-    return np.stack([embed(read_rgb(im.path)) for im in pool.images])
 
 
 def worst(ap: dict[str, float]) -> float:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from playtester.cli import main
-from playtester.perception.prelabel import (Corrections, Prelabels, binary_entropy, box_iou, corrections, farthest_first,
+from playtester.perception.prelabel import (Corrections, Prelabels, binary_entropy, box_iou, corrections,
                                             frame_uncertainty, most_uncertain_first, prelabels_of)
 
 
@@ -29,17 +29,6 @@ def test_uncertainty_is_the_largest_binary_entropy_of_the_candidates():
     assert most_uncertain_first(drafts) == [1, 2, 0, 3], "ties keep their order"
     assert [len(d.boxes) for d in drafts] == [1, 1, 1, 1]
     assert len(prelabels_of(np.zeros((2, 4)), np.array([1, 2]), np.array([0.7, 0.3]), 0.5).boxes) == 1
-
-
-def test_farthest_first_by_hand():
-    points = np.array([[0.0], [1.0], [10.0], [11.0], [5.0]])
-    # from 0: 11 is farthest (11); then 5, 5 from 0 and 6 from 11 (1 and 10 are 1 from a pick)
-    assert farthest_first(points, 3) == [0, 3, 4]
-    # 10 labelled: 0 is 10 away; then 5 (5 from each), not 1 (1 from 0) nor 11 (1 from 10)
-    assert farthest_first(points, 2, chosen=[2]) == [0, 4]
-    assert farthest_first(points, 9) == [0, 3, 4, 1, 2], "every row once, then no more"
-    assert farthest_first(points, 2, first=4) == [4, 3], "from 5: 11 is 6 away, 0 and 10 only 5"
-    assert farthest_first(points, 0) == [] and farthest_first(points[:0], 3) == []
 
 
 def draft(boxes, labels):
