@@ -29,6 +29,22 @@ def test_stuck_fires_on_a_frozen_game_and_not_on_a_moving_one(park_env):
     assert sum((idle.observe(frame, info, None, 0, t) for t in range(10)), []) == []
 
 
+def test_a_small_sprite_moving_under_the_keys_is_not_stuck():
+    """A 2D game's paddle (60×10 of a 640×480 screen) moved 5 pixels a step changes the frame's
+    mean by about 0.05: the picture changed all the same. With the paddle held still it is stuck."""
+    oracle = StuckOracle(patience=5)
+    fired = []
+    for t in range(30):
+        frame = np.zeros((480, 640, 3), np.uint8)
+        x = 100 + 5 * (t % 20)
+        frame[440:450, x:x + 60] = 255
+        assert np.abs(frame.astype(int) - np.roll(frame, -5, axis=1).astype(int)).mean() < 0.1
+        fired += oracle.observe(frame, {}, 1, 0, t)
+    assert fired == []
+    fired = sum((oracle.observe(frame, {}, 1, 0, t) for t in range(30, 40)), [])
+    assert [(f.kind, f.step) for f in fired] == [("stuck", 34)]
+
+
 def test_crash_oracle_reads_the_signal():
     oracle = CrashOracle()
     assert oracle.observe(np.zeros((4, 4, 3), np.uint8), {}, 0, 0, 1) == []

@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from playtester.capture.window.play_state import STILL_TOLERANCE, look
 from playtester.errors import UserError
 from playtester.files import read_json
 from playtester.plugins import load_function
@@ -54,11 +55,15 @@ class CrashOracle:
 
 
 class StuckOracle:
-    """Inputs were sent, yet the frame stayed the same (mean absolute change below `tolerance`)."""
+    """Inputs were sent, yet the frame stayed the same: no pixel of its `look` (64×48 grey, area
+    averaged, as the window harness's still-picture watch compares) moved by more than `tolerance`
+    grey levels. A change anywhere counts, however small its share of the screen: a 2D game's
+    paddle moving under the keys is play, though it changes a frame's mean by under 0.1 (the
+    mean change was the rule before, and called LBreakout2 stuck while its ball sat on the paddle)."""
 
     name = "stuck"
 
-    def __init__(self, patience: int = 20, tolerance: float = 0.5) -> None:
+    def __init__(self, patience: int = 20, tolerance: float = STILL_TOLERANCE) -> None:
         if patience < 1:
             raise UserError(f"stuck patience {patience}: use at least 1 step")
         self.patience = patience
@@ -71,10 +76,10 @@ class StuckOracle:
         self._reported = False
 
     def observe(self, frame: np.ndarray, info: dict[str, Any], action: int | None, episode: int, step: int) -> list[Finding]:
-        small = frame[::4, ::4].astype(np.int16)
+        small = look(frame)
         if self._last is not None and action is not None:
-            change = float(np.abs(small - self._last).mean())
-            if change < self.tolerance:
+            change = float(np.abs(small - self._last).max())
+            if change <= self.tolerance:
                 self._still += 1
             else:
                 self._still = 0
