@@ -5,8 +5,9 @@ needs no learning carry on the `levels` profile's budget? A floor any explorer s
 
 Each walker plays `--episodes` × `--steps` under `immortal` rules, episode e of seed s from reset
 seed s × 1000 + e (as `bench_agents.py`'s runs), and is scored as the report scores a run: the
-share of the level's reachable 64-unit cells it has stood in over the whole run (telemetry scores,
-never steers). The walkers, all on pixels and the level key map only:
+share of the level's reachable 64-unit cells (as the report counts them under `immortal`) it has
+stood in over the whole run: telemetry scores, never steers. The walkers, all on pixels and the
+level key map only:
 
 - `random`: a uniform action a step (the benchmark's random agent);
 - `held`: a uniform action held for a geometric number of steps, mean `HOLD_MEAN` (temporally
@@ -75,12 +76,14 @@ class Walker:
 
 def walk(level: str, kind: str, seed: int, episodes: int, steps: int) -> float:
     from playtester.capture.games import make_game
-    from playtester.capture.level_walk import CELL, coverage_cell
+    from playtester.capture.level_graph import LevelGraph
+    from playtester.capture.level_walk import CELL, coverage_cell, past_monsters
 
     env = make_game(level, rules="immortal", max_steps=steps)
     try:
         game = env.unwrapped
-        targets = game.graph.reachable_cells(CELL)
+        graph = LevelGraph(game.graph.level, guards=True)  # the report's count: monsters stand still under immortal
+        targets = graph.reachable_cells(CELL) & ~past_monsters(graph, "immortal")
         visited = np.zeros_like(targets)
         walker = Walker(kind, [a.name for a in game.keymap.actions], np.random.default_rng(seed))
         for episode in range(episodes):
