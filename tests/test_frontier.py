@@ -1,8 +1,9 @@
 """Returning to the frontier (`returns`, `playtester/tester/frontier.py`): the archive's ways and odds
-by hand, and a run whose episodes return on the small park."""
+by hand, a run whose episodes return on the small park, and a crash on a replayed step."""
 
 import json
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import yaml
@@ -99,3 +100,55 @@ def test_a_window_game_cannot_return(tmp_path):
 
     with pytest.raises(UserError, match="returns 0.5: a window game plays in real time"):
         RunSpec(game="window:Some Game", run_dir=str(tmp_path / "w"), explorer="random", returns=0.5)
+
+
+class CrashesAt(gym.Wrapper):
+    """Says the game crashed on its `at`-th step of the run (the engine itself plays on)."""
+
+    def __init__(self, env, at: int):
+        super().__init__(env)
+        self.at, self.steps = at, 0
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.steps += 1
+        if self.steps == self.at:
+            info = {**info, "crashed": True, "crash_reason": "gone while the way was replayed"}
+        return obs, reward, terminated, truncated, info
+
+
+def test_a_crash_on_a_replayed_step_is_a_finding_and_the_other_oracles_leave_the_way_alone(small_park, tmp_path):
+    """An episode that returns replays its way below the explorer: the crash oracle still judges
+    those steps (a crash can come at any step), the others do not (they judged them when first
+    played). The game says it crashed on the first replayed step: that is a crash finding of the
+    returning episode, at its step 0, and the other oracle was never asked about it."""
+    from playtester.bugs.oracles import AssertionOracle, CrashOracle
+    from playtester.capture.games import make_game
+    from playtester.tester.loop import NoDetector, TesterConfig, TesterEnv
+
+    judged = []
+
+    def judge(frame, info):
+        judged.append(info["step"])
+        return True
+
+    steps = 20
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text(f"game: {small_park}\n")
+    env = TesterEnv(CrashesAt(make_game(small_park, max_steps=steps), steps + 1), tester=None, detector=NoDetector(),
+                    oracles=[CrashOracle(), AssertionOracle([("judge", judge)])], run_dir=run, game=small_park,
+                    game_options={"max_steps": steps}, config=TesterConfig(returns=1.0, seed=1))
+    rng = np.random.default_rng(0)
+    for episode in range(2):
+        env.reset(seed=100) if episode == 0 else env.reset()  # an episode returns only when the seed is the loop's to pick
+        for _ in range(steps):
+            _, _, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
+            if terminated or truncated:
+                break
+    env.close()
+    rows = list(read_jsonl(run / "trajectory.jsonl"))
+    assert [r["mode"] for r in rows if r["episode"] == 1] == ["return"], "the episode ended on its first, replayed, step"
+    findings = [json.loads(p.read_text()) for p in sorted((run / "findings").glob("*/finding.json"))]
+    assert [(f["kind"], f["episode"], f["step"]) for f in findings] == [("crash", 1, 0)]
+    assert judged == list(range(1, steps + 1)), "the other oracle judged episode 0's steps and none of the way's"
