@@ -101,12 +101,16 @@ class OutOfPlay:
                 f"for {self.still_steps} steps whatever the keys")
 
 
+def same_picture(a: np.ndarray, b: np.ndarray, tolerance: float = STILL_TOLERANCE) -> bool:
+    """Whether two looks are one picture: no pixel of them differs by more than `tolerance` grey levels."""
+    return float(np.abs(a - b).max()) <= tolerance
+
+
 def distinct_looks(looks: Sequence[np.ndarray], enough: int) -> int:
-    """How many different pictures `looks` hold (two are one picture when no pixel of their looks
-    differs by more than `STILL_TOLERANCE` grey levels), counting no further than `enough`."""
+    """How many different pictures `looks` hold (`same_picture`), counting no further than `enough`."""
     kept: list[np.ndarray] = []
     for seen in looks:
-        if all(float(np.abs(seen - k).max()) > STILL_TOLERANCE for k in kept):
+        if not any(same_picture(seen, k) for k in kept):
             kept.append(seen)
             if len(kept) >= enough:
                 break

@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from playtester.capture.window.play_state import STILL_TOLERANCE, look
+from playtester.capture.window.play_state import STILL_TOLERANCE, look, same_picture
 from playtester.errors import UserError
 from playtester.files import read_json
 from playtester.plugins import load_function
@@ -78,8 +78,7 @@ class StuckOracle:
     def observe(self, frame: np.ndarray, info: dict[str, Any], action: int | None, episode: int, step: int) -> list[Finding]:
         small = look(frame)
         if self._last is not None and action is not None:
-            change = float(np.abs(small - self._last).max())
-            if change <= self.tolerance:
+            if same_picture(small, self._last, self.tolerance):
                 self._still += 1
             else:
                 self._still = 0
