@@ -74,16 +74,23 @@ class Walker:
         return [a]
 
 
-def walk(level: str, kind: str, seed: int, episodes: int, steps: int) -> float:
+def reachable(level: str) -> np.ndarray:
+    """The level's reachable coverage cells as a run's report counts them under `immortal`."""
+    from playtester.report.maps import level_source
+
+    source, why = level_source(level, {"rules": "immortal"})
+    if source is None or source.reachable_mask is None:
+        raise SystemExit(f"error: {level}: no reachable cells to score against ({why or 'no player start'})")
+    return source.reachable_mask
+
+
+def walk(level: str, targets: np.ndarray, kind: str, seed: int, episodes: int, steps: int) -> float:
     from playtester.capture.games import make_game
-    from playtester.capture.level_graph import LevelGraph
-    from playtester.capture.level_walk import CELL, coverage_cell, past_monsters
+    from playtester.capture.level_walk import coverage_cell
 
     env = make_game(level, rules="immortal", max_steps=steps)
     try:
         game = env.unwrapped
-        graph = LevelGraph(game.graph.level, guards=True)  # the report's count: monsters stand still under immortal
-        targets = graph.reachable_cells(CELL) & ~past_monsters(graph, "immortal")
         visited = np.zeros_like(targets)
         walker = Walker(kind, [a.name for a in game.keymap.actions], np.random.default_rng(seed))
         for episode in range(episodes):
@@ -115,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     print("| level | walker | reachable coverage (seeds " + ", ".join(map(str, args.seeds)) + ") | × random | p (greater than random) |")
     print("| --- | --- | --- | ---: | ---: |")
     for level in args.levels:
-        share = {k: [walk(level, k, s, args.episodes, args.steps) for s in args.seeds] for k in args.walkers}
+        targets = reachable(level)
+        share = {k: [walk(level, targets, k, s, args.episodes, args.steps) for s in args.seeds] for k in args.walkers}
         base = share.get("random")
         for k, v in share.items():
             ratio = f"×{np.mean(v) / np.mean(base):.2f}" if base else "–"
