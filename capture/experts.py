@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -93,12 +93,23 @@ class _Expert:
 
 
 class PathFollower(_Expert):
-    """Walks the pathway network: picks a far junction, follows the pathway cells to it, repeats."""
+    """Walks the pathway network: picks a far junction, follows the pathway cells to it, repeats.
+
+    With `goals` (pathway cells, (col, row)) it walks to each of them in turn first, every episode,
+    then on as before: a player sent to given places (the load benchmark sends it into the slow
+    groves, to show they can be reached and measured)."""
 
     behavior = "path"
 
-    def __init__(self, layout: ParkLayout, keymap: KeyMap, rng: np.random.Generator, jitter: float = 0.06) -> None:
+    def __init__(self, layout: ParkLayout, keymap: KeyMap, rng: np.random.Generator, jitter: float = 0.06,
+                 goals: Sequence[tuple[int, int]] = ()) -> None:
+        mask = layout.pathway_mask
+        for c, r in goals:
+            if not (0 <= r < mask.shape[0] and 0 <= c < mask.shape[1] and mask[r, c]):
+                raise UserError(f"path follower: goal cell {(c, r)} is not a pathway cell of this park; give pathway cells")
         self.layout = layout
+        self.goals = [tuple(g) for g in goals]
+        self._pending: list[tuple[int, int]] = []
         self.actions = _Actions(keymap)
         self.rng = rng
         self.steer = _Steering(self.actions, rng, jitter)
@@ -109,6 +120,7 @@ class PathFollower(_Expert):
     def reset(self, info: dict[str, Any]) -> None:
         self.route = []
         self.done = False
+        self._pending = list(self.goals)
 
     def _plan(self, x: float, y: float) -> None:
         here = self.layout.cell_of(x, y)
@@ -116,6 +128,12 @@ class PathFollower(_Expert):
         if not mask[here[1], here[0]]:  # first get onto the network, at its nearest cell on foot
             self.route = self.layout.route_to_nearest(here, mask) or []
             return
+        while self._pending:  # a goal stays until the player has stood in it (a stuck spell replans to it)
+            route = self.layout.route(here, self._pending[0], only=mask)
+            if route and len(route) > 1:
+                self.route = route
+                return
+            self._pending.pop(0)  # reached, or not reachable from here
         cells = [tuple(int(v) for v in c[::-1]) for c in np.argwhere(mask)]
         far = [c for c in cells if abs(c[0] - here[0]) + abs(c[1] - here[1]) >= 8] or cells
         for _ in range(10):

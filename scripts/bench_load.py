@@ -16,8 +16,8 @@ wall clock, read in the same steps, is reported beside it in the reliability che
    `baseline_episodes` for `t_b = mean + 5 sd`; PPO trains the plain explorer (inspector mode:
    single-predictor RND, conv GRU) and the load agent (the same + `LoadReward`, whose warm-up
    shifts `t_b` by the quartile rule to `t`); then the load agent, the explorer, random and the
-   scripted path follower (a player who walks the paths, from telemetry: the control that shows
-   the groves can be reached) play `eval_episodes` from the same random starts, interleaved.
+   scripted path follower (a player sent along the paths into the groves, nearest first, from
+   telemetry: the control that shows the groves can be reached and measured) play `eval_episodes` from the same random starts, interleaved.
    Low-FPS points are telemetry cells where more than half the visits exceeded `t`; a point is in
    a grove when its cell overlaps one (`perf.json`, never shown to the agents).
 4. Over seeds: in-grove points per agent; the load agent against each other agent by Mann–Whitney
@@ -68,6 +68,7 @@ PROFILES = {
 }
 FRAME = FrameSpec.square(64)
 AGENTS = ("load agent", "explorer", "random", "path follower (scripted)")
+"""The path follower is sent into the groves (telemetry and the zones' cells): the control that the groves can be reached and measured."""
 FORWARD_UNITS_PER_STEP = 20.6
 """Map units a step of walking straight covers on the park (measured: 10 forward steps from a standstill)."""
 
@@ -143,13 +144,18 @@ def train_agent(name: str, game: str, p: dict, seed: int, out: Path, threshold: 
     return result.agent, shifted, time.perf_counter() - start
 
 
-def play_path_follower(env, layout, game: str, seed: int, episode: int) -> list[dict]:
-    """One episode of the scripted path follower (telemetry-driven): the player who walks the paths."""
+def play_path_follower(env, layout, zones, game: str, seed: int, episode: int) -> list[dict]:
+    """One episode of the scripted path follower (telemetry-driven), sent into the groves, the
+    nearest first by the paths, then on along the network: the control that shows a grove can be
+    reached within an episode and that its frames are measured as slow."""
     from playtester.capture.experts import PathFollower
     from playtester.capture.timing import require_frame_time
 
-    follower = PathFollower(layout, env.unwrapped.keymap, np.random.default_rng(seed))
     _, info = env.reset(seed=seed)
+    here = layout.cell_of(*info["position"][:2])
+    mask = layout.pathway_mask
+    groves = sorted((z.cell for z in zones), key=lambda c: len(layout.route(here, c, only=mask) or range(10**6)))
+    follower = PathFollower(layout, env.unwrapped.keymap, np.random.default_rng(seed), goals=groves)
     follower.reset(info)
     records, t = [], 0
     while True:
@@ -162,7 +168,7 @@ def play_path_follower(env, layout, game: str, seed: int, episode: int) -> list[
             return records
 
 
-def collect(agents: dict, game: str, p: dict, seed: int, layout) -> dict[str, list[dict]]:
+def collect(agents: dict, game: str, p: dict, seed: int, layout, zones) -> dict[str, list[dict]]:
     """Episodes of every agent, interleaved (episode e of each in turn) so that the machine's load
     falls on all alike; the same start seeds for all."""
     env = load_env(game, FRAME, p["steps"])
@@ -171,7 +177,7 @@ def collect(agents: dict, game: str, p: dict, seed: int, layout) -> dict[str, li
         for e in range(p["eval_episodes"]):
             for name, agent in agents.items():
                 if agent == "path":
-                    records[name] += play_path_follower(env, layout, game, seed + e, e)
+                    records[name] += play_path_follower(env, layout, zones, game, seed + e, e)
                 else:
                     eps = play_episodes(agent, env, 1, game=game, seed=seed + e, warmup_steps=20 if e == 0 else 0)
                     records[name] += [r | {"episode": e} for r in eps]
@@ -218,7 +224,7 @@ def run_seed(game: str, p: dict, seed: int, out: Path) -> dict:
     load, shifted, load_s = train_agent("load", game, p, seed, out, threshold)
     t = shifted.value
     agents = {"load agent": load, "explorer": explorer, "random": random_agent, "path follower (scripted)": "path"}
-    records = collect(agents, game, p, seed * 1000 + 1000, layout)
+    records = collect(agents, game, p, seed * 1000 + 1000, layout, zones)
     rows = [evaluate(name, records[name], t, layout, zones, out) for name in agents]
     return {"seed": seed, "threshold": shifted.to_dict(), "train_seconds": {"explorer": explorer_s, "load": load_s}, "agents": rows}
 

@@ -52,6 +52,38 @@ def test_path_follower_stays_on_pathways(park_env):
     assert len(visited) >= 30, "it should walk the network, not stand still"
 
 
+def test_a_path_follower_sent_to_a_goal_walks_there_first_each_episode(park_env):
+    """With goals it heads for the given pathway cell before any junction of its own choosing,
+    and again after a reset; a goal off the network is refused in one line."""
+    from playtester.errors import UserError
+
+    layout = park_env.scenario.layout
+    mask = layout.pathway_mask
+    start = next(i for i, s in enumerate(layout.starts) if s.on_path)
+    s0 = layout.starts[start]
+    here = layout.cell_of(s0.x, s0.y)
+    reach = layout.reachable_from(here)
+    cells = [(int(c), int(r)) for r, c in np.argwhere(mask & reach)]
+    goal = max(cells, key=lambda cell: len(layout.route(here, cell, only=mask) or []))  # the farthest by the paths
+    assert len(layout.route(here, goal, only=mask)) >= 8
+    expert = PathFollower(layout, park_env.keymap, np.random.default_rng(0), jitter=0.0, goals=[goal])
+    for episode in range(2):
+        frame, info = park_env.reset(seed=episode, options={"start": start})
+        expert.reset(info)
+        expert.act(info)
+        assert expert.route[-1] == goal, "the first route ends at the goal"
+        for t in range(400):
+            x, y, _ = info["position"]
+            if layout.cell_of(x, y) == goal:
+                break
+            frame, _, _, _, info = park_env.step(expert.act(info))
+        else:
+            raise AssertionError(f"episode {episode}: not at {goal} after 400 steps")
+    grass = next((int(c), int(r)) for r, c in np.argwhere(~mask))
+    with pytest.raises(UserError, match="not a pathway cell"):
+        PathFollower(layout, park_env.keymap, np.random.default_rng(0), goals=[grass])
+
+
 def test_jitter_is_taken_but_the_action_meant_is_the_label(park_env):
     """A glance, jump or side-step of jitter is executed (the encoder sees every action); the
     step's label is what the expert meant, so a policy learns the look back, not the glance."""
