@@ -94,8 +94,12 @@ def place_bugs(blocks: np.ndarray, start: tuple[int, int], coin: tuple[int, int]
                rng: np.random.Generator) -> list[MazeBug]:
     """`per_region` bugs near the start, far along the way and off the route, kinds in turn.
 
-    A crash or a freeze on the only way to the coin would make the game unwinnable, so those
-    two kinds are never put on a shortest route; logical bugs may be.
+    A crash or a freeze ends what an episode can reach past it: on the only way to the coin it
+    would make the game unwinnable, so those two kinds are never put on a shortest route (logical
+    bugs may be); and none is put where it would cut another bug, or the coin, off from the start
+    (before 2026-11-29 one could: a freeze three steps down a dead end hid the crash and the
+    logical bug behind it from every strategy; four of the first five mazes had a bug cut off,
+    maze 3 six of its nine). Every bug can be reached with the others all in place.
     """
     from_start, to_coin = distances(blocks, start), distances(blocks, coin)
     total = from_start[coin[1], coin[0]]
@@ -110,11 +114,28 @@ def place_bugs(blocks: np.ndarray, start: tuple[int, int], coin: tuple[int, int]
     }
     bugs: list[MazeBug] = []
     taken: set[tuple[int, int]] = set()
+    ending: set[tuple[int, int]] = set()  # the crash and freeze cells so far
+
+    def reachable(cell: tuple[int, int], enders: set[tuple[int, int]]) -> bool:
+        """Whether `cell` can be walked to from the start without passing an episode-ending cell."""
+        walls = blocks.copy()
+        for x, y in enders - {cell}:
+            walls[y, x] = True
+        return bool(distances(walls, start)[cell[1], cell[0]] >= 0)
+
+    def fits(c: tuple[int, int], kind: str) -> bool:
+        if c in taken or not reachable(c, ending):
+            return False
+        if kind == "logic":
+            return True
+        enders = ending | {c}
+        return c not in on_route and all(reachable(other, enders) for other in (*taken, coin))
+
     for region in REGIONS:
         for _ in range(per_region):
             for turn in range(len(BUG_KINDS)):  # the next kind in turn that has a cell left here
                 kind = BUG_KINDS[(len(bugs) + turn) % len(BUG_KINDS)]
-                pool = [c for c in pools[region] if c not in taken and (kind == "logic" or c not in on_route)]
+                pool = [c for c in pools[region] if fits((int(c[0]), int(c[1])), kind)]
                 if pool:
                     break
             if not pool:
@@ -122,6 +143,8 @@ def place_bugs(blocks: np.ndarray, start: tuple[int, int], coin: tuple[int, int]
             cell = pool[int(rng.integers(len(pool)))]
             cell = (int(cell[0]), int(cell[1]))
             taken.add(cell)
+            if kind != "logic":
+                ending.add(cell)
             bugs.append(MazeBug(len(bugs), kind, cell, region))
     return bugs
 
