@@ -16,7 +16,7 @@ from torch import Tensor
 from torch.distributions import Categorical
 
 from playtester.exploration.hook import RewardHook, StepView
-from playtester.exploration.ppo_config import HOLD_CAP, PPOConfig
+from playtester.exploration.ppo_config import PPOConfig
 
 
 class Rollout:
@@ -83,6 +83,8 @@ class Holds:
         (`starts`), else the one held; and which rows decided."""
         if not self.exponent:
             return sampled, torch.ones_like(sampled, dtype=torch.bool)
+        from playtester.exploration.ppo_config import HOLD_CAP
+
         idx = rows.cpu().numpy()
         decide = (self.left[idx] <= 0) | starts.cpu().numpy().astype(bool)
         new = np.flatnonzero(decide)
