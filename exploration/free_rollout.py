@@ -210,7 +210,7 @@ def act(cfg: "PPOConfig", agent: nn.Module, module: nn.Module, rollout: "Rollout
         rollout.keep_state(steps, rows, state)
         out = agent(inputs.unsqueeze(0), state, done.unsqueeze(0))
         dist = Categorical(logits=out.logits[0], validate_args=False)
-        action, rollout.decided[steps, rows] = games.hold.choose(rows, dist.sample(), done)
+        action = dist.sample()
         rollout.logprobs[steps, rows] = dist.log_prob(action)
         rollout.values[steps, rows] = out.values[0]
         games.next_state[rows] = out.state

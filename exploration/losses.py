@@ -58,23 +58,15 @@ def policy_loss(
     advantages: Tensor,
     clip_coef: float,
     normalize: bool = True,
-    where: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """PPO's clipped surrogate objective, negated so that it is minimised.
 
     The advantages are normalised here, inside the loss, when `normalize` is set, so that a caller
-    cannot compute normalised advantages and then forget to use them. `where` (boolean, the
-    samples' shape): only those samples count, normalisation included (the steps where the policy
-    drew its action, under `action_hold`); none: a zero loss that still has a gradient.
+    cannot compute normalised advantages and then forget to use them.
 
     Returns `(pg_loss, approx_kl, clipfrac)`; `approx_kl` is the `(r − 1) − log r` estimator and
     `clipfrac` the share of samples whose ratio was clipped (both detached, for logging).
     """
-    if where is not None:
-        if not bool(where.any()):
-            zero = newlogprob.sum() * 0.0
-            return zero, zero.detach(), zero.detach()
-        newlogprob, oldlogprob, advantages = newlogprob[where], oldlogprob[where], advantages[where]
     if normalize:
         advantages = normalize_advantages(advantages)
     logratio = newlogprob - oldlogprob
@@ -102,15 +94,9 @@ def value_loss(newvalue: Tensor, oldvalue: Tensor, returns: Tensor, clip_coef: f
     return 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
 
 
-def entropy_bonus(logits: Tensor, where: Tensor | None = None) -> Tensor:
-    """Mean entropy (nats) of the categorical distributions the logits describe; with `where`
-    (boolean, the logits' shape but the last), over those only (none: zero, with a gradient)."""
-    entropy = Categorical(logits=logits, validate_args=False).entropy()
-    if where is not None:
-        entropy = entropy.flatten()[where.flatten()]
-        if entropy.numel() == 0:
-            return logits.sum() * 0.0
-    return entropy.mean()
+def entropy_bonus(logits: Tensor) -> Tensor:
+    """Mean entropy (nats) of the categorical distributions the logits describe."""
+    return Categorical(logits=logits, validate_args=False).entropy().mean()
 
 
 def explained_variance(predicted: Tensor, target: Tensor) -> float:

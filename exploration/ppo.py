@@ -121,8 +121,6 @@ class RolloutBatch(NamedTuple):
     """`N×…` recurrent state at the start of the rollout."""
     states: Tensor | None = None
     """`T×N×…` recurrent state before each step's decision (kept where `seq_len` cuts the rollout)."""
-    decided: Tensor | None = None
-    """`T×N` whether the step's action was drawn there (`action_hold`); None: every step's was."""
 
     def environments(self, envs: Tensor) -> "RolloutBatch":
         """The minibatch holding whole sequences of the environments `envs`."""
@@ -142,7 +140,7 @@ class RolloutBatch(NamedTuple):
             return x.reshape(cut, seq_len, N, *x.shape[2:]).transpose(0, 1).reshape(seq_len, cut * N, *x.shape[2:])
 
         starts = self.states[::seq_len].reshape(cut * N, *self.states.shape[2:])
-        fields = {name: None if x is None else split(x) for name, x in zip(self._fields, self) if name not in ("initial_state", "states")}
+        fields = {name: split(x) for name, x in zip(self._fields, self) if name not in ("initial_state", "states")}
         return RolloutBatch(**fields, initial_state=starts)
 
 
@@ -381,7 +379,7 @@ def compute_advantages(cfg: PPOConfig, agent: nn.Module, rollout: Rollout, end: 
             )
             advantages += adv_coefs[v] * adv_v
     return RolloutBatch(rollout.obs, rollout.actions, rollout.logprobs, dones, rollout.values, advantages, returns,
-                        rollout.initial_state, rollout.states, rollout.decided if cfg.action_hold else None)
+                        rollout.initial_state, rollout.states)
 
 
 def update(cfg: PPOConfig, fabric: Any, agent: nn.Module, optimizer: torch.optim.Optimizer, batch: RolloutBatch,
@@ -402,17 +400,15 @@ def update(cfg: PPOConfig, fabric: Any, agent: nn.Module, optimizer: torch.optim
             out = agent(mb.obs, mb.initial_state, mb.dones)
             dist = Categorical(logits=out.logits, validate_args=False)
             newlogprob = dist.log_prob(mb.actions)
-            decided = None if mb.decided is None else mb.decided.flatten()
             pg_loss, approx_kl, clipfrac = policy_loss(
-                newlogprob.flatten(), mb.logprobs.flatten(), mb.advantages.flatten(), cfg.clip_coef, normalize=cfg.norm_adv,
-                where=decided,
+                newlogprob.flatten(), mb.logprobs.flatten(), mb.advantages.flatten(), cfg.clip_coef, normalize=cfg.norm_adv
             )
             v_loss = sum(
                 value_loss(out.values[..., v].flatten(), mb.values[..., v].flatten(), mb.returns[..., v].flatten(),
                            cfg.clip_coef if cfg.clip_vloss else None)
                 for v in range(num_values)
             )
-            entropy_loss = entropy_bonus(out.logits, where=decided)
+            entropy_loss = entropy_bonus(out.logits)
             loss = pg_loss - cfg.ent_coef * entropy_loss + cfg.vf_coef * v_loss
 
             optimizer.zero_grad()

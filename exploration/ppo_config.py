@@ -82,14 +82,6 @@ class PPOConfig:
     """Clip the value update like the policy's (CleanRL's default; SB3's is off)."""
     ent_coef: float = 0.01
     """Weight of the entropy bonus."""
-    action_hold: float = 0.0
-    """Temporally extended actions: an instance keeps each action it samples for n steps, n drawn
-    from a zeta (Zipf) distribution of this exponent, capped at `HOLD_CAP` (ez-greedy's
-    persistence, Dabney et al. 2021, with the policy's action in place of a uniform one; 2.0 is
-    theirs: holds of 3.8 steps on average, 61 % of them one step long). The network still
-    sees every frame and its state runs on; a held step is played, rewarded and valued, but only
-    the steps where a decision was drawn enter the policy's loss and entropy. A new episode
-    always starts with a decision. 0: a decision every step (PPO as published)."""
     vf_coef: float = 0.5
     """Weight of the value loss."""
     max_grad_norm: float = 0.5
@@ -146,8 +138,6 @@ class PPOConfig:
             raise ValueError(f"acting={self.acting!r}: use 'fp32' or 'int8'")
         if self.acting == "int8" and self.accelerator != "cpu":
             raise ValueError(f"acting='int8' quantises for the CPU; with accelerator={self.accelerator!r} use 'fp32'")
-        if self.action_hold != 0 and not self.action_hold > 1:
-            raise ValueError(f"action_hold={self.action_hold}: a zeta exponent must be above 1 (2.0 is ez-greedy's), or 0 for none")
         if self.seq_len < 0 or (self.seq_len and self.num_steps % self.seq_len):
             raise ValueError(f"seq_len={self.seq_len} must divide num_steps={self.num_steps} (or be 0: whole rollouts)")
         self.frames = FrameSpec.from_dict(self.frames)
@@ -161,10 +151,6 @@ class PPOConfig:
     @property
     def num_iterations(self) -> int:
         return self.total_timesteps // self.batch_size
-
-
-HOLD_CAP = 100
-"""The longest hold `action_hold` draws (ez-greedy's cap)."""
 
 
 def saved_ppo_config(config: dict[str, Any]) -> PPOConfig:

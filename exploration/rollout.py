@@ -33,8 +33,6 @@ class Rollout:
         self.game_rewards = torch.zeros((T, N), device=device)
         self.dones = torch.zeros((T, N), device=device)
         self.values = torch.zeros((T, N, num_values), device=device)
-        self.decided = torch.ones((T, N), dtype=torch.bool, device=device)
-        """Whether the step's action was drawn from the policy there (False: held, `action_hold`)."""
         self.initial_state: Tensor | None = None
         """`N×…` recurrent state at the start of the rollout."""
         self.states: Tensor | None = None
@@ -62,37 +60,9 @@ class Games:
         self.next_obs, _ = envs.reset(seed=cfg.seed + 1000 * (start_iteration - 1))
         self.next_done = torch.ones(N, device=device)  # the first observations start episodes
         self.next_state = module.initial_state(N)
-        self.all_rows = torch.arange(N, device=device)
         self.global_step = global_step
         self.episode_return = np.zeros(N)
         self.episode_length = np.zeros(N, dtype=np.int64)
-        self.hold = Holds(cfg, device)
-
-
-class Holds:
-    """The actions the instances are holding (`PPOConfig.action_hold`) and for how many more steps."""
-
-    def __init__(self, cfg: PPOConfig, device: torch.device):
-        self.exponent = cfg.action_hold
-        self.left = np.zeros(cfg.num_envs, dtype=np.int64)
-        self.action = torch.zeros(cfg.num_envs, dtype=torch.long, device=device)
-        self.rng = np.random.default_rng(cfg.seed + 7919)
-
-    def choose(self, rows: Tensor, sampled: Tensor, starts: Tensor) -> tuple[Tensor, Tensor]:
-        """Instances `rows`' actions: the one sampled where a hold has run out or an episode starts
-        (`starts`), else the one held; and which rows decided."""
-        if not self.exponent:
-            return sampled, torch.ones_like(sampled, dtype=torch.bool)
-        from playtester.exploration.ppo_config import HOLD_CAP
-
-        idx = rows.cpu().numpy()
-        decide = (self.left[idx] <= 0) | starts.cpu().numpy().astype(bool)
-        new = np.flatnonzero(decide)
-        self.left[idx[new]] = np.minimum(self.rng.zipf(self.exponent, len(new)), HOLD_CAP)
-        self.left[idx] -= 1
-        mask = torch.as_tensor(decide, device=sampled.device)
-        self.action[rows[mask]] = sampled[mask]
-        return self.action[rows].clone(), mask
 
 
 class Episodes(NamedTuple):
@@ -125,7 +95,7 @@ def collect_rollout(
             out = agent(next_input.unsqueeze(0), games.next_state, games.next_done.unsqueeze(0))
             logits, games.next_state = out.logits[0], out.state
             dist = Categorical(logits=logits, validate_args=False)
-            action, rollout.decided[step] = games.hold.choose(games.all_rows, dist.sample(), games.next_done)
+            action = dist.sample()
             rollout.logprobs[step] = dist.log_prob(action)
             rollout.values[step] = out.values[0]
         rollout.actions[step] = action

@@ -16,8 +16,6 @@ each with the same test policy and detector:
     AGENT-frontier  ppgta, ppgta-episodic-run or random whose episodes, after each instance's first,
                     begin by returning to a frontier place (`returns: 1`, Go-Explore's first return,
                     then explore: playtester/tester/frontier.py)
-    AGENT-hold      ppgta or inspector keeping each action it draws for a zeta(2)-drawn number of
-                    steps (`action_hold: 2`, ez-greedy's persistence with the policy's action)
     inspector       PPO trained online, single-predictor RND, no preference (the Inspector baseline)
     random          uniform random actions
     expert          the scripted path follower, driven by the engine's telemetry and the park's
@@ -110,11 +108,8 @@ RUN_MEMORY = ("ppgta-episodic-run",)
 """The episodic explorers whose episodic novelty remembers the run (`episodic_memory: run`)."""
 RETURNING = ("ppgta-frontier", "ppgta-episodic-run-frontier", "random-frontier")
 """The agents (`base_agent`) whose episodes after an instance's first return to a frontier place (`returns: 1`)."""
-HOLDING = ("ppgta-hold", "inspector-hold")
-"""The PPO explorers that hold each action they draw (`action_hold: HOLD_EXPONENT`)."""
-HOLD_EXPONENT = 2.0
-AGENTS = ("ppgta", "ppgta-episodic", "episodic", *STEP_SCALED, *RETURN_SCALED, *RUN_MEMORY, *RETURNING, *HOLDING, "inspector",
-          "random", "expert")
+AGENTS = ("ppgta", "ppgta-episodic", "episodic", *STEP_SCALED, *RETURN_SCALED, *RUN_MEMORY, *RETURNING, "inspector", "random",
+          "expert")
 DEFAULT_AGENTS = ("ppgta", "ppgta-episodic", "episodic", "inspector", "random")
 """The park's default agents; the levels profile adds `expert`."""
 BASELINES = ("inspector", "random")
@@ -133,8 +128,7 @@ def base_agent(agent: str) -> str:
 
 def plain(agent: str) -> str:
     """The `--explorer` an agent plays (`ppgta-episodic-step` → `ppgta-episodic`)."""
-    return "random" if agent == "expert" else \
-        base_agent(agent).removesuffix("-step").removesuffix("-return").removesuffix("-run").removesuffix("-hold")
+    return "random" if agent == "expert" else base_agent(agent).removesuffix("-step").removesuffix("-return").removesuffix("-run")
 
 
 def played_scale(agent: str) -> str:
@@ -163,7 +157,6 @@ def run_agent(agent: str, seed: int, args, out: Path) -> dict:
     spec = RunSpec(game=args.game, tester=None if on_level else str(args.models / "inspect.ckpt"), run_dir=str(folder),
                    explorer=plain(agent), novelty_scale=played_scale(agent),
                    episodic_memory="run" if base_agent(agent) in RUN_MEMORY else "episode", returns=float(agent in RETURNING),
-                   action_hold=HOLD_EXPONENT if agent in HOLDING else 0.0,
                    # on a level the preference sets the key map (a park policy has no USE): only the PPO agents take it
                    preference=None if on_level and plain(agent) == "random" else str(args.preference),
                    detector=None if args.oracle_labels or on_level else str(args.detector),
@@ -353,7 +346,6 @@ def comparisons(agents: set[str]) -> list[tuple[str, str]]:
     pairs += [(plain(a), a) for a in RETURN_SCALED]
     pairs += [(a, plain(a)) for a in RUN_MEMORY]
     pairs += [(a, base_agent(a)) for a in RETURNING]
-    pairs += [(a, plain(a)) for a in HOLDING]
     return [(a, b) for a, b in dict.fromkeys(pairs) if a in agents and b in agents]
 
 

@@ -72,30 +72,6 @@ def test_policy_loss_uses_normalised_advantages():
     assert raw.item() != pytest.approx(loss.item())
 
 
-def test_policy_loss_and_entropy_count_only_the_samples_where_says():
-    """Under `action_hold` only the steps where the policy drew its action count: the masked loss is
-    the loss of those samples alone (normalisation over them too), and with none a zero that
-    still backpropagates."""
-    new, old = torch.tensor([1.5, 0.5, 1.0, 2.0]).log().requires_grad_(), torch.zeros(4)
-    adv = torch.tensor([1.0, 1.0, -1.0, 7.0])
-    where = torch.tensor([True, True, True, False])
-    masked, kl, clipfrac = policy_loss(new, old, adv, 0.2, normalize=False, where=where)
-    assert masked.item() == pytest.approx((-1.2 - 0.5 + 1.0) / 3)  # the hand-worked three above
-    assert clipfrac.item() == pytest.approx(2 / 3)
-    whole, _, _ = policy_loss(new, old, adv, 0.2, normalize=False)
-    assert whole.item() != pytest.approx(masked.item())
-    normalised, _, _ = policy_loss(new, old, torch.tensor([1.0, 2.0, 3.0, 100.0]), 0.2, normalize=True, where=where)
-    assert normalised.item() == pytest.approx(0.5 / 3)  # [1, 2, 3] normalised alone: [−1, 0, 1]
-    masked.backward()
-    assert new.grad[3].item() == 0.0 and new.grad[:3].abs().sum() > 0
-    none, _, _ = policy_loss(new, old, adv, 0.2, where=torch.zeros(4, dtype=torch.bool))
-    assert none.item() == 0.0 and none.requires_grad
-    logits = torch.tensor([[0.0, 0.0], [100.0, 0.0]])
-    assert entropy_bonus(logits, where=torch.tensor([True, False])).item() == pytest.approx(math.log(2))
-    assert entropy_bonus(logits, where=torch.tensor([False, True])).item() == pytest.approx(0.0, abs=1e-6)
-    assert entropy_bonus(logits, where=torch.tensor([False, False])).item() == 0.0
-
-
 def test_normalize_advantages_zero_mean_unit_std():
     out = normalize_advantages(torch.tensor([1.0, 2.0, 3.0, 10.0]))
     assert out.mean().item() == pytest.approx(0.0, abs=1e-6)

@@ -162,40 +162,6 @@ def test_the_update_cuts_rollouts_into_sequences_from_their_kept_states():
     assert cut.initial_state.squeeze(1).tolist() == [100, 101, 102, 106, 107, 108]
     mb = cut.environments(torch.tensor([4]))  # a minibatch of the cut rollout: env 1's second sequence
     assert mb.advantages[:, 0].tolist() == [7, 10] and mb.initial_state.tolist() == [[107]]
-    assert mb.decided is None
-    held = batch._replace(decided=(step_env % 2 == 0)).sequences(2).environments(torch.tensor([4]))
-    assert held.decided[:, 0].tolist() == [False, True]  # steps 7 and 10 of the rollout
-
-
-def test_held_steps_teach_the_policy_nothing():
-    """`action_hold`: an update on a rollout where no step drew its action (value and entropy
-    weights 0) leaves the actor as it was; the same rollout with every step drawn moves it."""
-    from playtester.exploration.actor_critic import GRUActorCritic, GRUActorCriticConfig
-    from playtester.exploration.ppo import update
-
-    T, N = 6, 2
-    torch.manual_seed(0)
-    obs = torch.randn(T, N, 3)
-    actions = torch.randint(0, 2, (T, N))
-    advantages = torch.randn(T, N)
-
-    def actor_after(decided: bool) -> torch.Tensor:
-        torch.manual_seed(1)
-        agent = GRUActorCritic(GRUActorCriticConfig(obs_shape=(3,), num_actions=2, hidden_dim=8, rnn_dim=8))
-        with torch.no_grad():
-            logprobs = torch.log_softmax(agent(obs, agent.initial_state(N), torch.zeros(T, N)).logits, -1)
-            logprobs = logprobs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
-        batch = RolloutBatch(obs, actions, logprobs, torch.zeros(T, N), torch.zeros(T, N, 1), advantages,
-                             torch.zeros(T, N, 1), agent.initial_state(N), decided=torch.full((T, N), decided))
-        cfg = PPOConfig(num_envs=N, num_steps=T, num_minibatches=1, update_epochs=2, vf_coef=0.0, ent_coef=0.0,
-                        action_hold=2.0)
-        update(cfg, Fabric(accelerator="cpu", devices=1), agent, torch.optim.Adam(agent.parameters(), lr=0.1), batch)
-        return agent.actor.weight.detach().clone()
-
-    torch.manual_seed(1)
-    before = GRUActorCritic(GRUActorCriticConfig(obs_shape=(3,), num_actions=2, hidden_dim=8, rnn_dim=8)).actor.weight.detach()
-    torch.testing.assert_close(actor_after(False), before)
-    assert not torch.allclose(actor_after(True), before)
 
 
 def test_ppo_with_short_sequences_trains_and_its_checkpoint_keeps_them(tmp_path, corridor):

@@ -81,11 +81,11 @@ def greedy_agent(num_actions: int = 2) -> GRUActorCritic:
     return agent
 
 
-def collect(kind, make, n=3, steps=9, rollouts=2, stop=None, seq_len=0, agent=None, **options):
+def collect(kind, make, n=3, steps=9, rollouts=2, stop=None, seq_len=0):
     cfg = PPOConfig(env_id="state:Walk", num_envs=n, num_steps=steps, num_minibatches=1, vector_env="async",
-                    lockstep=kind == "lockstep", seq_len=seq_len, **options)
+                    lockstep=kind == "lockstep", seq_len=seq_len)
     envs = gym.vector.AsyncVectorEnv([lambda i=i: make(i) for i in range(n)], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    agent, hook = agent or greedy_agent(), Recorder()
+    agent, hook = greedy_agent(), Recorder()
     try:
         games = Games(cfg, envs, agent, 1, 0, torch.device("cpu"))
         out = []
@@ -164,38 +164,6 @@ def test_the_rollout_keeps_the_state_each_decision_started_from(kind):
             cut = batch.sequences(3)  # 3 steps × (3 sequences × 3 instances)
             pieces = agent(cut.obs, cut.initial_state, cut.dones).logits
         torch.testing.assert_close(pieces.view(3, 3, 3, 2).transpose(0, 1).reshape(9, 3, 2), whole)
-
-
-def long_walk(i: int) -> Walk:
-    """A walk whose episodes last 40 steps, so that holds, not episode starts, decide when it draws."""
-    walk = Walk(i)
-    walk.length = 40
-    return walk
-
-
-@pytest.mark.parametrize("kind", ["lockstep", "free"])
-def test_held_actions_repeat_until_their_hold_ends_and_each_episode_starts_with_a_decision(kind):
-    """`action_hold`: a step that drew no action plays the one before it, on the same instance and
-    within one episode; an episode's first step always draws; about one step in 3.8 draws under
-    zeta(2); the log-probability kept is the played action's. Without it every step draws."""
-    agent = greedy_agent()
-    with torch.no_grad():
-        agent.actor.bias.copy_(torch.tensor([0.0, 0.4]))  # both actions drawn, with log-probabilities apart
-    logp = torch.log_softmax(agent.actor.bias, 0)
-    out, _, _ = collect(kind, long_walk, steps=60, rollouts=2, agent=agent, action_hold=2.0)
-    drawn = total = 0
-    for rollout, _ in out:
-        a, d, starts = rollout.actions, rollout.decided, rollout.dones.bool()
-        assert d[starts].all(), "an episode's first step draws"
-        held = ~d[1:]
-        assert torch.equal(a[1:][held], a[:-1][held]), "a held step plays the step before's action"
-        torch.testing.assert_close(rollout.logprobs, logp[a])
-        drawn, total = drawn + int(d.sum()), total + d.numel()
-    assert 0.15 < drawn / total < 0.45, f"{drawn} of {total} steps drew an action (zeta(2) capped: 1 in 3.8)"
-    plain, _, _ = collect(kind, long_walk, steps=60, rollouts=1, agent=agent)
-    assert plain[0][0].decided.all()
-    changes = (plain[0][0].actions[1:] != plain[0][0].actions[:-1]).float().mean()
-    assert changes > 0.35, "without holds the action changes about every other step"
 
 
 def test_a_slow_game_does_not_hold_the_others_back(tmp_path):

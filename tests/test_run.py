@@ -458,31 +458,6 @@ def test_the_novelty_weights_come_from_the_run_config(tiny_parts, small_park, tm
     assert not (tmp_path / "bad").exists()
 
 
-def test_held_actions_come_from_the_run_config(tiny_parts, small_park, tmp_path, capsys):
-    """`action_hold: 2` in --config reaches the explorer's PPO (its checkpoint keeps it) and the
-    run's config.yaml; an exponent of 1 or less, or holds for the random explorer, is one line."""
-    import yaml
-
-    from playtester.exploration.checkpoints import load_checkpoint
-
-    tester = tiny_parts("inspect")[2]
-    config = tmp_path / "c.yaml"
-    config.write_text(yaml.safe_dump({"action_hold": 2, "rollout": 8, "oracle_labels": True, "test_steps": 4}))
-    out = tmp_path / "r"
-    assert main(["run", "explore", "--game", small_park, "--explorer", "inspector", "--tester", str(tester), "--envs", "1",
-                 "--episodes", "1", "--steps", "24", "--config", str(config), "--out", str(out)]) == 0, capsys.readouterr().err
-    assert yaml.safe_load((out / "config.yaml").read_text())["action_hold"] == 2
-    assert load_checkpoint(out / "explorer" / "checkpoints" / "last.ckpt")["config"]["action_hold"] == 2
-    for hold, explorer, why in ((0.5, "inspector", "a zeta exponent must be above 1"), (2, "random", "no policy to hold")):
-        capsys.readouterr()
-        config.write_text(yaml.safe_dump({"action_hold": hold}))
-        assert main(["run", "explore", "--game", small_park, "--explorer", explorer, "--config", str(config),
-                     "--out", str(tmp_path / "bad")]) == 2
-        err = capsys.readouterr().err.strip()
-        assert f"action_hold {hold}: " in err and why in err and len(err.splitlines()) == 1, err
-    assert not (tmp_path / "bad").exists()
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("explorer, envs, started_here", [("ppgta", 2, 1), ("random", 1, 2)])
 def test_a_run_starts_its_game_once_to_probe_it_and_reads_each_checkpoint_once(tiny_parts, tiny_detector, small_park,

@@ -66,19 +66,19 @@ SUBCOMMANDS = (
                "states, texture bugs and failed assertions; then the report.",
                ("game", "run_dir", "explorer", "preference", "tester", "detector", "oracle_labels", "texture_reference", "episodes",
                 "steps", "test_steps", "num_envs", "seed", "rules", "serve", "device"),
-               ("rollout", "rnd_weight", "episodic_weight", "novelty_scale", "episodic_memory", "returns", "action_hold", *CONFIG_KNOBS), {"objective": "coverage"},
+               ("rollout", "rnd_weight", "episodic_weight", "novelty_scale", "episodic_memory", "returns", *CONFIG_KNOBS), {"objective": "coverage"},
                ("config", "resume", "overwrite", "threads", "cluster")),
     Subcommand("window", "Test a game in a window of this desktop (or a virtual screen): the same tester, one instance, "
                "with the game's bird's-eye map, telemetry and known objects where its dev build gives them.",
                ("game", "run_dir", "explorer", "preference", "tester", "detector", "episodes", "steps", "launch", "reset",
                 "out_of_play", "telemetry_port", "map", "map_bounds", "oois"),
-               ("seed", "rollout", "rnd_weight", "episodic_weight", "novelty_scale", "episodic_memory", "action_hold", "texture_reference", "device", "test_steps", *CONFIG_KNOBS),
+               ("seed", "rollout", "rnd_weight", "episodic_weight", "novelty_scale", "episodic_memory", "texture_reference", "device", "test_steps", *CONFIG_KNOBS),
                {"objective": "coverage"}),
     Subcommand("load", "Load-test a game (RELINE): the PPO explorer is also rewarded for frame-rate drops, measured "
                "against a threshold from random play; the report maps where the game slows down.",
                ("game", "run_dir", "explorer", "preference", "tester", "detector", "oracle_labels", "episodes", "steps", "test_steps",
                 "num_envs", "seed", "load_threshold", "load_area", "rules", "serve", "device"),
-               ("rollout", "rnd_weight", "episodic_weight", "novelty_scale", "episodic_memory", "returns", "action_hold", "texture_reference", "frame_clock", *CONFIG_KNOBS),
+               ("rollout", "rnd_weight", "episodic_weight", "novelty_scale", "episodic_memory", "returns", "texture_reference", "frame_clock", *CONFIG_KNOBS),
                {"objective": "load"}, ("config", "resume", "overwrite", "threads")),
     Subcommand("evolve", "Evolve a population of explorers (Wuji): for exploration and for winning, offspring refined "
                "by PPO; crash, stuck and assertion oracles on every evaluation.",

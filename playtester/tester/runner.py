@@ -152,7 +152,7 @@ def _train_explorer(run: Run, wrap: Callable[[gym.Env, int], gym.Env], budget: i
         num_envs=spec.num_envs, num_steps=spec.rollout, seed=spec.seed, checkpoint_every=5, resume=resume_ppo,
         game_options=run.game_options, wrap=wrap, accelerator=spec.device, preference=run.inputs.preference,
         probe=run.game, rnd_weight=spec.rnd_weight, episodic_weight=spec.episodic_weight, novelty_scale=spec.novelty_scale,
-        episodic_memory=spec.episodic_memory, action_hold=spec.action_hold,
+        episodic_memory=spec.episodic_memory,
     )
     if cluster:  # the same instances, each in a Ray actor; this process alone writes the run folder
         from playtester.tester.cluster import ray_instances

@@ -83,7 +83,6 @@ class RunSpec:
     episodic_weight: float | None = flag("--episodic-weight", Number(0.0), "The weight of E3B's elliptical episodic novelty (within the episode) in the explorer's novelty; 0 leaves it out; default: the --explorer's (1 for ppgta-episodic and episodic, else 0).", None, kept=True)
     episodic_memory: str = flag("--episodic-memory", Choice(*EPISODIC_MEMORIES), "What the episodic novelty remembers: episode (E3B: what this episode has seen, on this instance) or run (every frame of the run on every instance: a frame is novel only if no episode pointed its way; an ablation, docs/benchmarks/explorer.md).", "episode", kept=True)
     returns: float = flag("--returns", Number(0.0, 1.0), "The share of each game instance's episodes, after its first, that begin by returning to a frontier place (Go-Explore): the game is reset as for the earlier episode that first saw the place and that episode's actions are played again (counted in the episode's steps, no test or explorer step spent on them), then the explorer explores from there; the place is chosen from pixels by how rarely it was seen. Needs a game that replays the same given the same actions (Doom, Gymnasium). 0: every episode starts afresh; an ablation (docs/benchmarks/explorer.md).", 0.0, kept=True)
-    action_hold: float = flag("--action-hold", Number(0.0, 10.0), "Temporally extended actions: the PPO explorer keeps each action it draws for n steps, n from a zeta distribution of this exponent (2: ez-greedy's, holds of 3.8 steps on average, at most 100); only the drawn steps teach its policy. 0: a new action every step; an ablation (docs/benchmarks/explorer.md).", 0.0, kept=True)
     novelty_scale: str | None = flag("--novelty-scale", Choice(*NOVELTY_SCALES), "What the explorer's novelties are divided by before they are mixed with the preference: return (the running std of their discounted sum, as CleanRL's RND: the novelty comes out about 2 % of PPGTA's reward) or step (the running std of their per-step values: unit scale). Default: step for ppgta-episodic, return for the others (what measured best, docs/benchmarks/explorer.md).", None, kept=True)
     detector: str | None = flag("--detector", OBJECT_DETECTOR, "Detector checkpoint that finds the OOIs to test (from `playtester train detector`); a run with --tester refuses to start without it or --oracle-labels.", None, kept=True)
     oracle_labels: bool = flag("--oracle-labels", Switch(), "Find the OOIs through the engine's labels instead of a detector (the built-in park only): an ablation, and the report says so.", False, kept=True)
@@ -125,9 +124,6 @@ class RunSpec:
         if self.novelty_scale is None:
             self.novelty_scale = novelty_scale_of(self.explorer)
         check_shows_frames(self.game, f"--game {self.game}", "the tester")
-        if self.action_hold and (self.action_hold <= 1 or self.explorer == "random"):
-            raise UserError(f"action_hold {self.action_hold:g}: " + ("the random explorer has no policy to hold; use a PPO --explorer or 0"
-                            if self.explorer == "random" else "a zeta exponent must be above 1 (2 is ez-greedy's), or 0 for none"))
         if self.objective == "load" and self.explorer == "random":
             raise UserError("--explorer random: a load test (`playtester run load`) trains the PPO explorer; use --explorer "
                             "inspector or ppgta (a random run's report shows its frame times anyway)")
