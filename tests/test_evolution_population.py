@@ -109,10 +109,14 @@ def test_evaluate_plays_every_job_on_few_instances_in_order_and_deterministicall
 
 def test_a_population_improves_both_objectives_and_its_findings_replay(tmp_path):
     cfg = EvolutionConfig(game=MAZE, run_dir=str(tmp_path / "run"), population_size=4, generations=2, eval_episodes=2,
-                          eval_steps=100, num_envs=4, frames=FrameSpec.square(48), ppo=replace(default_offspring_ppo(), total_timesteps=1024))
+                          eval_steps=100, num_envs=4, frames=FrameSpec.square(48), ppo=replace(default_offspring_ppo(), total_timesteps=1024),
+                          refine="all")
     evo = run_evolve(cfg, assertions=[ASSERT], stuck_steps=8, log=lambda _: None)
-    # resume for one more generation: it continues from the checkpoint, not from scratch
-    evo = run_evolve(replace(cfg, generations=3, resume=True), assertions=[ASSERT], stuck_steps=8, log=lambda _: None)
+    # resume for one more generation: it continues from the checkpoint, not from scratch, refining
+    # every offspring as the run began (a run from before `improved` became the default)
+    evo = run_evolve(replace(cfg, generations=3, resume=True, refine="improved"), assertions=[ASSERT], stuck_steps=8,
+                     log=lambda _: None)
+    assert evo.cfg.refine == "all"
     rows = list(read_jsonl(tmp_path / "run" / "generations.jsonl"))
     assert [r["generation"] for r in rows] == [0, 1, 2, 3] and evo.generation == 3
     first, last = rows[0], rows[-1]
