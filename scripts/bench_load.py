@@ -17,7 +17,8 @@ wall clock, read in the same steps, is reported beside it in the reliability che
    single-predictor RND, conv GRU) and the load agent (the same + `LoadReward`, whose warm-up
    shifts `t_b` by the quartile rule to `t`); then the load agent, the explorer, random and the
    scripted path follower (a player sent along the paths into the groves, nearest first, from
-   telemetry: the control that shows the groves can be reached and measured) play `eval_episodes` from the same random starts, interleaved.
+   telemetry: the control that shows the groves can be reached and measured) play
+   `eval_episodes` from the same random starts, interleaved.
    Low-FPS points are telemetry cells where more than half the visits exceeded `t`; a point is in
    a grove when its cell overlaps one (`perf.json`, never shown to the agents).
 4. Over seeds: in-grove points per agent; the load agent against each other agent by Mann–Whitney
@@ -68,7 +69,8 @@ PROFILES = {
 }
 FRAME = FrameSpec.square(64)
 AGENTS = ("load agent", "explorer", "random", "path follower (scripted)")
-"""The path follower is sent into the groves (telemetry and the zones' cells): the control that the groves can be reached and measured."""
+"""The path follower is sent into the groves (telemetry and the zones' cells): the control that
+the groves can be reached and measured."""
 FORWARD_UNITS_PER_STEP = 20.6
 """Map units a step of walking straight covers on the park (measured: 10 forward steps from a standstill)."""
 
