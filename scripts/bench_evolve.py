@@ -20,7 +20,7 @@ game by this script only (the tester never sees them). Findings that match no in
 counted apart. Per pair of strategies, Mann–Whitney (two-sided) with Cliff's delta on the per-seed
 counts of all bugs and of the far and off-route bugs, and, since every strategy plays the same
 maze in a seed, Wilcoxon's signed-rank test on the per-maze differences of bugs and of states
-covered. `--report results.json` prints an earlier run's tables again. `--jobs N` runs N seeds at once, each in its
+covered. `--report A/results.json B/results.json` prints earlier runs' tables again, together. `--jobs N` runs N seeds at once, each in its
 own process.
 
     python scripts/bench_evolve.py [--seeds 0 1 2] [--budget 30000] [--generations G] [--population 6] [--jobs 1]
@@ -134,15 +134,12 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=15, help="maze side in cells (odd)")
     ap.add_argument("--jobs", type=int, default=1, help="seeds run at once, each in its own process")
     ap.add_argument("--out", type=Path, default=Path("runs/bench_evolve"))
-    ap.add_argument("--report", type=Path, metavar="RESULTS_JSON", help="print the tables of an earlier run's results.json, run nothing")
+    ap.add_argument("--report", type=Path, nargs="+", metavar="RESULTS_JSON",
+                    help="print the tables of earlier runs' results.json together (runs of other seeds with the same "
+                         "settings), run nothing")
     args = ap.parse_args()
     if args.report is not None:
-        saved = json.loads(args.report.read_text())
-        for key in ("budget", "generations", "population", "episodes", "steps", "ppo_steps", "size"):
-            setattr(args, key, int(saved["args"][key]))
-        args.strategies = [s for s in STRATEGIES if any(r["strategy"] == s for r in saved["rows"])]
-        load = saved.get("load_average", [[float("nan")], [float("nan")]])
-        report(saved["rows"], args, tuple(load[0]), float("nan"))
+        reprint(args)
         return
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -168,6 +165,30 @@ def main() -> None:
     write_text_atomic(args.out / "results.json", json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": results,
                                                               "load_average": [load_start, os.getloadavg()]}, indent=1))
     report(results, args, load_start, time.perf_counter() - t0)
+
+
+SETTINGS = ("budget", "generations", "population", "episodes", "steps", "ppo_steps", "size")
+"""What runs must share for `--report` to print them together."""
+
+
+def reprint(args: argparse.Namespace) -> None:
+    """`--report`: the tables of earlier runs, their rows together; runs with other settings refused in one line."""
+    rows: list[dict] = []
+    first = None
+    for path in args.report:
+        try:
+            saved = json.loads(path.read_text())
+            settings = {key: int(saved["args"][key]) for key in SETTINGS}
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise SystemExit(f"error: --report {path}: not a bench_evolve results.json ({e})") from None
+        if first is not None and settings != first:
+            raise SystemExit(f"error: --report {path}: settings {settings} differ from {args.report[0]}'s {first}; report runs of one setting together")
+        first = first or settings
+        rows += saved["rows"]
+    for key, value in first.items():
+        setattr(args, key, value)
+    args.strategies = [s for s in STRATEGIES if any(r["strategy"] == s for r in rows)]
+    report(rows, args, (float("nan"),), float("nan"))
 
 
 def report(results: list[dict], args: argparse.Namespace, load_start: tuple, seconds: float) -> None:
