@@ -119,7 +119,7 @@ def mean_sd(values: list[float]) -> str:
     return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}" if len(values) > 1 else f"{values[0]:.1f}"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--budget", type=int, default=30_000, help="game steps per run (evaluations + training)")
@@ -137,7 +137,7 @@ def main() -> None:
     ap.add_argument("--report", type=Path, nargs="+", metavar="RESULTS_JSON",
                     help="print the tables of earlier runs' results.json together (runs of other seeds with the same "
                          "settings), run nothing")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.report is not None:
         reprint(args)
         return
