@@ -156,7 +156,12 @@ def play_path_follower(env, layout, zones, game: str, seed: int, episode: int) -
     _, info = env.reset(seed=seed)
     here = layout.cell_of(*info["position"][:2])
     mask = layout.pathway_mask
-    groves = sorted((z.cell for z in zones), key=lambda c: len(layout.route(here, c, only=mask) or range(10**6)))
+
+    def steps_along_paths(cell: tuple[int, int]) -> float:
+        route = layout.route(here, cell, only=mask)
+        return len(route) if route else float("inf")  # a grove the paths do not reach from here: last
+
+    groves = sorted((z.cell for z in zones), key=steps_along_paths)
     follower = PathFollower(layout, env.unwrapped.keymap, np.random.default_rng(seed), goals=groves)
     follower.reset(info)
     records, t = [], 0
