@@ -8,7 +8,10 @@ round a detector is trained on every frame labelled so far (`train detector`'s o
 compact backbone from random init, its 70/10/20 split, `--steps` gradient steps whatever the set's
 size) and scored on the test set. An arm stops when every class reaches `--bar` AP50.
 
-The arms, each from the same first batch, drawn at random and labelled by hand:
+The arms, each from the same first batch, labelled by hand: the first `--batch` frames in a random
+order, or with `--first-per-class K` the frames a person picks so that every class has K boxes
+(going through the random order, each frame that shows a class still short of K; looking is free,
+every box of a picked frame is drawn), the random order going on after them:
 
 - **by hand**: the frames in a random order, every box drawn (cost: one action a box);
 - **pre-labels, random order**: the same frames, each round's new frames pre-labelled by the
@@ -113,7 +116,7 @@ def train_round(args, pool_doc: dict, ids: list[int], work: Path, seed: int, pre
         steps = args.warm_steps if warm else args.steps
         epochs = max(1, math.ceil(steps / math.ceil(0.7 * len(ids) / 8)))
         recipe = recipes.DetectorRecipe(coco=labels, out=ckpt, images=args.pool.parent, backbone="compact",
-                                        pretrained=str(previous) if warm else args.pretrained, image_size=128, epochs=epochs,
+                                        pretrained=str(previous) if warm else args.pretrained, image_size=args.image_size, epochs=epochs,
                                         seed=seed, threads=args.threads, logdir=work / "logs")
         try:
             recipes.train_detector(recipe)
@@ -174,26 +177,54 @@ def hand_cost(pool_by_id, ids: list[int]) -> int:
     return int(sum(len(pool_by_id[i].boxes) for i in ids))
 
 
+def picked_first(order: list[int], by_id, per_class: int) -> list[int]:
+    """The first batch as a person picks it: going through the frames in `order`, every frame that
+    shows a class with fewer than `per_class` boxes labelled so far (all its boxes drawn), until
+    every class has that many or the frames run out. Looking at a frame is free; drawing is not."""
+    have: dict[int, int] = {}
+    classes = {int(c) for im in by_id.values() for c in im.labels}
+    picked = []
+    for i in order:
+        if all(have.get(c, 0) >= per_class for c in classes):
+            break
+        labels = [int(c) for c in by_id[i].labels]
+        if any(have.get(c, 0) < per_class for c in labels):
+            picked.append(i)
+            for c in labels:
+                have[c] = have.get(c, 0) + 1
+    return picked
+
+
+def round_ends(n: int, first: int, batch: int) -> list[int]:
+    """How many frames are labelled after each round: `first`, then `batch` more a round, up to `n`."""
+    return list(range(first, n, batch)) + [n]
+
+
 def run_seed(args, seed: int, pool_doc, pool, test) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     order = [int(i) for i in rng.permutation([im.id for im in pool.images])]
     by_id = {im.id: im for im in pool.images}
-    rounds = math.ceil(len(order) / args.batch)
+    first = args.batch
+    if args.first_per_class:
+        picked = picked_first(order, by_id, args.first_per_class)
+        taken = set(picked)
+        order, first = picked + [i for i in order if i not in taken], len(picked)
+    ends = round_ends(len(order), first, args.batch)
     th = [float(t) for t in args.thresholds]
     main_th = f"{args.threshold:g}"
-    out: dict[str, Any] = {"seed": seed, "random": []}
+    out: dict[str, Any] = {"seed": seed, "first_batch": first, "random": []}
 
     # -- random order: by hand, and pre-labelled by the round before ------------------------------
     hand, pre = 0, dict.fromkeys(cost_keys(th), 0)
-    for r in range(rounds):
-        batch = order[r * args.batch:(r + 1) * args.batch]
+    for r, end in enumerate(ends):
+        batch = order[ends[r - 1] if r else 0:end]
         previous = None if r == 0 else out["random"][-1].get("_detector")
         dets = raw_detections(previous, pool, batch) if previous is not None else None
         spent = costs(by_id, dets, batch, th)
         hand += hand_cost(by_id, batch)
         for t in pre:
             pre[t] += spent[t]["actions"]
-        labelled = order[:(r + 1) * args.batch]
+        labelled = order[:end]
         t0 = time.time()
         detector = train_round(args, pool_doc, labelled, args.workdir / f"s{seed}" / f"random-{r:02d}", seed,
                                args.workdir / f"s{seed}" / f"random-{r - 1:02d}" / "detector.ckpt" if r else None)
@@ -209,7 +240,7 @@ def run_seed(args, seed: int, pool_doc, pool, test) -> dict[str, Any]:
         row.pop("_detector", None)
 
     for arm in args.arms:
-        out[arm] = active_arm(args, seed, arm, order, pool_doc, pool, test, by_id, th, main_th)
+        out[arm] = active_arm(args, seed, arm, order, first, pool_doc, pool, test, by_id, th, main_th)
     return out
 
 
@@ -240,7 +271,7 @@ def spread(ranked: list[int], where: dict[int, tuple[str, int]], n: int) -> list
     return picked + [i for i in ranked if i not in taken][:n - len(picked)]
 
 
-def active_arm(args, seed: int, arm: str, order: list[int], pool_doc, pool, test, by_id, th, main_th) -> list[dict]:
+def active_arm(args, seed: int, arm: str, order: list[int], first: int, pool_doc, pool, test, by_id, th, main_th) -> list[dict]:
     """An arm that picks each round's frames with the detector of the round before: `uncertain`,
     the most uncertain frames (what `shots --prelabel` orders by); `spread`, the most uncertain
     spread over the demo's episodes (`spread`). The first batch is the random order's, by hand."""
@@ -249,7 +280,7 @@ def active_arm(args, seed: int, arm: str, order: list[int], pool_doc, pool, test
     where = {im["id"]: (str(im.get("episode", "")), int(im.get("t", 0))) for im in pool_doc["images"]}
     folder = args.workdir / f"s{seed}"
     rows: list[dict] = []
-    labelled = order[:args.batch]
+    labelled = order[:first]
     spent_total = dict.fromkeys(cost_keys(th), hand_cost(by_id, labelled))  # the first batch: by hand
     detector = train_round(args, pool_doc, labelled, folder / "random-00", seed, None)  # the random order's round 0
     for r in range(math.ceil(len(order) / args.batch)):
@@ -304,6 +335,9 @@ def main() -> None:
     ap.add_argument("--workdir", type=Path, required=True)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--batch", type=int, default=100, help="Frames labelled a round.")
+    ap.add_argument("--first-per-class", type=int, default=0, metavar="K",
+                    help="The first batch a person picks: frames until every class has K boxes (0: the first --batch "
+                         "frames of the random order).")
     ap.add_argument("--steps", type=int, default=528, help="Gradient steps of each round's training (the demo's).")
     ap.add_argument("--bar", type=float, default=0.8, help="AP50 every class must reach.")
     ap.add_argument("--threshold", type=float, default=PRELABEL_SCORE,
@@ -317,9 +351,12 @@ def main() -> None:
                     help="What a round with no detector before it starts from: none (random init, `train detector`'s "
                          "default here) or an encoder checkpoint whose compact trunk becomes the body (`train encoder "
                          "--trunk compact` on the game's unlabelled play).")
-    ap.add_argument("--arms", nargs="+", default=["uncertain"], choices=sorted(ARMS),
+    ap.add_argument("--image-size", type=int, default=128,
+                    help="The detectors' input size (train detector --image-size): frames are scaled to fit it.")
+    ap.add_argument("--arms", nargs="*", default=["uncertain"], choices=sorted(ARMS),
                     help="Arms that pick their frames with the detector, beside by hand and random order: uncertain "
-                         "(what shots --prelabel writes first), spread (the most uncertain spread over the episodes).")
+                         "(what shots --prelabel writes first), spread (the most uncertain spread over the episodes); none: "
+                         "the random order alone.")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default).")
     ap.add_argument("--device", default="cpu", help="Where the detectors predict and are scored (cpu or cuda); "
                                                     "training takes the GPU where there is one.")
