@@ -1,7 +1,7 @@
 """RELINE on the performance-bugged park: the load agent, the plain explorer, random and the path
 follower, 5 seeds, low-FPS points inside the slow groves against outside.
 
-    python scripts/bench_load.py [--profile small|full] [--game doom:park-perf:5:24x24] [--jobs N] [--out runs/bench_load]
+    python scripts/bench_load.py [--profile small|full] [--game doom:park-perf:5:24x24] [--jobs N] [--timesteps N] [--out runs/bench_load]
 
 Frame time is the step's CPU time (the engine process's and the game thread's: `DoomGame`'s
 default `frame_clock="cpu"`), which the other processes on a shared machine do not change; the
@@ -261,8 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, nargs="+", help="default: 0 … the profile's seeds − 1")
     ap.add_argument("--jobs", type=int, default=1, help="seeds played at once, each in its own process (the CPU clock is "
                     "not disturbed by the others; give each job a core)")
+    ap.add_argument("--timesteps", type=int, help="PPO steps per trained agent instead of the profile's")
     args = ap.parse_args(argv)
-    p = PROFILES[args.profile]
+    p = PROFILES[args.profile] | ({"timesteps": args.timesteps} if args.timesteps else {})
     seeds = args.seeds if args.seeds is not None else list(range(p["seeds"]))
     args.out.mkdir(parents=True, exist_ok=True)
     files = build_perf_park(PerfParkConfig(park=park_config_from_spec(args.game)))
