@@ -382,9 +382,10 @@ def main() -> None:
         th = f"{args.threshold:g}{suffix}"
         print(f"\nboxes a person draws, fixes or deletes until every class reaches {100 * args.bar:.0f} % AP50 "
               f"(pre-label threshold {args.threshold:g}; {model}):")
-        print("| seed | by hand | pre-labels, random order | " + " | ".join(f"pre-labels, {ARMS[a]}" for a in args.arms)
-              + " | " + " | ".join(f"ratio ({a} / hand)" for a in ["random", *args.arms]) + " |")
-        print("|---:" * (3 + 2 * len(args.arms) + 1) + "|")
+        columns = ["seed", "by hand", "pre-labels, random order", *(f"pre-labels, {ARMS[a]}" for a in args.arms),
+                   *(f"ratio ({a} / hand)" for a in ["random", *args.arms])]
+        print("| " + " | ".join(columns) + " |")
+        print("|---:" * len(columns) + "|")
         for res in results:
             hand = reached(res["random"], args.bar, "hand_boxes")
             costs_of = {"random": reached(res["random"], args.bar, "prelabel_actions", th),
