@@ -200,6 +200,23 @@ def round_ends(n: int, first: int, batch: int) -> list[int]:
     return list(range(first, n, batch)) + [n]
 
 
+def same_rounds(args, seed: int, first_batch: list[int]) -> None:
+    """The rounds a workdir keeps are read back only by a run of the same settings: the first one
+    writes them down, a later one with others is refused in one line."""
+    settings = {"first_batch": first_batch, "batch": args.batch, "steps": args.steps, "warm_steps": args.warm_steps,
+                "image_size": args.image_size, "pretrained": str(args.pretrained)}
+    path = args.workdir / f"s{seed}" / "settings.json"
+    if path.exists():
+        kept = json.loads(path.read_text())
+        changed = sorted(k for k in settings if kept.get(k) != settings[k])
+        if changed:
+            raise SystemExit(f"{path.parent}: its rounds were made with other {', '.join(changed)} "
+                             "(--first-per-class, --batch, --steps, --warm-steps, --image-size, --pretrained); use another --workdir")
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(settings))
+
+
 def run_seed(args, seed: int, pool_doc, pool, test) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     order = [int(i) for i in rng.permutation([im.id for im in pool.images])]
@@ -210,6 +227,7 @@ def run_seed(args, seed: int, pool_doc, pool, test) -> dict[str, Any]:
         taken = set(picked)
         order, first = picked + [i for i in order if i not in taken], len(picked)
     ends = round_ends(len(order), first, args.batch)
+    same_rounds(args, seed, order[:first])
     th = [float(t) for t in args.thresholds]
     main_th = f"{args.threshold:g}"
     out: dict[str, Any] = {"seed": seed, "first_batch": first, "random": []}

@@ -32,3 +32,15 @@ def test_round_ends():
     assert bench_prelabel.round_ends(11, 3, 4) == [3, 7, 11]
     assert bench_prelabel.round_ends(10, 3, 4) == [3, 7, 10]
     assert bench_prelabel.round_ends(3, 3, 4) == [3]
+
+
+def test_a_workdir_refuses_rounds_of_other_settings(tmp_path):
+    import pytest
+
+    args = SimpleNamespace(workdir=tmp_path, batch=50, steps=528, warm_steps=264, image_size=128, pretrained="none")
+    bench_prelabel.same_rounds(args, 0, [3, 1, 2])
+    bench_prelabel.same_rounds(args, 0, [3, 1, 2])  # the same settings go on where they were
+    with pytest.raises(SystemExit, match=r"s0: its rounds were made with other first_batch .*use another --workdir"):
+        bench_prelabel.same_rounds(args, 0, [5, 1, 2])
+    with pytest.raises(SystemExit, match="other batch, image_size"):
+        bench_prelabel.same_rounds(SimpleNamespace(**{**vars(args), "batch": 25, "image_size": 256}), 0, [3, 1, 2])
