@@ -373,8 +373,8 @@ def main() -> None:
                     help="The detectors' input size (train detector --image-size): frames are scaled to fit it.")
     ap.add_argument("--arms", nargs="*", default=["uncertain"], choices=sorted(ARMS),
                     help="Arms that pick their frames with the detector, beside by hand and random order: uncertain "
-                         "(what shots --prelabel writes first), spread (the most uncertain spread over the episodes); none: "
-                         "the random order alone.")
+                         "(what shots --prelabel writes first), spread (the most uncertain spread over the episodes); `--arms` "
+                         "with none: by hand and random order alone.")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default).")
     ap.add_argument("--device", default="cpu", help="Where the detectors predict and are scored (cpu or cuda); "
                                                     "training takes the GPU where there is one.")
