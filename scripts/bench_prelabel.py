@@ -301,7 +301,7 @@ def active_arm(args, seed: int, arm: str, order: list[int], first: int, pool_doc
     labelled = order[:first]
     spent_total = dict.fromkeys(cost_keys(th), hand_cost(by_id, labelled))  # the first batch: by hand
     detector = train_round(args, pool_doc, labelled, folder / "random-00", seed, None)  # the random order's round 0
-    for r in range(math.ceil(len(order) / args.batch)):
+    for r in range(len(round_ends(len(order), first, args.batch))):  # as many rounds as the random order's
         ap = score(detector, test, folder / ("random-00" if r == 0 else f"{arm}-{r:02d}")) if detector is not None else {}
         rows.append({"round": r, "images": len(labelled), "prelabel_actions": dict(spent_total), "ap50": ap})
         print(f"seed {seed} {arm:9} round {r}: {len(labelled)} images, pre-labelled {spent_total[main_th]} actions; "
