@@ -293,9 +293,13 @@ def test_ctrl_c_ends_a_ppo_run_and_its_workers_quietly(small_park, tmp_path):
     out = tmp_path / "ppo"
     (tmp_path / "rollout.yaml").write_text("rollout: 8\n")
     args = [sys.executable, "-m", "playtester", "run", "explore", "--game", small_park, "--out", str(out), "--explorer", "inspector",
-            "--envs", "2", "--config", str(tmp_path / "rollout.yaml"), "--episodes", "20", "--steps", "200"]
+            "--envs", "2", "--config", str(tmp_path / "rollout.yaml"), "--episodes", "200", "--steps", "200"]
+    # 40 000 steps: the run cannot end on its own while the test waits (20 episodes once ended
+    # before the Ctrl-C was sent, on a CI machine, exit 0; the times below say where it waited).
+    started = time.time()
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     engines = wait_for_steps(proc, out, 40)
+    first = time.time() - started
     # The group's signal reaches the workers at any instant; sent to them alone first, it must not
     # end their step (it raised KeyboardInterrupt inside a frame resize, sent back as a worker
     # error with its traceback): the workers leave Ctrl-C to the run's own process.
@@ -305,9 +309,11 @@ def test_ctrl_c_ends_a_ppo_run_and_its_workers_quietly(small_park, tmp_path):
     for pid in workers:
         os.kill(pid, signal.SIGINT)
     wait_for_steps(proc, out, before + 40)
+    waited = f"40 steps after {first:.1f} s, {before} + 40 after {time.time() - started:.1f} s"
+    assert proc.poll() is None, f"the run ended before its Ctrl-C ({waited})"
     os.killpg(proc.pid, signal.SIGINT)
     printed, err = finish(proc, timeout=120)
-    assert proc.returncode == 130, printed + err
+    assert proc.returncode == 130, f"{waited}, then Ctrl-C: " + printed + err
     assert "everything written so far is kept" in err
     assert "Traceback" not in printed + err and "KeyboardInterrupt" not in printed + err
     time.sleep(1.0)
