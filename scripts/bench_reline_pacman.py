@@ -20,7 +20,9 @@ an open-loop plan). Per seed, the number of episodes in which at least n zones w
 Mann–Whitney (two-sided, Holm over the three pairs) with Cliff's delta on the per-seed counts of
 episodes with all four.
 
-Prints the markdown table docs/benchmarks/seeds.md holds and writes `results.json` under `--out`.
+Prints the markdown table docs/benchmarks/seeds.md holds and writes `results.json` under `--out`,
+one row as each agent and seed finishes; run again with the same `--out` and settings, it reads
+back the agent-seeds done and runs the rest (more `--seeds` added to a finished run, too).
 """
 
 from __future__ import annotations
@@ -154,25 +156,67 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    rows: list[dict] = []
+    try:
+        kept = done_rows(args.out / "results.json", args)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    rows = [r for r in kept if r["seed"] in args.seeds and r["agent"] in args.agents]
     t0 = time.perf_counter()
-    tasks = [(name, seed) for seed in args.seeds for name in args.agents]
-    if args.jobs > 1:
+    done = {(r["agent"], r["seed"]) for r in kept}
+    tasks = [(name, seed) for seed in args.seeds for name in args.agents if (name, seed) not in done]
+    if done & {(n, s) for s in args.seeds for n in args.agents}:
+        print(f"{len(rows)} agent-seeds read back from {args.out / 'results.json'}; {len(tasks)} to run", flush=True)
+
+    def keep(row: dict) -> None:
+        """Every finished agent-seed is written at once: a long run stopped keeps what it did."""
+        rows.append(row)
+        kept.append(row)
+        print(json.dumps(row), flush=True)
+        write_text_atomic(args.out / "results.json", json.dumps({"args": settings(args), "rows": kept}, indent=1))
+
+    if args.jobs > 1 and len(tasks) > 1:
+        from concurrent.futures import as_completed
+
         from playtester.workers import process_pool
 
         with process_pool(args.jobs) as pool:
-            rows = [f.result() for f in [pool.submit(run_agent, name, seed, args, zones) for name, seed in tasks]]
+            for future in as_completed([pool.submit(run_agent, name, seed, args, zones) for name, seed in tasks]):
+                keep(future.result())
     else:
         for name, seed in tasks:
-            rows.append(run_agent(name, seed, args, zones))
-            print(json.dumps(rows[-1]), flush=True)
-            write_text_atomic(args.out / "results.json", json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=1))
-    write_text_atomic(args.out / "results.json", json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=1))
+            keep(run_agent(name, seed, args, zones))
     report(rows, args, time.perf_counter() - t0)
     return 0
 
 
+SETTINGS = ("timesteps", "episodes", "envs", "frame_size", "max_steps", "reward_scale", "zones")
+"""What an agent-seed's figures depend on: rows of `results.json` made with other values are not
+mixed with this run's."""
+
+
+def settings(args: argparse.Namespace) -> dict[str, str]:
+    return {k: str(getattr(args, k)) for k in SETTINGS}
+
+
+def done_rows(path: Path, args: argparse.Namespace) -> list[dict]:
+    """The rows an earlier run under `--out` finished, when it ran with the same settings."""
+    if not path.exists():
+        return []
+    try:
+        doc = json.loads(path.read_text())
+        earlier, rows = doc["args"], list(doc["rows"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise UserError(f"{path}: not a results file of this benchmark ({e}); give another --out") from None
+    differ = [k for k in SETTINGS if str(earlier.get(k)) != settings(args)[k]]
+    if differ:
+        raise UserError(f"{path}: made with other settings ({', '.join(f'--{k.replace(chr(95), chr(45))} {earlier.get(k)}' for k in differ)}); "
+                        "give another --out or the same settings")
+    return rows
+
+
 def report(rows: list[dict], args: argparse.Namespace, seconds: float) -> None:
+    rows = sorted(rows, key=lambda r: (r["seed"], r["agent"]))
     per_1000 = 1000 / args.episodes
     names = [a for a in args.agents if any(r["agent"] == a for r in rows)]
     print(f"\nMs. Pac-Man, {len(args.seeds)} seeds, PPO {args.timesteps} steps per agent, {args.episodes} evaluation episodes each; {seconds:.0f} s\n")

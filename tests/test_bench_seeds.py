@@ -35,3 +35,21 @@ def test_a_tiny_run_counts_zone_hits_per_episode_and_prints_the_papers_figures(t
         assert 0 <= r["at_least"][0] <= 2 and 0 < r["length"] <= 80
     assert "| rl |" in out and "| 25.6 |" in out and "| 0.8 |" in out
     assert "rl vs random: Mann–Whitney p =" in out
+
+
+def test_a_second_run_reads_back_the_agent_seeds_done_and_refuses_other_settings(tmp_path, capsys):
+    base = ["--agents", "random", "--envs", "2", "--episodes", "2", "--max-steps", "40", "--out", str(tmp_path)]
+    assert bench_reline_pacman.main(["--seeds", "0"] + base) == 0
+    first = json.loads((tmp_path / "results.json").read_text())["rows"]
+    capsys.readouterr()
+    assert bench_reline_pacman.main(["--seeds", "0", "1"] + base) == 0
+    out = capsys.readouterr().out
+    assert "1 agent-seeds read back from" in out and "; 1 to run" in out
+    rows = json.loads((tmp_path / "results.json").read_text())["rows"]
+    assert rows[0] == first[0] and [(r["agent"], r["seed"]) for r in rows] == [("random", 0), ("random", 1)]
+    assert "| random |" in out  # the table covers both seeds, the one read back too
+
+    code = bench_reline_pacman.main(["--seeds", "2"] + base[:-4] + ["--max-steps", "50", "--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "made with other settings (--max-steps 40)" in err[0]
+    assert json.loads((tmp_path / "results.json").read_text())["rows"] == rows  # nothing lost
