@@ -312,7 +312,10 @@ def test_ctrl_c_ends_a_ppo_run_and_its_workers_quietly(small_park, tmp_path):
     waited = f"40 steps after {first:.1f} s, {before} + 40 after {time.time() - started:.1f} s"
     assert proc.poll() is None, f"the run ended before its Ctrl-C ({waited})"
     os.killpg(proc.pid, signal.SIGINT)
-    printed, err = finish(proc, timeout=120)
+    try:
+        printed, err = finish(proc, timeout=120)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"{waited}, then Ctrl-C: the run went on for 120 s more") from None
     assert proc.returncode == 130, f"{waited}, then Ctrl-C: " + printed + err
     assert "everything written so far is kept" in err
     assert "Traceback" not in printed + err and "KeyboardInterrupt" not in printed + err
