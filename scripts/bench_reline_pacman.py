@@ -52,6 +52,8 @@ from playtester.evolution.evaluation import EvalJob, evaluate, make_eval_envs
 from playtester.evolution.state_coverage import StateCoverageConfig
 from playtester.exploration.actor_critic import RandomAgent, RandomAgentConfig
 from playtester.exploration.ppo import PPOConfig, train
+from playtester.exploration.reward import ExplorationReward, ExplorationRewardConfig
+from playtester.exploration.rnd import RNDConfig
 from playtester.files import write_text_atomic
 from playtester.load.stats import cliffs_delta, holm, magnitude
 
@@ -89,9 +91,18 @@ def train_agent(name: str, seed: int, args: argparse.Namespace, zones) -> tuple[
                     num_envs=args.envs, num_steps=128, num_minibatches=2, update_epochs=4, learning_rate=2.5e-4, clip_coef=0.1,
                     vector_env="sync", encoder="conv", frames=FrameSpec.square(args.frame_size), hidden_dim=256, rnn_dim=128,
                     env_reward_coef=args.reward_scale, checkpoint_every=0, log_every=8, accelerator=args.accelerator)
+    hook = None
+    if args.novelty == "rnd":
+        # Both PPO agents alike: classic RND (one predictor, its prediction error) on the 64 px
+        # frames, its return in a second value head, the streams' advantages weighted 2 : 1 as in
+        # Burda et al.'s Atari runs.
+        cfg.ext_coef, cfg.int_coef = 2.0, 1.0
+        hook = ExplorationReward(ExplorationRewardConfig(rnd=RNDConfig(num_predictors=1, reward="prediction_error"),
+                                                         use_preference=False), num_envs=args.envs)
     start = time.perf_counter()
     counter = ZoneCounter()
-    result = train(cfg, env_fn=functools.partial(pacman_env, args.frame_size, bonus, zones, args.max_steps), stop=counter)
+    result = train(cfg, env_fn=functools.partial(pacman_env, args.frame_size, bonus, zones, args.max_steps), stop=counter,
+                   reward_hook=hook)
     return result.agent, time.perf_counter() - start, counter.hits
 
 
@@ -145,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reward-scale", type=float, default=0.1)
     ap.add_argument("--zones", nargs=4, metavar="X0,Y0,X1,Y1", help="the four zones (pixels of the 160×210 frame); default: the tunnels")
     ap.add_argument("--agents", nargs="+", default=list(AGENTS), choices=AGENTS)
+    ap.add_argument("--novelty", choices=("none", "rnd"), default="none",
+                    help="an exploration bonus for both PPO agents: rnd, classic RND on the frames (the "
+                         "paper's agents have none; a lever for zones found too rarely in training)")
     ap.add_argument("--accelerator", default="cpu", help="where PPO learns: cpu or cuda (the games stay on the CPU)")
     ap.add_argument("--jobs", type=int, default=1, help="agents and seeds trained at once, each in its own process")
     ap.add_argument("--out", type=Path, default=Path("runs/bench_pacman"))
@@ -190,9 +204,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-SETTINGS = ("timesteps", "episodes", "envs", "frame_size", "max_steps", "reward_scale", "zones")
+SETTINGS = ("timesteps", "episodes", "envs", "frame_size", "max_steps", "reward_scale", "zones", "novelty")
 """What an agent-seed's figures depend on: rows of `results.json` made with other values are not
 mixed with this run's."""
+
+
+ADDED_SINCE = {"novelty": "none"}
+"""Settings added after results files were written: what those files ran with."""
 
 
 def settings(args: argparse.Namespace) -> dict[str, str]:
@@ -208,7 +226,7 @@ def done_rows(path: Path, args: argparse.Namespace) -> list[dict]:
         earlier, rows = doc["args"], list(doc["rows"])
     except (ValueError, KeyError, TypeError) as e:
         raise UserError(f"{path}: not a results file of this benchmark ({e}); give another --out") from None
-    differ = [k for k in SETTINGS if str(earlier.get(k)) != settings(args)[k]]
+    differ = [k for k in SETTINGS if str(earlier.get(k, ADDED_SINCE.get(k))) != settings(args)[k]]
     if differ:
         raise UserError(f"{path}: made with other settings ({', '.join(f'--{k.replace(chr(95), chr(45))} {earlier.get(k)}' for k in differ)}); "
                         "give another --out or the same settings")
