@@ -53,3 +53,18 @@ def test_a_second_run_reads_back_the_agent_seeds_done_and_refuses_other_settings
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "made with other settings (--max-steps 40)" in err[0]
     assert json.loads((tmp_path / "results.json").read_text())["rows"] == rows  # nothing lost
+
+
+@pytest.mark.slow
+def test_novelty_rnd_gives_both_ppo_agents_an_intrinsic_reward_in_a_second_value_head(tmp_path, capsys):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    code = bench_reline_pacman.main(["--seeds", "0", "--agents", "rl", "--novelty", "rnd", "--timesteps", "4096", "--envs", "2",
+                                     "--episodes", "1", "--max-steps", "40", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0 and "2 value head(s)" in out
+    events = EventAccumulator(str(next((tmp_path / "train-rl-0").rglob("events.out.tfevents.*"))))
+    events.Reload()
+    intrinsic = [e.value for e in events.Scalars("rewards/intrinsic_raw")]
+    assert intrinsic and max(intrinsic) > 0  # RND's prediction error, after its warm-up frames
+    assert json.loads((tmp_path / "results.json").read_text())["args"]["novelty"] == "rnd"
