@@ -226,10 +226,10 @@ def done_rows(path: Path, args: argparse.Namespace) -> list[dict]:
         earlier, rows = doc["args"], list(doc["rows"])
     except (ValueError, KeyError, TypeError) as e:
         raise UserError(f"{path}: not a results file of this benchmark ({e}); give another --out") from None
-    differ = [k for k in SETTINGS if str(earlier.get(k, ADDED_SINCE.get(k))) != settings(args)[k]]
+    then = {k: str(earlier.get(k, ADDED_SINCE.get(k))) for k in SETTINGS}
+    differ = [f"--{k.replace('_', '-')} {then[k]}" for k in SETTINGS if then[k] != settings(args)[k]]
     if differ:
-        raise UserError(f"{path}: made with other settings ({', '.join(f'--{k.replace(chr(95), chr(45))} {earlier.get(k)}' for k in differ)}); "
-                        "give another --out or the same settings")
+        raise UserError(f"{path}: made with other settings ({', '.join(differ)}); give another --out or the same settings")
     return rows
 
 
