@@ -87,18 +87,17 @@ class ZoneCounter:
 
 def train_agent(name: str, seed: int, args: argparse.Namespace, zones) -> tuple[torch.nn.Module, float, int]:
     bonus = 50.0 if name == "reline" else 0.0
+    # With --novelty rnd, both PPO agents alike: classic RND (one predictor, its prediction error)
+    # on the 64 px frames, its return in a second value head, the streams' advantages weighted
+    # 2 : 1 as in Burda et al.'s Atari runs.
+    rnd = args.novelty == "rnd"
     cfg = PPOConfig(env_id=GAME, run_dir=str(args.out / f"train-{name}-{seed}"), seed=seed, total_timesteps=args.timesteps,
                     num_envs=args.envs, num_steps=128, num_minibatches=2, update_epochs=4, learning_rate=2.5e-4, clip_coef=0.1,
                     vector_env="sync", encoder="conv", frames=FrameSpec.square(args.frame_size), hidden_dim=256, rnn_dim=128,
-                    env_reward_coef=args.reward_scale, checkpoint_every=0, log_every=8, accelerator=args.accelerator)
-    hook = None
-    if args.novelty == "rnd":
-        # Both PPO agents alike: classic RND (one predictor, its prediction error) on the 64 px
-        # frames, its return in a second value head, the streams' advantages weighted 2 : 1 as in
-        # Burda et al.'s Atari runs.
-        cfg.ext_coef, cfg.int_coef = 2.0, 1.0
-        hook = ExplorationReward(ExplorationRewardConfig(rnd=RNDConfig(num_predictors=1, reward="prediction_error"),
-                                                         use_preference=False), num_envs=args.envs)
+                    env_reward_coef=args.reward_scale, checkpoint_every=0, log_every=8, accelerator=args.accelerator,
+                    ext_coef=2.0 if rnd else 1.0)
+    hook = ExplorationReward(ExplorationRewardConfig(rnd=RNDConfig(num_predictors=1, reward="prediction_error"), use_preference=False),
+                             num_envs=args.envs) if rnd else None
     start = time.perf_counter()
     counter = ZoneCounter()
     result = train(cfg, env_fn=functools.partial(pacman_env, args.frame_size, bonus, zones, args.max_steps), stop=counter,
@@ -175,16 +174,15 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    rows = [r for r in kept if r["seed"] in args.seeds and r["agent"] in args.agents]
     t0 = time.perf_counter()
     done = {(r["agent"], r["seed"]) for r in kept}
     tasks = [(name, seed) for seed in args.seeds for name in args.agents if (name, seed) not in done]
-    if done & {(n, s) for s in args.seeds for n in args.agents}:
-        print(f"{len(rows)} agent-seeds read back from {args.out / 'results.json'}; {len(tasks)} to run", flush=True)
+    wanted = len(args.seeds) * len(args.agents)
+    if len(tasks) < wanted:
+        print(f"{wanted - len(tasks)} agent-seeds read back from {args.out / 'results.json'}; {len(tasks)} to run", flush=True)
 
     def keep(row: dict) -> None:
         """Every finished agent-seed is written at once: a long run stopped keeps what it did."""
-        rows.append(row)
         kept.append(row)
         print(json.dumps(row), flush=True)
         write_text_atomic(args.out / "results.json", json.dumps({"args": settings(args), "rows": kept}, indent=1))
@@ -200,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for name, seed in tasks:
             keep(run_agent(name, seed, args, zones))
-    report(rows, args, time.perf_counter() - t0)
+    report([r for r in kept if r["seed"] in args.seeds and r["agent"] in args.agents], args, time.perf_counter() - t0)
     return 0
 
 
